@@ -1,0 +1,93 @@
+"""The policy interface every decision maker shares, and the policy registry.
+
+A policy is anything with
+
+* ``reset(envs, horizon, generator)`` -- start a batch of episodes. Only oracles may look at ``envs``;
+  learning policies use it for the batch size and device and nothing else.
+* ``act(t, x) -> actions`` -- the action for every environment at step ``t`` (0-based) given the
+  context ``x`` ``(B, context_dim)``; returns ``(B, action_dim)``. The rollout projects onto ``A``.
+* ``observe(t, actions, observations)`` -- what was played and what was seen.
+
+so one rollout loop (:func:`omgpt.rollout.rollout`) draws every curve: OMGPT, oracles, benchmarks.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from omgpt.errors import OMGPTError
+from omgpt.tasks.base import Envs, Task
+
+
+class Policy:
+    """Base class with the interface above. ``tasks`` lists the task classes a benchmark supports."""
+
+    name: str = ""
+
+    def __init__(self, task: Task):
+        self.task = task
+
+    def reset(self, envs: Envs, horizon: int, generator: torch.Generator) -> None:
+        self.envs, self.horizon, self.generator = envs, horizon, generator
+        self.batch = next(iter(envs.values())).shape[0]
+        self.device = generator.device
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
+        pass
+
+
+class HistoryPolicy(Policy):
+    """A policy that keeps the whole history it has seen in preallocated ``(B, T, ·)`` buffers."""
+
+    def reset(self, envs: Envs, horizon: int, generator: torch.Generator) -> None:
+        super().reset(envs, horizon, generator)
+        task, b = self.task, self.batch
+        self.xs = torch.zeros(b, horizon, task.context_dim, device=self.device)
+        self.actions = torch.zeros(b, horizon, task.action_dim, device=self.device)
+        self.observations = torch.zeros(b, horizon, task.obs_dim, device=self.device)
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        self.xs[:, t] = x
+        return self.decide(t, x)
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        """The action at step ``t``; ``self.xs[:, :t]``, ``self.actions[:, :t]``, ``self.observations[:, :t]`` hold the past."""
+        raise NotImplementedError
+
+    def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
+        self.actions[:, t], self.observations[:, t] = actions, observations
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry: name -> (factory(task, **options), the task classes it applies to or None for all).
+POLICIES: dict[str, tuple[Callable[..., Policy], tuple[type, ...] | None]] = {}
+
+
+def register_policy(name: str, tasks: tuple[type, ...] | None = None):
+    def wrap(cls):
+        cls.name = name
+        POLICIES[name] = (cls, tasks)
+        return cls
+
+    return wrap
+
+
+def make_policy(name: str, task: Task, **options) -> Policy:
+    """Build a policy by its CLI name for ``task`` (``omgpt`` needs ``checkpoint=`` or ``model=``)."""
+    if name not in POLICIES:
+        raise OMGPTError(f"unknown policy {name!r}; available: {', '.join(sorted(POLICIES))}")
+    cls, tasks = POLICIES[name]
+    if tasks is not None and not isinstance(task, tasks):
+        fits = sorted(n for n, (_, ts) in POLICIES.items() if ts is None or isinstance(task, ts))
+        raise OMGPTError(f"policy {name!r} does not apply to task {task.name!r}; policies for it: {', '.join(fits)}")
+    return cls(task, **options)
+
+
+def policies_for(task: Task) -> list[str]:
+    """Names of every policy that applies to ``task``."""
+    return sorted(n for n, (_, ts) in POLICIES.items() if ts is None or isinstance(task, ts))

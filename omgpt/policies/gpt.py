@@ -1,0 +1,55 @@
+"""OMGPT as a policy: the pre-trained GPT decides from the history it has seen, via its KV cache."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from omgpt.model import GPT
+from omgpt.policies.base import HistoryPolicy, register_policy
+
+
+@register_policy("omgpt")
+class GPTPolicy(HistoryPolicy):
+    """Acts with a trained :class:`~omgpt.model.GPT`.
+
+    Each step feeds only the new tokens ``a_{t-1}, (O_{t-1}, X_t)`` through the KV cache. With a
+    context window ``W`` the model sees only the last ``W`` steps (paper §3.5.1); past ``W`` the cache
+    no longer matches the shifted window, so those steps re-encode the ``2W-1`` window tokens.
+
+    Args:
+        model: the network (``OMGPTModule.model``); it is put in eval mode while acting.
+        window: context window ``W`` in steps (default: none, the whole history).
+        use_cache: decode incrementally (default) or re-encode the whole history at every step (the
+            reference the cache is tested and benchmarked against).
+    """
+
+    def __init__(self, task, model: GPT, window: int | None = None, use_cache: bool = True):
+        super().__init__(task)
+        self.model, self.window, self.use_cache = model, window, use_cache
+
+    def reset(self, envs, horizon, generator) -> None:
+        super().reset(envs, horizon, generator)
+        limit = self.window or horizon
+        if limit > self.model.cfg.max_steps:
+            raise ValueError(
+                f"horizon {horizon} exceeds the model's max_steps={self.model.cfg.max_steps}; pass a window <= {self.model.cfg.max_steps}"
+            )
+        self.model.eval()
+        self.model.start_cache(min(horizon, limit))
+        param = next(self.model.parameters())
+        self.xs, self.actions, self.observations = (z.to(param.device) for z in (self.xs, self.actions, self.observations))
+
+    @torch.no_grad()
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        model = self.model
+        prev_obs = self.observations[:, t - 1] if t > 0 else torch.zeros_like(self.observations[:, 0])
+        if self.use_cache and (self.window is None or t < self.window):
+            feature = torch.cat([prev_obs, x.to(prev_obs.device)], dim=-1)
+            prev_action = self.actions[:, t - 1] if t > 0 else None
+            a = model.decode(t, feature, prev_action)
+        else:
+            lo = 0 if self.window is None else max(0, t + 1 - self.window)
+            obs = torch.cat([torch.zeros_like(self.observations[:, :1]), self.observations[:, : t]], dim=1)[:, lo:]
+            features = torch.cat([obs, self.xs[:, lo : t + 1]], dim=-1)
+            a = model(features, self.actions[:, lo : t + 1])[:, -1]
+        return a.float().to(x.device)

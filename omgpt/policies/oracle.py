@@ -1,0 +1,42 @@
+"""The exact oracle (knows the environment) and the paper's noisy oracle ``f~`` that generates
+pre-training histories (appendix B.3)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from omgpt.policies.base import Policy, register_policy
+
+
+@register_policy("oracle")
+class Oracle(Policy):
+    """Plays ``a*_t`` computed from the hidden environment: zero regret on i.i.d.-context tasks."""
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        return self.task.optimal_action(self.envs, x, t)
+
+
+@register_policy("noisy-oracle")
+class NoisyOracle(Policy):
+    """``f~(H_t) = a*_t + ε'_t``: ``ε'_t = 0`` with probability ``max(0, 1 - 2/√t)`` (``t`` 1-based),
+    otherwise ``U[-1, 1]`` per action coordinate (the paper's ``U[-1,1]^d`` for ``d``-dim actions);
+    the rollout then projects onto ``A``. Early steps are noisy, late steps nearly optimal, mimicking
+    how a good learning algorithm's suboptimality shrinks over time.
+
+    Args:
+        noise_scale: half-width of the uniform perturbation (paper: 1).
+    """
+
+    def __init__(self, task, noise_scale: float = 1.0):
+        super().__init__(task)
+        self.noise_scale = noise_scale
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        a_star = self.task.optimal_action(self.envs, x, t)
+        p_noise = min(1.0, 2.0 / math.sqrt(t + 1))
+        b, d = a_star.shape
+        noisy = torch.rand(b, 1, generator=self.generator, device=self.device) < p_noise
+        eps = self.noise_scale * (2 * torch.rand(b, d, generator=self.generator, device=self.device) - 1)
+        return a_star + noisy * eps

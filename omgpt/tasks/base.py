@@ -1,0 +1,182 @@
+"""The Task API: a decision problem is a prior over environments plus a batched simulator.
+
+A task owns everything that is specific to one decision problem -- the prior, the simulator, the
+optimal action, expected rewards and regret, the loss, and how its numbers should be scaled before
+they reach the network. All methods work on a batch of ``B`` environments at once (no Python loop over
+environments) and on whatever device the tensors live on.
+
+Environments are a plain ``dict[str, Tensor]`` whose tensors have the batch as their first dimension.
+Every draw of randomness goes through an explicit ``torch.Generator`` so a history is a pure function of
+its seeds: that is what lets DDP ranks, DataLoader workers and evaluations never repeat each other.
+
+Adding a task = one file in this folder that subclasses :class:`Task` and decorates it with
+``@register("name")``.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import torch
+from torch import Tensor
+
+from omgpt.errors import OMGPTError
+
+Envs = dict[str, Tensor]
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Affine maps that bring features and actions to roughly zero mean, unit scale.
+
+    The model sees ``(feature - feature_loc) / feature_scale`` and predicts actions in units of
+    ``(action - action_loc) / action_scale``. Raw newsvendor demands live in ``[0, 45]``; feeding them
+    unscaled slows down in-context learning markedly.
+    """
+
+    feature_loc: tuple[float, ...]
+    feature_scale: tuple[float, ...]
+    action_loc: tuple[float, ...]
+    action_scale: tuple[float, ...]
+
+
+class Task:
+    """Base class of every decision problem.
+
+    Subclasses set the class attributes and implement the ``_sample_prior``, ``sample_context``,
+    ``observe``, ``optimal_action`` and ``expected_reward`` methods. Everything else (finite pools,
+    regret, projection) is shared.
+
+    Args:
+        pool_size: if given, draw this many environments once (with ``pool_seed``) and make the prior
+            uniform over them -- the paper's "finite pool" (contexts stay random).
+        pool_seed: seed of the pool draw; fixed so that training and evaluation see the same pool.
+    """
+
+    name: ClassVar[str] = ""
+    loss: ClassVar[str] = "mse"  # "mse" | "l1" | "ce": the pre-training loss (paper §3, Prop. 2)
+    context_dim: int
+    obs_dim: int
+    action_dim: int  # number of action coordinates (continuous); the model's read-out size
+    action_low: float
+    action_high: float
+    horizon: ClassVar[int] = 100  # the paper's default horizon for this task
+
+    def __init__(self, pool_size: int | None = None, pool_seed: int = 1234):
+        if pool_size is not None and pool_size < 1:
+            raise OMGPTError(f"pool_size must be a positive integer, got {pool_size}")
+        self.pool_size = pool_size
+        self.pool_seed = pool_seed
+        self._pool: Envs | None = None
+        if pool_size is not None:
+            g = torch.Generator().manual_seed(pool_seed)
+            self._pool = self._sample_prior(pool_size, g)
+
+    # ----------------------------------------------------------------------------------------------
+    # What a task file implements.
+    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+        """Draw ``n`` environments from the (continuous) prior, on the generator's device."""
+        raise NotImplementedError
+
+    def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
+        """Context ``X_t`` for every environment, shape ``(B, context_dim)``; ``t`` is 0-based."""
+        raise NotImplementedError
+
+    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
+        """Observation ``O_t`` after playing ``a`` (shape ``(B, action_dim)``), shape ``(B, obs_dim)``."""
+        raise NotImplementedError
+
+    def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
+        """``a*_t = argmax_{a in A} r(X_t, a)`` given the hidden environment, shape ``(B, action_dim)``."""
+        raise NotImplementedError
+
+    def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """``r(X_t, a)``: the reward of ``a`` in expectation over the observation noise, shape ``(B,)``."""
+        raise NotImplementedError
+
+    def scaling(self) -> Scaling:
+        """How to normalise the model's inputs and outputs (see :class:`Scaling`)."""
+        d = self.obs_dim + self.context_dim
+        return Scaling((0.0,) * d, (1.0,) * d, (0.0,) * self.action_dim, (1.0,) * self.action_dim)
+
+    # ----------------------------------------------------------------------------------------------
+    # Shared machinery.
+    @property
+    def feature_dim(self) -> int:
+        """Size of a feature token ``(O_{t-1}, X_t)``."""
+        return self.obs_dim + self.context_dim
+
+    def sample_envs(self, n: int, generator: torch.Generator) -> Envs:
+        """Draw ``n`` environments from the prior (uniformly from the pool when there is one)."""
+        if self._pool is None:
+            return self._sample_prior(n, generator)
+        device = generator.device
+        idx = torch.randint(self.pool_size, (n,), generator=generator, device=device)
+        return {k: v.to(device)[idx] for k, v in self._pool.items()}
+
+    def project(self, a: Tensor, x: Tensor | None = None) -> Tensor:
+        """Project actions onto the action set ``A`` (a box by default)."""
+        return a.clamp(self.action_low, self.action_high)
+
+    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """Per-step pseudo-regret ``r(X_t, a*_t) - r(X_t, a_t)``, shape ``(B,)``."""
+        best = self.expected_reward(envs, x, self.optimal_action(envs, x, t), t)
+        return best - self.expected_reward(envs, x, a, t)
+
+    def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """Action suboptimality ``|a*_t - a_t|`` (Euclidean norm for vector actions), shape ``(B,)``."""
+        return torch.linalg.vector_norm(a - self.optimal_action(envs, x, t), dim=-1)
+
+    def options(self) -> dict:
+        """The constructor options this task was built with (saved in checkpoints)."""
+        return dict(self._options)
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry.
+TASKS: dict[str, Callable[..., Task]] = {}
+
+
+def register(name: str, **defaults):
+    """Class decorator: make ``make_task(name)`` build this class with ``defaults`` as base options."""
+
+    def wrap(cls):
+        if name in TASKS:
+            raise ValueError(f"task {name!r} registered twice")
+        cls.name = cls.name or name
+
+        def factory(**options):
+            return cls(**{**defaults, **options})
+
+        factory.cls, factory.defaults = cls, defaults
+        TASKS[name] = factory
+        return cls
+
+    return wrap
+
+
+def make_task(name: str, **options) -> Task:
+    """Build a registered task by name, e.g. ``make_task("newsvendor-censored", pool_size=4)``.
+
+    Unknown names and options raise :class:`OMGPTError` naming what is available.
+    """
+    if name not in TASKS:
+        raise OMGPTError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
+    factory = TASKS[name]
+    allowed = set(inspect.signature(factory.cls.__init__).parameters) - {"self", "args", "kwargs"}
+    allowed |= {"pool_size", "pool_seed"}
+    bad = sorted(set(options) - allowed)
+    if bad:
+        raise OMGPTError(
+            f"task {name!r} has no option {', '.join(map(repr, bad))}; options: {', '.join(sorted(allowed))}"
+        )
+    task = factory(**options)
+    task.name = name
+    task._options = dict(options)
+    return task
+
+
+def uniform(n: int, dims: tuple[int, ...], low: float, high: float, generator: torch.Generator) -> Tensor:
+    """``U[low, high]`` samples of shape ``(n, *dims)`` on the generator's device."""
+    return low + (high - low) * torch.rand((n, *dims), generator=generator, device=generator.device)
