@@ -68,6 +68,7 @@ class Task:
             raise OMGPTError(f"pool_size must be a positive integer, got {pool_size}")
         self.pool_size = pool_size
         self.pool_seed = pool_seed
+        self._options: dict = {}  # filled by make_task: what the task was built with
         self._pool: Envs | None = None
         if pool_size is not None:
             g = torch.Generator().manual_seed(pool_seed)

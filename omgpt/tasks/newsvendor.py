@@ -35,6 +35,7 @@ class Newsvendor(Task):
 
     def __init__(self, censored: bool = False, dim: int = 4, lost_sale_cost: float = 1.0, **pool):
         self.censored, self.dim, self.lost_sale_cost = censored, dim, lost_sale_cost
+        self.name = "newsvendor-censored" if censored else "newsvendor"
         self.context_dim = 1 + dim
         super().__init__(**pool)
 

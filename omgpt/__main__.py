@@ -1,0 +1,3 @@
+from omgpt.cli import main
+
+main()

@@ -1,0 +1,182 @@
+"""Command line: ``omgpt fit|validate|test`` (LightningCLI) and ``omgpt evaluate|demo``.
+
+Errors a user can cause end with one line on stderr and exit code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from jsonargparse import ArgumentError
+from lightning.pytorch.cli import ArgsType, LightningCLI
+
+from omgpt.errors import OMGPTError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+LIGHTNING_COMMANDS = ("fit", "validate", "test")
+
+
+class OMGPTCLI(LightningCLI):
+    """LightningCLI whose user errors (config typos, unknown task, bad option) become :class:`OMGPTError`."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        # One source of truth for the task and horizon: the model's, fed to the data.
+        parser.link_arguments("model.task", "data.task")
+        parser.link_arguments("model.task_options", "data.task_options")
+        parser.link_arguments("model.horizon", "data.horizon")
+
+    def parse_arguments(self, parser, args) -> None:
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as e:
+            raise OMGPTError(_clean(str(e))) from None
+        command = self.config.get("subcommand")
+        ckpt = self.config[command].get("ckpt_path") if command else None
+        if ckpt and ckpt not in ("last", "best", "hpc", "registry") and not os.path.isfile(ckpt):
+            raise OMGPTError(f"checkpoint not found: {ckpt}")
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except OMGPTError:
+            raise
+        except (ValueError, TypeError, KeyError, ImportError) as e:  # a bad value reaching a constructor
+            raise OMGPTError(_clean(str(e))) from None
+
+
+def build_cli(args: ArgsType = None) -> OMGPTCLI:
+    """Run ``omgpt fit|validate|test`` with ``configs/base.yaml`` (trainer, logger, callbacks) as the
+    first config layer. Returns the CLI object (its ``trainer`` holds the checkpoint paths)."""
+    from datamodules import HistoryDataModule
+    from omgpt.module import OMGPTModule
+
+    base = CONFIGS / "base.yaml"
+    defaults = {"default_config_files": [str(base)]} if base.is_file() else {}
+    parser_kwargs = {cmd: {**defaults, "exit_on_error": False} for cmd in LIGHTNING_COMMANDS}
+    parser_kwargs["exit_on_error"] = False
+    return OMGPTCLI(
+        OMGPTModule,
+        HistoryDataModule,
+        args=args,
+        parser_kwargs=parser_kwargs,
+        save_config_kwargs={"overwrite": True},
+        seed_everything_default=0,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+def _task_options(pairs: list[str]) -> dict:
+    """``["pool_size=4", "censored=true"]`` -> ``{"pool_size": 4, "censored": True}`` (YAML scalars)."""
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise OMGPTError(f"--option expects KEY=VALUE, got {pair!r}")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit code 2 (argparse's default prints the usage too)
+        raise OMGPTError(f"{self.prog}: {message}")
+
+
+def evaluate_command(argv: list[str]) -> int:
+    from omgpt.evaluate import run_evaluation
+
+    p = _Parser(prog="omgpt evaluate", description="Roll out policies on fresh test environments and report regret.")
+    p.add_argument("--task", help="task name (default: the checkpoint's task)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option, repeatable")
+    p.add_argument("--policies", required=True, help="comma-separated policy names, e.g. omgpt,oracle,erm,fai")
+    p.add_argument("--ckpt", help="checkpoint of a trained OMGPT (needed for the omgpt policy)")
+    p.add_argument("--runs", type=_positive, default=100, help="test environments (default 100)")
+    p.add_argument("--horizon", type=_positive, help="steps per run (default: the checkpoint's or the task's horizon)")
+    p.add_argument("--window", type=_positive, help="OMGPT context window W (default: whole history)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the test environments and their noise")
+    p.add_argument("--out", default="runs/evaluate", help="output folder (summary.json, curves.csv, regret.png)")
+    p.add_argument("--batch-size", type=_positive, default=50, help="runs rolled out together")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    a = p.parse_args(argv)
+    policies = [name.strip() for name in a.policies.split(",") if name.strip()]
+    run_evaluation(
+        task_name=a.task, task_options=_task_options(a.option), policies=policies, ckpt=a.ckpt, runs=a.runs,
+        horizon=a.horizon, window=a.window, seed=a.seed, out=a.out, batch_size=a.batch_size, device=a.device,
+        progress=not a.no_progress,
+    )
+    return 0
+
+
+def demo_command(argv: list[str]) -> int:
+    from omgpt.demo import run_demo
+
+    p = _Parser(prog="omgpt demo", description="Pre-train a small OMGPT on CPU and compare it with the benchmarks.")
+    p.add_argument("--out", default="runs/demo", help="output folder")
+    p.add_argument("--max-steps", type=_positive, help="override the demo's training steps (for quick checks)")
+    p.add_argument("--runs", type=_positive, default=100, help="test environments (default 100)")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    return run_demo(out=a.out, max_steps=a.max_steps, runs=a.runs, seed=a.seed)
+
+
+COMMANDS = {"evaluate": evaluate_command, "demo": demo_command}
+
+USAGE = """usage: omgpt {fit,validate,test,evaluate,demo} ...
+
+  fit        pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml)
+  validate   online validation of a checkpoint (LightningCLI)
+  test       (LightningCLI)
+  evaluate   roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png
+  demo       the embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks
+"""
+
+
+def cli_main(args: ArgsType = None) -> int:
+    """Entry point callable from tests and notebooks: ``cli_main(["fit", "--config", ...])``."""
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        if not argv or argv[0] in ("-h", "--help"):
+            print(USAGE)
+            return 0 if argv else 2
+        if argv[0] in COMMANDS:
+            return COMMANDS[argv[0]](argv[1:])
+        if argv[0] not in LIGHTNING_COMMANDS:
+            raise OMGPTError(f"unknown command {argv[0]!r}; choose from {', '.join(LIGHTNING_COMMANDS + tuple(COMMANDS))}")
+        build_cli(None if args is None else argv)
+        return 0
+    except OMGPTError as e:
+        msg = str(e).strip().splitlines()
+        print(f"omgpt: error: {msg[0] if msg else e.__class__.__name__}", file=sys.stderr)
+        return 2
+
+
+def _clean(message: str) -> str:
+    """jsonargparse nests messages ('Problem with given class_path ...:\\n  - ...'): keep the informative line."""
+    lines = [l.strip(" -") for l in str(message).splitlines() if l.strip()]
+    for line in reversed(lines):
+        if "omgpt" in line.lower() or "unknown task" in line or "no option" in line:
+            return line
+    return lines[0] if lines else "invalid arguments"
+
+
+def main() -> None:
+    sys.exit(cli_main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""OMGPTModule: the supervised pre-training logic (paper §3.3) around the plain ``GPT`` network."""
+from __future__ import annotations
+
+import math
+import os
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from datamodules.history import stream_seed
+from omgpt.errors import OMGPTError
+from omgpt.metrics import MeanCurve
+from omgpt.model import GPT, GPTConfig
+from omgpt.policies import make_policy
+from omgpt.rollout import rollout
+from omgpt.tasks import make_task
+
+
+class OMGPTModule(L.LightningModule):
+    """Pre-trains a GPT to predict ``a*_t`` from the history at every step.
+
+    Loss: the task's ``l`` (absolute for newsvendor, squared for pricing, ...) between predicted and
+    optimal actions, averaged over all decision positions of the batch, in the task's normalised
+    action units. Validation plays the model online (KV-cached rollouts) on fixed validation
+    environments and logs the mean final regret ``val/regret``.
+
+    Args:
+        task: task name, e.g. ``newsvendor`` (see ``omgpt.tasks``).
+        task_options: options of the task (``pool_size``, ``dim``, ...).
+        horizon: target horizon ``T``; sizes the positional table and the validation rollouts.
+        n_layer, n_head, n_embd, dropout: GPT shape (paper: 12, 16, 256, 0.05).
+        lr, weight_decay, betas: AdamW (paper: 1e-4, 1e-4).
+        warmup_steps: linear learning-rate warm-up from 0.
+        schedule: ``constant`` (paper) or ``cosine`` decay to ``min_lr_ratio · lr`` at the last step.
+        min_lr_ratio: floor of the cosine schedule.
+        val_seed: seed of the validation environments and their context/noise streams.
+    """
+
+    def __init__(
+        self,
+        task: str = "newsvendor",
+        task_options: dict | None = None,
+        horizon: int = 100,
+        n_layer: int = 4,
+        n_head: int = 4,
+        n_embd: int = 64,
+        dropout: float = 0.05,
+        lr: float = 1e-4,
+        weight_decay: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        warmup_steps: int = 0,
+        schedule: str = "constant",
+        min_lr_ratio: float = 0.1,
+        val_seed: int = 10_000,
+    ):
+        super().__init__()
+        if horizon < 1:
+            raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
+        if schedule not in ("constant", "cosine"):
+            raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
+        if n_embd % n_head:
+            raise OMGPTError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
+        self.save_hyperparameters()
+        self.task = make_task(task, **(task_options or {}))
+        cfg = GPTConfig(self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=horizon)
+        self.model = GPT(cfg, self.task.scaling())
+        self.val_regret = MeanCurve(horizon)
+        self.val_subopt = MeanCurve(horizon)
+        self._val_envs = None
+
+    # ---------------------------------------------------------------------------------------------
+    def loss(self, pred: Tensor, target: Tensor) -> Tensor:
+        """The task's loss in normalised action units, averaged over every decision position."""
+        err = (pred - target) / self.model.action_scale
+        if self.task.loss == "l1":
+            return err.abs().mean()
+        if self.task.loss == "mse":
+            return err.pow(2).mean()
+        raise ValueError(f"loss {self.task.loss!r} is not supported by this module")
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        pred = self.model(batch["features"], batch["actions"])
+        loss = self.loss(pred, batch["targets"])
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite training loss at step {self.global_step}")
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/horizon", float(batch["features"].shape[1]), on_step=False, on_epoch=True)
+        return loss
+
+    # ---------------------------------------------------------------------------------------------
+    def validation_step(self, batch: Tensor, batch_idx: int) -> None:
+        if self._val_envs is None:  # fixed validation environments, drawn once from their own seed
+            g = torch.Generator().manual_seed(stream_seed(self.hparams.val_seed, 0))
+            n = len(self.trainer.val_dataloaders.dataset)
+            self._val_envs = self.task.sample_envs(n, g)
+        idx = batch.cpu()
+        envs = {k: v[idx].to(self.device) for k, v in self._val_envs.items()}
+        g = torch.Generator(device=self.device).manual_seed(stream_seed(self.hparams.val_seed, 1, int(idx[0])))
+        policy = make_policy("omgpt", self.task, model=self.model)
+        history = rollout(self.task, envs, policy, self.hparams.horizon, g)
+        self.model.clear_cache()
+        self.val_regret.update(history.cumulative_regret())
+        self.val_subopt.update(history.suboptimality)
+
+    def on_validation_epoch_end(self) -> None:
+        regret, subopt = self.val_regret.compute(), self.val_subopt.compute()
+        self.log("val/regret", regret[-1], prog_bar=True)
+        self.log("val/suboptimality", subopt[-1])
+        self.val_regret.reset()
+        self.val_subopt.reset()
+
+    # ---------------------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        hp = self.hparams
+        opt = torch.optim.AdamW(self.model.optimizer_groups(hp.weight_decay), lr=hp.lr, betas=tuple(hp.betas))
+        total = max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1
+
+        def factor(step: int) -> float:
+            if step < hp.warmup_steps:
+                return (step + 1) / hp.warmup_steps
+            if hp.schedule == "constant":
+                return 1.0
+            progress = min(1.0, (step - hp.warmup_steps) / max(1, total - hp.warmup_steps))
+            return hp.min_lr_ratio + (1 - hp.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTModule:
+    """Load a trained module from a Lightning checkpoint, safely (``weights_only=True``: a downloaded
+    checkpoint cannot run code). Missing, unreadable or foreign files raise :class:`OMGPTError`."""
+    if not os.path.isfile(path):
+        raise OMGPTError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated, corrupted, or not a torch file at all
+        raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
+        raise OMGPTError(f"{path} is not an OMGPT checkpoint (no state_dict / hyper_parameters)")
+    hparams = {k: v for k, v in ckpt["hyper_parameters"].items() if not k.startswith("_")}
+    module = OMGPTModule(**hparams)
+    missing, unexpected = module.load_state_dict(ckpt["state_dict"], strict=False)
+    if missing or unexpected:
+        raise OMGPTError(f"{path} does not match OMGPTModule (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return module.eval()
