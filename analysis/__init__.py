@@ -1,0 +1,1 @@
+"""Evaluation reports and plots (and, later, probing, t-SNE and context manipulation)."""
