@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Set up OMGPT in ./.venv (idempotent; a second run takes a second).
+#
+# torch is installed before the project so that pip never resolves the plain `torch` requirement
+# itself, which on a machine without torch pulls a multi-GB CUDA build:
+#   * a torch that the invoking python3 already has (e.g. a GPU build) is reused, untouched, through
+#     --system-site-packages;
+#   * otherwise a CPU machine gets the CPU build (TORCH_SPEC, default torch==2.13.0, which the
+#     project's CPU machines carry on disk), and a machine with an NVIDIA GPU gets pip's default build.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+VENV=.venv
+STAMP="$VENV/.omgpt-installed"
+
+if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && "$VENV/bin/python" -c "import torch, lightning, omgpt" 2>/dev/null; then
+  exit 0
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  if "$PY" -c "import torch" 2>/dev/null; then
+    echo "setup: reusing the torch of $PY ($("$PY" -c 'import torch; print(torch.__version__)'))"
+    "$PY" -m venv --system-site-packages "$VENV"
+  else
+    "$PY" -m venv "$VENV"
+  fi
+fi
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    echo "setup: NVIDIA GPU found, installing pip's default (CUDA) torch"
+    $PIP install ${TORCH_SPEC:-torch}
+  else
+    echo "setup: no GPU, installing the CPU build ${TORCH_SPEC:-torch==2.13.0}"
+    # Elsewhere, without that file on disk, PyPI's Linux torch is a CUDA build: set
+    # TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu" for the CPU one.
+    $PIP install ${TORCH_SPEC:-torch==2.13.0}
+  fi
+fi
+
+echo "setup: installing omgpt (editable) and its dependencies"
+$PIP install -e ".[dev]"
+"$VENV/bin/python" -c "import torch, lightning, omgpt" && touch "$STAMP"

@@ -1,0 +1,108 @@
+"""End to end through the command line: fit -> checkpoint -> evaluate, the demo, and user errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from omgpt.cli import cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+NEWSVENDOR = str(ROOT / "configs/newsvendor.yaml")
+TINY = str(ROOT / "configs/scale/tiny.yaml")
+
+
+def fit_args(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "fit", "--config", NEWSVENDOR, "--config", TINY,
+        "--model.horizon", "12",
+        "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"),
+        "--trainer.enable_progress_bar", "false",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """One tiny fit through the CLI; returns its last checkpoint."""
+    tmp = tmp_path_factory.mktemp("fit")
+    assert cli_main(fit_args(tmp)) == 0
+    ckpts = sorted((tmp / "runs").rglob("last.ckpt"))
+    assert len(ckpts) == 1
+    run_dir = ckpts[0].parents[1]
+    assert (run_dir / "config.yaml").is_file(), "the run folder keeps the resolved config"
+    assert (run_dir / "metrics.csv").is_file(), "CSV logger is the default"
+    return ckpts[0]
+
+
+def test_fit_writes_checkpoint_and_evaluate_writes_the_contract(trained, tmp_path, capsys):
+    out = tmp_path / "eval"
+    code = cli_main([
+        "evaluate", "--task", "newsvendor", "--policies", "omgpt,oracle,erm,fai", "--ckpt", str(trained),
+        "--runs", "6", "--horizon", "12", "--seed", "3", "--out", str(out), "--no-progress",
+    ])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["task"] == "newsvendor" and summary["horizon"] == 12 and summary["runs"] == 6 and summary["seed"] == 3
+    assert set(summary["policies"]) == {"omgpt", "oracle", "erm", "fai"}
+    assert summary["policies"]["oracle"]["final_regret"]["mean"] == 0.0
+    for p in summary["policies"].values():
+        r = p["final_regret"]
+        assert r["band90"][0] <= r["mean"] <= r["band90"][1] and r["ci90"][0] <= r["mean"] <= r["ci90"][1]
+        assert "mean" in p["final_suboptimality"]
+    lines = (out / "curves.csv").read_text().splitlines()
+    assert lines[0].startswith("policy,step,regret_mean") and len(lines) == 1 + 4 * 12
+    assert (out / "regret.png").stat().st_size > 10_000
+    table = capsys.readouterr().out
+    assert "final regret" in table and "omgpt" in table
+
+
+def test_evaluate_without_checkpoint_on_pricing(tmp_path):
+    out = tmp_path / "pricing"
+    assert cli_main(["evaluate", "--task", "pricing", "--policies", "oracle,ilse,cils", "--runs", "4", "--horizon", "10", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policies"]["oracle"]["final_regret"]["mean"] == 0.0
+    assert summary["policies"]["ilse"]["final_regret"]["mean"] > 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["evaluate", "--task", "nope", "--policies", "oracle"], "unknown task 'nope'"),
+        (["evaluate", "--task", "pricing", "--policies", "oracle,bogus"], "unknown policy 'bogus'"),
+        (["evaluate", "--task", "pricing", "--policies", "erm"], "does not apply to task 'pricing'"),
+        (["evaluate", "--task", "pricing", "--option", "colour=3", "--policies", "oracle"], "no option 'colour'"),
+        (["evaluate", "--task", "pricing", "--policies", "oracle", "--horizon", "0"], "positive integer"),
+        (["evaluate", "--task", "pricing", "--policies", "omgpt"], "needs --ckpt"),
+        (["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", "/no/such.ckpt"], "checkpoint not found"),
+        (["fit", "--model.task", "nope"], "unknown task 'nope'"),
+        (["fit", "--model.horizn", "5"], "horizn"),
+        (["fit", "--config", "/no/such.yaml"], "such.yaml"),
+        (["frobnicate"], "unknown command"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(args, message, capsys, tmp_path):
+    assert cli_main(args + (["--out", str(tmp_path / "x")] if args[0] == "evaluate" else [])) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("omgpt: error:") and "\n" not in err and "Traceback" not in err, err
+    assert message in err, err
+
+
+def test_mismatched_and_corrupt_checkpoints_are_rejected(trained, tmp_path, capsys):
+    out = tmp_path / "e"
+    assert cli_main(["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", str(trained), "--out", str(out)]) == 2
+    assert "trained on task 'newsvendor', not 'pricing'" in capsys.readouterr().err
+    broken = tmp_path / "broken.ckpt"
+    broken.write_bytes(trained.read_bytes()[:1000])
+    assert cli_main(["evaluate", "--policies", "omgpt", "--ckpt", str(broken), "--out", str(out)]) == 2
+    assert "cannot read checkpoint" in capsys.readouterr().err
+    assert not out.exists(), "a failed evaluation writes nothing"
+
+
+def test_python_dash_m_and_console_script_agree():
+    for cmd in ([sys.executable, "-m", "omgpt", "--help"], [str(Path(sys.executable).parent / "omgpt"), "--help"]):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "evaluate" in done.stdout and "demo" in done.stdout
