@@ -1,7 +1,8 @@
 """Streams freshly generated pre-training histories (paper §3.3.1, Algorithm 1's early phase).
 
-Every batch is a new set of environments from the prior, played by the noisy oracle ``f~`` through
-the one rollout loop. Nothing is stored: the stream is infinite in principle and an epoch is simply
+Every batch is a new set of environments from the prior, played by a data policy through the one
+rollout loop: the paper's noisy oracle ``f~`` by default, or any policy that needs no model (e.g.
+``random``, whose actions leak nothing about the environment; see ``omgpt.policies.oracle``). Nothing is stored: the stream is infinite in principle and an epoch is simply
 ``batches_per_epoch`` batches of it.
 
 Seeding (Lightning does not shard an ``IterableDataset``, and ``seed_everything`` does not seed the
@@ -35,15 +36,16 @@ def history_batch(history: History) -> dict[str, torch.Tensor]:
 
 
 class HistoryStream(IterableDataset):
-    """``n_batches`` batches of noisy-oracle histories for one (epoch, rank), split over workers.
+    """``n_batches`` batches of histories played by ``policy`` for one (epoch, rank), split over workers.
 
     Yields whole batches (use ``DataLoader(batch_size=None)``): generation is batched over
     environments, so building the batch here is what makes it cheap. ``chunk`` batches are rolled
     out at once to amortise the per-step Python overhead of the rollout loop.
     """
 
-    def __init__(self, task: Task, batch_size: int, n_batches: int, horizon: int, seed: int, epoch: int, rank: int, chunk: int = 4):
+    def __init__(self, task: Task, batch_size: int, n_batches: int, horizon: int, seed: int, epoch: int, rank: int, chunk: int = 4, policy: str = "noisy-oracle", policy_options: dict | None = None):
         self.task, self.batch_size, self.n_batches, self.horizon = task, batch_size, n_batches, horizon
+        self.policy, self.policy_options = policy, policy_options or {}
         self.seed, self.epoch, self.rank, self.chunk = seed, epoch, rank, max(1, chunk)
 
     def __len__(self) -> int:
@@ -54,7 +56,7 @@ class HistoryStream(IterableDataset):
         worker, n_workers = (0, 1) if info is None else (info.id, info.num_workers)
         mine = self.n_batches // n_workers + (worker < self.n_batches % n_workers)
         g = torch.Generator().manual_seed(stream_seed(self.seed, self.epoch, self.rank, worker))
-        policy = make_policy("noisy-oracle", self.task)
+        policy = make_policy(self.policy, self.task, **self.policy_options)
         done = 0
         while done < mine:
             k = min(self.chunk, mine - done)
@@ -90,6 +92,8 @@ class HistoryDataModule(L.LightningDataModule):
         seed: root of every data stream; validation environments use a separate stream.
         num_workers: DataLoader workers generating histories in parallel.
         chunk: batches generated per rollout call (amortises per-step overhead).
+        data_policy: the policy that plays the pre-training histories (paper: ``noisy-oracle``).
+        data_policy_options: its options, e.g. ``{noise_scale: 2.0}``.
         val_runs: validation environments (split across ranks), rolled out online by the model.
         val_batch_size: validation environments per rollout.
     """
@@ -104,6 +108,8 @@ class HistoryDataModule(L.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         chunk: int = 4,
+        data_policy: str = "noisy-oracle",
+        data_policy_options: dict | None = None,
         val_runs: int = 256,
         val_batch_size: int = 256,
     ):
@@ -113,6 +119,9 @@ class HistoryDataModule(L.LightningDataModule):
                 raise OMGPTError(f"data.{name} must be a positive integer, got {value}")
         self.save_hyperparameters()
         self.task = make_task(task, **(task_options or {}))
+        if data_policy == "omgpt":
+            raise OMGPTError("data.data_policy cannot be 'omgpt' (self-rollouts need the model); use noisy-oracle or random")
+        make_policy(data_policy, self.task, **(data_policy_options or {}))  # fail now on a bad name or option
         self.horizon = horizon
         self.current_horizon = horizon  # what the curriculum trains on this epoch
 
@@ -127,7 +136,10 @@ class HistoryDataModule(L.LightningDataModule):
             # Each epoch's stream is seeded by the epoch: without a reload every epoch would replay epoch 0.
             raise ValueError("HistoryDataModule needs trainer.reload_dataloaders_every_n_epochs=1 (set in configs/base.yaml)")
         hp = self.hparams
-        stream = HistoryStream(self.task, hp.batch_size, hp.batches_per_epoch, self.current_horizon, hp.seed, self._epoch(), self._rank(), hp.chunk)
+        stream = HistoryStream(
+            self.task, hp.batch_size, hp.batches_per_epoch, self.current_horizon, hp.seed, self._epoch(), self._rank(),
+            hp.chunk, hp.data_policy, hp.data_policy_options,
+        )
         return DataLoader(stream, batch_size=None, num_workers=hp.num_workers, persistent_workers=False)
 
     def val_dataloader(self) -> DataLoader:

@@ -147,6 +147,8 @@ def test_unknown_option_names_the_valid_ones():
         assert option in str(err.value)
     with pytest.raises(OMGPTError, match="noise_var"):
         make_task("newsvendor", noise_var=0.1)  # a pricing option is not a newsvendor option
+    with pytest.raises(OMGPTError, match="pool"):
+        make_task("pricing", pool=3)  # the name of the constructors' **kwargs is not an option
 
 
 def test_finite_pool_is_the_whole_prior_and_is_reproducible():

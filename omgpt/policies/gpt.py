@@ -29,13 +29,12 @@ class GPTPolicy(HistoryPolicy):
 
     def reset(self, envs, horizon, generator) -> None:
         super().reset(envs, horizon, generator)
-        limit = self.window or horizon
+        limit = min(horizon, self.window or horizon)  # the longest history the model will see
         if limit > self.model.cfg.max_steps:
-            raise ValueError(
-                f"horizon {horizon} exceeds the model's max_steps={self.model.cfg.max_steps}; pass a window <= {self.model.cfg.max_steps}"
-            )
+            what = f"window {self.window}" if self.window and self.window < horizon else f"horizon {horizon}"
+            raise ValueError(f"{what} exceeds the model's max_steps={self.model.cfg.max_steps}; use a window <= {self.model.cfg.max_steps}")
         self.model.eval()
-        self.model.start_cache(min(horizon, limit))
+        self.model.start_cache(limit)
         param = next(self.model.parameters())
         self.xs, self.actions, self.observations = (z.to(param.device) for z in (self.xs, self.actions, self.observations))
 

@@ -40,3 +40,19 @@ class NoisyOracle(Policy):
         noisy = torch.rand(b, 1, generator=self.generator, device=self.device) < p_noise
         eps = self.noise_scale * (2 * torch.rand(b, d, generator=self.generator, device=self.device) - 1)
         return a_star + noisy * eps
+
+
+@register_policy("random")
+class Random(Policy):
+    """Uniform random action in the action box ``A`` (the paper's queueing benchmark).
+
+    Also a leakage-free pre-training data policy: unlike ``f~``, its actions carry no information
+    about the hidden environment, so a model trained on its histories must infer the environment
+    from the observations -- as it has to at test time, when its own actions are the ones in the
+    history.
+    """
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        low, high = self.task.action_low, self.task.action_high
+        u = torch.rand(self.batch, self.task.action_dim, generator=self.generator, device=self.device)
+        return low + (high - low) * u

@@ -165,8 +165,11 @@ def make_task(name: str, **options) -> Task:
     if name not in TASKS:
         raise OMGPTError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
     factory = TASKS[name]
-    allowed = set(inspect.signature(factory.cls.__init__).parameters) - {"self", "args", "kwargs"}
+    allowed = {n for n, p in inspect.signature(factory.cls.__init__).parameters.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     allowed |= {"pool_size", "pool_seed"}
+    fixed = sorted(set(options) & set(factory.defaults))
+    if fixed:
+        raise OMGPTError(f"option {', '.join(map(repr, fixed))} is fixed by the task name {name!r}; pick the task variant instead")
     bad = sorted(set(options) - allowed)
     if bad:
         raise OMGPTError(

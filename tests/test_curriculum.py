@@ -1,0 +1,157 @@
+"""The horizon curriculum: the paper's schedule (SPEC §2), what real Lightning fits train on, and resume."""
+from __future__ import annotations
+
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from callbacks import HorizonCurriculum
+from datamodules import HistoryDataModule
+from omgpt.cli import cli_main
+from omgpt.module import OMGPTModule
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: threads only add overhead (and stall on a busy machine)
+    yield
+    torch.set_num_threads(n)
+
+
+def paper_horizon(m: int, target: int = 100) -> int:
+    """SPEC §2, written out independently of the callback: ``m`` is the 1-based iteration."""
+    if m > 100:
+        return target
+    level = 20 * (m // 10 + 1) if m <= 50 else 20 * (m // 10 - 4)
+    return min(max(level, 20), target)
+
+
+# --------------------------------------------------------------------------------------------------
+def test_paper_schedule_for_all_130_iterations():
+    cb = HorizonCurriculum(stage_epochs=10, restart_epochs=[50], full_from_epoch=100)
+    got = [cb.horizon_at(epoch, 100) for epoch in range(130)]
+    expected = [paper_horizon(epoch + 1) for epoch in range(130)]
+    assert got == expected
+    # Spot checks of the reading itself: 20 -> 100 in steps of 10 iterations, restart at m = 51.
+    assert got[:9] == [20] * 9 and got[9] == 40 and got[39:50] == [100] * 11
+    assert got[50:59] == [20] * 9 and got[59] == 40 and got[89:100] == [100] * 11 and got[100:] == [100] * 30
+
+
+def test_schedule_generalises_to_other_targets():
+    cb = HorizonCurriculum(stage_epochs=10, restart_epochs=[50], full_from_epoch=100)
+    got = [cb.horizon_at(epoch, 50) for epoch in range(130)]
+    assert sorted(set(got)) == [10, 20, 30, 40, 50]
+    assert got == [paper_horizon(epoch + 1) // 2 for epoch in range(130)]  # the paper's, halved
+    # Explicit start/step and no restarts: a single rise, then the target.
+    cb = HorizonCurriculum(stage_epochs=2, start=5, step=10)
+    assert [cb.horizon_at(e, 30) for e in range(8)] == [5, 15, 15, 25, 25, 30, 30, 30]
+
+
+# --------------------------------------------------------------------------------------------------
+# Through the CLI, with the shipped configs.
+def test_cli_fit_trains_on_the_scheduled_horizons(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # anything written relative to the cwd stays in tmp_path
+    monkeypatch.setattr(sys, "argv", ["omgpt"])  # LightningCLI warns when both args and sys.argv are given
+    callbacks = tmp_path / "callbacks.yaml"
+    callbacks.write_text(
+        "trainer:\n"
+        "  callbacks:\n"
+        "    - class_path: callbacks.HorizonCurriculum\n"
+        "      init_args: {stage_epochs: 1}\n"
+        "    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+        f"      init_args: {{dirpath: {tmp_path / 'ckpt'}, save_last: true}}\n"
+    )
+    rc = cli_main(
+        [
+            "fit",
+            "--config", str(CONFIGS / "newsvendor.yaml"),
+            "--config", str(CONFIGS / "scale/tiny.yaml"),
+            "--config", str(callbacks),
+            "--trainer.max_epochs", "3",
+            "--trainer.limit_val_batches", "0",
+            "--trainer.enable_progress_bar", "false",
+            "--trainer.enable_model_summary", "false",
+            "--trainer.logger.init_args.save_dir", str(tmp_path / "logs"),
+            "--data.batches_per_epoch", "2",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    assert (tmp_path / "ckpt" / "last.ckpt").is_file()
+    (metrics,) = (tmp_path / "logs").rglob("metrics.csv")
+    seen = {}
+    for row in csv.DictReader(metrics.open()):
+        if row.get("train/horizon"):
+            seen[int(row["epoch"])] = (float(row["train/horizon"]), float(row["curriculum/horizon"]))
+    # stage_epochs = 1, target 100: 20·(m + 1) for m = epoch + 1 -> 40, 60, 80 (epoch 0 included).
+    expected = {e: float(min(100, 20 * ((e + 1) // 1 + 1))) for e in range(3)}
+    assert seen == {e: (h, h) for e, h in expected.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Directly with a Trainer, recording every batch.
+class HorizonRecorder(Callback):
+    def __init__(self):
+        self.seen: dict[int, list[int]] = defaultdict(list)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.seen[trainer.current_epoch].append(batch["features"].shape[1])
+
+
+TARGET = 30  # levels of ⌈30/5⌉ = 6: epoch e trains on min(30, 6 + 6(e + 1)) with stage_epochs = 1
+
+
+def scheduled(epoch: int) -> int:
+    return min(TARGET, 6 * (epoch + 2))
+
+
+def fit(ckpt_dir: Path, max_epochs: int, validate: bool, ckpt_path: str | None = None):
+    L.seed_everything(0, verbose=False)
+    curriculum, recorder = HorizonCurriculum(stage_epochs=1), HorizonRecorder()
+    module = OMGPTModule(task="newsvendor", horizon=TARGET, n_layer=2, n_head=2, n_embd=16)
+    data = HistoryDataModule(
+        task="newsvendor", horizon=TARGET, batch_size=4, batches_per_epoch=2, chunk=2, val_runs=4, val_batch_size=4
+    )
+    trainer = L.Trainer(
+        max_epochs=max_epochs,
+        accelerator="cpu",
+        reload_dataloaders_every_n_epochs=1,
+        limit_val_batches=1 if validate else 0,
+        num_sanity_val_steps=0,
+        callbacks=[curriculum, recorder, ModelCheckpoint(dirpath=ckpt_dir, save_last=True)],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    return recorder.seen, curriculum
+
+
+@pytest.mark.parametrize("validate", [False, True], ids=["no-val", "with-val"])
+def test_resume_continues_the_schedule(tmp_path, validate):
+    seen, curriculum = fit(tmp_path / "first", max_epochs=2, validate=validate)
+    assert dict(seen) == {0: [scheduled(0)] * 2, 1: [scheduled(1)] * 2}  # 12, 18: epoch 0 included
+
+    last = tmp_path / "first" / "last.ckpt"
+    ckpt = torch.load(last, map_location="cpu", weights_only=False)
+    assert ckpt["epoch"] == 1
+    (key,) = [k for k in ckpt["callbacks"] if k.startswith("HorizonCurriculum")]
+    state = ckpt["callbacks"][key]
+    fresh = HorizonCurriculum(stage_epochs=1)
+    fresh.load_state_dict(state)
+    assert fresh.state_dict() == state  # the callback's state round-trips
+    assert fresh.horizon == curriculum.horizon
+
+    assert state["horizon"] == scheduled(2) and ckpt["HistoryDataModule"] == {"current_horizon": scheduled(2)}
+
+    resumed, _ = fit(tmp_path / "resumed", max_epochs=4, validate=validate, ckpt_path=str(last))
+    # The resumed run goes on where the first stopped: epoch 2 trains on 24 (not epoch 0's 12).
+    assert dict(resumed) == {2: [scheduled(2)] * 2, 3: [scheduled(3)] * 2}, dict(resumed)
