@@ -15,10 +15,7 @@ import yaml
 from omgpt.cli import CONFIGS, build_cli
 from omgpt.errors import OMGPTError
 from omgpt.evaluate import run_evaluation
-from omgpt.policies import policies_for
 from omgpt.tasks import make_task
-
-NOT_BENCHMARKS = {"omgpt", "oracle", "noisy-oracle", "alg-star"}
 
 
 def run_demo(out: str = "runs/demo", max_steps: int | None = None, runs: int = 100, seed: int = 0) -> int:
@@ -40,7 +37,7 @@ def run_demo(out: str = "runs/demo", max_steps: int | None = None, runs: int = 1
     steps = cli.trainer.global_step
     print(f"trained {steps} steps in {train_s:.0f} s ({steps / train_s:.1f} steps/s); checkpoint {ckpt}")
 
-    benchmarks = [p for p in policies_for(task) if p not in NOT_BENCHMARKS]
+    benchmarks = list(task.benchmarks)
     summary = run_evaluation(
         task_name=task.name, task_options={}, policies=["omgpt", *benchmarks, "oracle"], ckpt=ckpt, runs=runs,
         horizon=None, window=None, seed=seed, out=str(out_dir / "evaluate"),

@@ -62,6 +62,7 @@ class Task:
     action_low: float
     action_high: float
     horizon: ClassVar[int] = 100  # the paper's default horizon for this task
+    benchmarks: ClassVar[tuple[str, ...]] = ()  # policy names of the paper's benchmarks for this task
 
     def __init__(self, pool_size: int | None = None, pool_seed: int = 1234):
         if pool_size is not None and pool_size < 1:

@@ -29,6 +29,7 @@ class Newsvendor(Task):
     """
 
     loss = "l1"
+    benchmarks = ("erm", "fai")  # the paper's benchmarks for this task (appendix D.3)
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, 30.0
