@@ -74,7 +74,7 @@ class HorizonCurriculum(Callback):
         trainer.datamodule.current_horizon = self.horizon  # the restored stage when resuming
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        pl_module.log("curriculum/horizon", float(trainer.datamodule.current_horizon), on_step=False, on_epoch=True)
+        pl_module.log("curriculum/horizon", float(trainer.datamodule.current_horizon), on_step=False, on_epoch=True, sync_dist=True)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         self._set(trainer, trainer.current_epoch + 1)

@@ -85,7 +85,7 @@ class OMGPTModule(L.LightningModule):
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss at step {self.global_step}")
         self.log("train/loss", loss, prog_bar=True)
-        self.log("train/horizon", float(batch["features"].shape[1]), on_step=False, on_epoch=True)
+        self.log("train/horizon", float(batch["features"].shape[1]), on_step=False, on_epoch=True, sync_dist=True)
         return loss
 
     # ---------------------------------------------------------------------------------------------
@@ -104,9 +104,10 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt.update(history.suboptimality)
 
     def on_validation_epoch_end(self) -> None:
+        # compute() already reduced over ranks; sync_dist only silences Lightning's DDP warning.
         regret, subopt = self.val_regret.compute(), self.val_subopt.compute()
-        self.log("val/regret", regret[-1], prog_bar=True)
-        self.log("val/suboptimality", subopt[-1])
+        self.log("val/regret", regret[-1], prog_bar=True, sync_dist=True)
+        self.log("val/suboptimality", subopt[-1], sync_dist=True)
         self.val_regret.reset()
         self.val_subopt.reset()
 

@@ -19,14 +19,6 @@ from omgpt.module import OMGPTModule
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: threads only add overhead (and stall on a busy machine)
-    yield
-    torch.set_num_threads(n)
-
-
 def paper_horizon(m: int, target: int = 100) -> int:
     """SPEC §2, written out independently of the callback: ``m`` is the 1-based iteration."""
     if m > 100:

@@ -16,14 +16,6 @@ from omgpt.tasks import make_task
 B, T = 4, 12
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny rollouts: threads only add overhead (and stall on a busy machine)
-    yield
-    torch.set_num_threads(n)
-
-
 def stream(task=None, n_batches=3, seed=0, epoch=0, rank=0, horizon=T, chunk=2) -> HistoryStream:
     return HistoryStream(task or make_task("newsvendor"), B, n_batches, horizon, seed, epoch, rank, chunk)
 

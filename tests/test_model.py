@@ -12,16 +12,6 @@ from omgpt.tasks import Scaling, make_task
 TOL = 1e-5  # fp32
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine the many small ops
-    of a cached rollout can run 100x slower with 2 threads than with 1."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
