@@ -72,6 +72,8 @@ class OMGPTModule(L.LightningModule):
     # ---------------------------------------------------------------------------------------------
     def loss(self, pred: Tensor, target: Tensor) -> Tensor:
         """The task's loss in normalised action units, averaged over every decision position."""
+        if self.task.loss == "ce":  # discrete actions: logits vs the one-hot optimal action
+            return torch.nn.functional.cross_entropy(pred.flatten(0, -2), target.flatten(0, -2).argmax(-1))
         err = (pred - target) / self.model.action_scale
         if self.task.loss == "l1":
             return err.abs().mean()

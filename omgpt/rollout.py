@@ -104,6 +104,7 @@ def rollout(
     regrets = torch.empty(batch, horizon, device=device)
     subopt = torch.empty(batch, horizon, device=device)
 
+    envs = task.start(envs, generator)
     policy.reset(envs, horizon, policy_generator)
     for t in range(horizon):
         x = task.sample_context(envs, t, generator)
@@ -114,4 +115,5 @@ def rollout(
         contexts[:, t], actions[:, t], observations[:, t], optimal[:, t] = x, a, o, a_star
         regrets[:, t] = task.regret(envs, x, a, t)
         subopt[:, t] = task.suboptimality(envs, x, a, t)
+        task.step(envs, x, a, o, t)
     return History(contexts, actions, observations, optimal, regrets, subopt, envs=envs)

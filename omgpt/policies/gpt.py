@@ -21,11 +21,12 @@ class GPTPolicy(HistoryPolicy):
         window: context window ``W`` in steps (default: none, the whole history).
         use_cache: decode incrementally (default) or re-encode the whole history at every step (the
             reference the cache is tested and benchmarked against).
+        greedy: discrete tasks: play the argmax of the predicted distribution instead of sampling it.
     """
 
-    def __init__(self, task, model: GPT, window: int | None = None, use_cache: bool = True):
+    def __init__(self, task, model: GPT, window: int | None = None, use_cache: bool = True, greedy: bool = False):
         super().__init__(task)
-        self.model, self.window, self.use_cache = model, window, use_cache
+        self.model, self.window, self.use_cache, self.greedy = model, window, use_cache, greedy
 
     def reset(self, envs, horizon, generator) -> None:
         super().reset(envs, horizon, generator)
@@ -51,4 +52,4 @@ class GPTPolicy(HistoryPolicy):
             obs = torch.cat([torch.zeros_like(self.observations[:, :1]), self.observations[:, : t]], dim=1)[:, lo:]
             features = torch.cat([obs, self.xs[:, lo : t + 1]], dim=-1)
             a = model(features, self.actions[:, lo : t + 1])[:, -1]
-        return a.float().to(x.device)
+        return self.task.action_from_output(a.float().to(x.device), self.generator, self.greedy)

@@ -21,8 +21,8 @@ class Oracle(Policy):
 @register_policy("noisy-oracle")
 class NoisyOracle(Policy):
     """``f~(H_t) = a*_t + ε'_t``: ``ε'_t = 0`` with probability ``max(0, 1 - 2/√t)`` (``t`` 1-based),
-    otherwise ``U[-1, 1]`` per action coordinate (the paper's ``U[-1,1]^d`` for ``d``-dim actions);
-    the rollout then projects onto ``A``. Early steps are noisy, late steps nearly optimal, mimicking
+    otherwise ``U[-1, 1]`` per action coordinate (the paper's ``U[-1,1]^d`` for ``d``-dim actions;
+    the task's :meth:`~omgpt.tasks.base.Task.perturb`); the rollout then projects onto ``A``. Early steps are noisy, late steps nearly optimal, mimicking
     how a good learning algorithm's suboptimality shrinks over time.
 
     Args:
@@ -36,15 +36,13 @@ class NoisyOracle(Policy):
     def act(self, t: int, x: Tensor) -> Tensor:
         a_star = self.task.optimal_action(self.envs, x, t)
         p_noise = min(1.0, 2.0 / math.sqrt(t + 1))
-        b, d = a_star.shape
-        noisy = torch.rand(b, 1, generator=self.generator, device=self.device) < p_noise
-        eps = self.noise_scale * (2 * torch.rand(b, d, generator=self.generator, device=self.device) - 1)
-        return a_star + noisy * eps
+        noisy = torch.rand(a_star.shape[0], 1, generator=self.generator, device=self.device) < p_noise
+        return self.task.perturb(a_star, noisy, self.generator, self.noise_scale)
 
 
 @register_policy("random")
 class Random(Policy):
-    """Uniform random action in the action box ``A`` (the paper's queueing benchmark).
+    """A uniformly random action (:meth:`~omgpt.tasks.base.Task.sample_action`; the paper's queueing benchmark).
 
     Also a leakage-free pre-training data policy: unlike ``f~``, its actions carry no information
     about the hidden environment, so a model trained on its histories must infer the environment
@@ -53,6 +51,4 @@ class Random(Policy):
     """
 
     def act(self, t: int, x: Tensor) -> Tensor:
-        low, high = self.task.action_low, self.task.action_high
-        u = torch.rand(self.batch, self.task.action_dim, generator=self.generator, device=self.device)
-        return low + (high - low) * u
+        return self.task.sample_action(self.batch, self.generator)

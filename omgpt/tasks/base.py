@@ -58,9 +58,10 @@ class Task:
     loss: ClassVar[str] = "mse"  # "mse" | "l1" | "ce": the pre-training loss (paper §3, Prop. 2)
     context_dim: int
     obs_dim: int
-    action_dim: int  # number of action coordinates (continuous); the model's read-out size
-    action_low: float
+    action_dim: int  # action coordinates (continuous) or number of actions (discrete, one-hot tokens)
+    action_low: float  # the action box A = [action_low, action_high]^action_dim (continuous tasks)
     action_high: float
+    discrete: ClassVar[bool] = False  # actions are one-hot vectors; the model's read-out is logits
     horizon: ClassVar[int] = 100  # the paper's default horizon for this task
     benchmarks: ClassVar[tuple[str, ...]] = ()  # policy names of the paper's benchmarks for this task
 
@@ -101,6 +102,35 @@ class Task:
         """How to normalise the model's inputs and outputs (see :class:`Scaling`)."""
         d = self.obs_dim + self.context_dim
         return Scaling((0.0,) * d, (1.0,) * d, (0.0,) * self.action_dim, (1.0,) * self.action_dim)
+
+    # ----------------------------------------------------------------------------------------------
+    # Hooks with defaults: stateful tasks and discrete actions override them.
+    def start(self, envs: Envs, generator: torch.Generator) -> Envs:
+        """A fresh episode's environment dict: a copy of ``envs`` plus any initial state (inventory,
+        queue length, budget). The copy keeps the caller's ``envs`` (shared by every policy of an
+        evaluation) untouched."""
+        return dict(envs)
+
+    def step(self, envs: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> None:
+        """Advance the episode's state after step ``t`` by replacing entries of ``envs`` (the dict from
+        :meth:`start`; never modify its tensors in place). Stateless tasks do nothing."""
+
+    def perturb(self, a: Tensor, noisy: Tensor, generator: torch.Generator, scale: float = 1.0) -> Tensor:
+        """The noisy oracle's ``a + ε'`` where ``noisy (B, 1)`` is true: ``ε' ~ U[-scale, scale]^d``
+        (paper appendix B.3; discrete tasks shift the index by ``U{-2,-1,1,2}`` instead)."""
+        eps = scale * (2 * torch.rand(a.shape, generator=generator, device=a.device) - 1)
+        return a + noisy * eps
+
+    def sample_action(self, n: int, generator: torch.Generator) -> Tensor:
+        """A uniformly random action per environment, ``(n, action_dim)`` (the ``random`` policy):
+        uniform on the box ``A``; discrete tasks override with a uniform one-hot."""
+        u = torch.rand(n, self.action_dim, generator=generator, device=generator.device)
+        return self.action_low + (self.action_high - self.action_low) * u
+
+    def action_from_output(self, output: Tensor, generator: torch.Generator | None = None, greedy: bool = False) -> Tensor:
+        """Turn the model's read-out into an action: the identity for continuous tasks (discrete
+        tasks sample from the softmax, or take the argmax when ``greedy``)."""
+        return output
 
     # ----------------------------------------------------------------------------------------------
     # Shared machinery.
