@@ -22,11 +22,6 @@ from omgpt.policies.base import HistoryPolicy, register_policy
 from omgpt.tasks.newsvendor import Newsvendor
 
 
-def _split_context(x: Tensor) -> tuple[Tensor, Tensor]:
-    """``x = (h, X~)`` ``(..., 1 + d)`` -> holding cost ``h`` ``(...)`` and features ``X~`` ``(..., d)``."""
-    return x[..., 0], x[..., 1:]
-
-
 def quantile_regression(features: np.ndarray, targets: np.ndarray, q: float) -> np.ndarray:
     """Linear quantile regression with intercept at level ``q``, solved exactly as an LP by HiGHS.
 
@@ -83,10 +78,10 @@ class ERM(HistoryPolicy):
         self.w0 = torch.rand(self.batch, self.task.dim, generator=generator, device=self.device)  # (B, d)
 
     def decide(self, t: int, x: Tensor) -> Tensor:
-        h, feats = _split_context(x)  # (B,), (B, d)
+        h, feats = self.task.split_context(x)  # (B,), (B, d)
         if t == 0:
             return (self.w0 * feats).sum(-1, keepdim=True)
-        past_feats = _split_context(self.xs[:, :t])[1].double().cpu().numpy()  # (B, t, d)
+        past_feats = self.task.split_context(self.xs[:, :t])[1].double().cpu().numpy()  # (B, t, d)
         past_obs = self.observations[:, :t, 0].double().cpu().numpy()  # (B, t)
         levels = (1.0 / (1.0 + h)).double().cpu().numpy()  # (B,)
         now = feats.double().cpu().numpy()  # (B, d)
@@ -121,8 +116,8 @@ class FAI(HistoryPolicy):
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         if t > 0:
-            h, prev_feats = _split_context(self.xs[:, t - 1])  # (B,), (B, d)
+            h, prev_feats = self.task.split_context(self.xs[:, t - 1])  # (B,), (B, d)
             leftover = self.observations[:, t - 1, 0] < self.actions[:, t - 1, 0]  # (B,): over-ordered
             step = torch.where(leftover, -h, torch.full_like(h, self.task.lost_sale_cost)) / math.sqrt(t + 1)
             self.weights = self.weights + step[:, None] * prev_feats
-        return (self.weights * _split_context(x)[1]).sum(-1, keepdim=True)
+        return (self.weights * self.task.split_context(x)[1]).sum(-1, keepdim=True)

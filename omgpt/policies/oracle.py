@@ -22,7 +22,8 @@ class Oracle(Policy):
 class NoisyOracle(Policy):
     """``f~(H_t) = a*_t + ε'_t``: ``ε'_t = 0`` with probability ``max(0, 1 - 2/√t)`` (``t`` 1-based),
     otherwise ``U[-1, 1]`` per action coordinate (the paper's ``U[-1,1]^d`` for ``d``-dim actions;
-    the task's :meth:`~omgpt.tasks.base.Task.perturb`); the rollout then projects onto ``A``. Early steps are noisy, late steps nearly optimal, mimicking
+    discrete tasks shift the arm index by ``U{-2,-1,1,2}``: the task's
+    :meth:`~omgpt.tasks.base.Task.perturb`); the rollout then projects onto ``A``. Early steps are noisy, late steps nearly optimal, mimicking
     how a good learning algorithm's suboptimality shrinks over time.
 
     Args:

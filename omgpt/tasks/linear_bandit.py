@@ -1,0 +1,89 @@
+"""Linear bandit (paper appendix D.2).
+
+No context (``X_t`` is null: contexts are ``(B, 0)`` tensors, so a feature token is the previous
+observation alone). Actions lie in the unit ball ``A = B(0, 1) ⊂ R^d`` (paper: ``d = 2``). Environment
+``γ = w`` drawn uniformly on the unit sphere ``‖w‖ = 1``. Playing ``a`` yields the reward
+``O_t ~ N(wᵀa, σ²)``, ``σ² = 0.2`` (a variance). The expected reward ``wᵀa`` is maximised over the ball
+by ``a* = w``, so the pseudo-regret of a step is ``1 - wᵀa_t`` and the action suboptimality is the
+Euclidean distance ``‖a* - a_t‖`` (the base default).
+
+The noisy oracle perturbs ``a*`` by the default ``U[-1, 1]^d`` and the rollout projects the result back
+onto the ball (:meth:`LinearBandit.project`). ``action_low/high = ∓1`` describe the box ``[-1, 1]^d``
+that contains the ball, which is all the box-assuming defaults need. The default scaling (loc 0,
+scale 1) fits: rewards lie within about ``[-2.5, 2.5]`` and the coordinates of ``a*`` have sd ``1/√d``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from omgpt.errors import OMGPTError
+from omgpt.tasks.base import Envs, Task, register
+
+
+NORM_TOL = 1e-6  # float slack of the unit ball (see LinearBandit.project)
+
+
+def unit_vectors(n: int, d: int, generator: torch.Generator) -> Tensor:
+    """``n`` directions uniform on the unit sphere of ``R^d`` (normalised Gaussians), ``(n, d)``."""
+    while True:
+        z = torch.randn(n, d, generator=generator, device=generator.device)
+        norm = torch.linalg.vector_norm(z, dim=-1, keepdim=True)
+        if (norm > 0).all():  # a zero Gaussian vector has probability 0; redraw rather than divide by it
+            return z / norm
+
+
+@register("linear-bandit")
+class LinearBandit(Task):
+    """Args:
+        dim: dimension ``d`` of actions and of ``w`` (paper: 2).
+        noise_var: variance of the reward noise (paper: 0.2).
+    """
+
+    loss = "l1"
+    benchmarks = ("linucb", "lints")  # the paper's benchmarks for this task (appendix D.3)
+    context_dim = 0
+    obs_dim = 1
+    action_low, action_high = -1.0, 1.0  # the box [-1, 1]^d around the unit ball
+
+    def __init__(self, dim: int = 2, noise_var: float = 0.2, **pool):
+        if dim < 1:
+            raise OMGPTError(f"dim must be a positive integer, got {dim}")
+        self.dim, self.noise_var = dim, noise_var
+        self.action_dim = dim
+        super().__init__(**pool)
+
+    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+        return {"w": unit_vectors(n, self.dim, generator)}
+
+    def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
+        w = envs["w"]
+        return w.new_zeros(w.shape[0], 0)
+
+    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
+        mean = (envs["w"] * a).sum(-1)
+        noise = math.sqrt(self.noise_var) * torch.randn(mean.shape, generator=generator, device=generator.device)
+        return (mean + noise)[:, None]
+
+    def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
+        return envs["w"].clone()
+
+    def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        return (envs["w"] * a).sum(-1)
+
+    def project(self, a: Tensor, x: Tensor | None = None) -> Tensor:
+        """Euclidean projection onto the unit ball: vectors with norm above 1 are scaled down to norm 1,
+        the others are left unchanged.
+
+        Norms within ``NORM_TOL`` of 1 count as inside: a unit vector such as ``a* = w`` has a float
+        norm of ``1 ± 1e-7``, and rescaling it would move the oracle off ``a*`` (nonzero regret)."""
+        norm = torch.linalg.vector_norm(a, dim=-1, keepdim=True)
+        return torch.where(norm > 1.0 + NORM_TOL, a / norm, a)
+
+    def sample_action(self, n: int, generator: torch.Generator) -> Tensor:
+        """Uniform in the unit ball: a uniform direction times a radius ``U^{1/d}``, ``(n, dim)``."""
+        direction = unit_vectors(n, self.dim, generator)
+        radius = torch.rand(n, 1, generator=generator, device=generator.device) ** (1.0 / self.dim)
+        return direction * radius
