@@ -1,0 +1,212 @@
+"""Queueing control: the service rate of a single queue (paper appendix D.2, after de Farias & Van Roy
+2003, §6.1).
+
+The queue starts empty. At the beginning of period ``t`` the decision maker sees the queue length
+``S_t = O_{t-1}`` (``O_0 = 0``) and picks a service rate ``a_t`` in ``A = {0, 0.2, …, 1}``; right before
+the period ends one customer arrives with probability ``λ`` (unknown). The queue holds at most 4
+customers, and the observation ``O_t`` is the queue length at the end of period ``t``. The transition
+matrix ``P_a[s, s']``, exactly as the appendix writes it::
+
+    s = 0      : P[0,0] = 1-λ,          P[0,1] = λ
+    s = 1,2,3  : P[s,s-1] = (1-λ) a,    P[s,s] = (1-λ)(1-a) + λ a,    P[s,s+1] = λ (1-a)
+    s = 4      : P[4,3] = (1-λ) a,      P[4,4] = 1 - a + λ a
+
+(an empty queue has nothing to serve; a full queue turns the arrival away). The reward is minus a
+holding plus service cost with a known cost parameter ``c``: ``r(X_t, a_t) = -(O_{t-1} + c·a_t²)``. It
+is a deterministic function of the state at the start of the period and the action, so "the expected
+reward given the state and the action" is the reward itself.
+
+Context ``X_t = (O_{t-1}, c)`` (SPEC §3; ``c`` is known, so it is part of the context), observation
+``O_t`` (one number). The environment is ``γ = (λ, c)``, uniform over the 36 points
+``λ ∈ {0.1, 0.26, 0.42, 0.58, 0.74, 0.9}`` × ``c ∈ {5, 16, 27, 38, 49, 60}`` (the Task base's
+``pool_size`` option draws a pool from these 36 and makes the prior uniform over it).
+
+Actions. The paper trains this task with the squared loss, so the action is a continuous scalar that
+:meth:`Queueing.project` rounds to the nearest grid point (after clipping to ``[0, 1]``); the model
+regresses ``a*``. ``sample_action`` (the ``random`` benchmark) is uniform over the six grid values.
+
+Optimal action. ``a*_t(s)`` is the finite-horizon dynamic-programming policy with the known ``λ``:
+``V_T ≡ 0``, ``Q_t(s, a) = -(s + c a²) + Σ_{s'} P_a[s, s'] V_{t+1}(s')``, ``V_t(s) = max_a Q_t(s, a)``,
+``a*_t(s) = argmax_a Q_t(s, a)`` (ties go to the smaller rate; 0-based ``t`` = 0..T-1). The horizon
+must be known: it is the ``horizon`` task option (default the paper's ``T = 100``). :meth:`start`
+runs the backward induction for that horizon, batched over environments in float64 (no loop over
+environments; a loop over the ``T`` stages), and stores the ``(B, T, 5)`` tables of optimal actions
+``dp_action`` and optimal values-to-go ``dp_value``. An episode shorter than the option is fine -- its
+first steps follow the ``T``-horizon optimal policy (with ``T = 100`` it differs from the short
+horizon's optimum only in the last few periods of *that* horizon, which an early stop never reaches);
+an episode longer than the option raises (build the task with ``horizon=`` at least the episode's
+length, e.g. ``--option horizon=200``).
+
+Regret (SPEC §4). The curve at ``t`` is the expected cumulative reward of the optimal policy up to
+``t`` minus the algorithm's: per step, ``E[r(S*_t, a*_t(S*_t))] - r(S_t, a_t)`` where the first term
+is the optimal policy's expected reward at step ``t`` from the empty queue (exact: the state
+distribution is propagated forward through the DP policy's transition matrices in :meth:`start`,
+``opt_reward`` of shape ``(B, T)``; ``Σ_t opt_reward = V_0(0)``) and the second is the algorithm's
+reward in the state it is actually in. The curve can dip below 0 mid-horizon (a lucky run of no
+arrivals), and even the oracle's curve is zero only in expectation over runs, not run by run.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from omgpt.errors import OMGPTError
+from omgpt.tasks.base import Envs, Scaling, Task, register
+
+LAMBDAS = (0.1, 0.26, 0.42, 0.58, 0.74, 0.9)
+COSTS = (5.0, 16.0, 27.0, 38.0, 49.0, 60.0)
+CAPACITY = 4  # the queue holds 0..4 customers
+STATES = CAPACITY + 1
+GRID_STEPS = 5  # A = {0, 1/5, ..., 5/5}
+
+
+def action_grid(device=None, dtype=torch.float32) -> Tensor:
+    """The six service rates ``0, 0.2, …, 1``."""
+    return torch.arange(GRID_STEPS + 1, device=device, dtype=dtype) / GRID_STEPS
+
+
+def transition_matrix(lam: Tensor, a: Tensor) -> Tensor:
+    """The appendix's matrix ``P_a[s, s']`` for arrival rates ``lam`` and service rates ``a`` (same
+    broadcastable shape ``S``), shape ``(*S, 5, 5)``; rows sum to 1."""
+    lam, a = torch.broadcast_tensors(lam, a)
+    zero = torch.zeros_like(a)
+    down, up = (1 - lam) * a, lam * (1 - a)
+    stay = (1 - lam) * (1 - a) + lam * a
+    rows = [
+        [1 - lam, lam, zero, zero, zero],
+        [down, stay, up, zero, zero],
+        [zero, down, stay, up, zero],
+        [zero, zero, down, stay, up],
+        [zero, zero, zero, down, 1 - a + lam * a],
+    ]
+    return torch.stack([torch.stack(row, dim=-1) for row in rows], dim=-2)
+
+
+def solve_dp(lam: Tensor, c: Tensor, horizon: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Finite-horizon DP for a batch of environments ``(lam, c)``, each ``(B,)``.
+
+    Returns ``(action, value, opt_reward)``: the optimal service rate ``a*_t(s)`` ``(B, T, 5)``, the
+    optimal value-to-go ``V_t(s)`` ``(B, T, 5)`` (float64), and the optimal policy's expected reward at
+    step ``t`` started from the empty queue ``(B, T)`` (float64).
+    """
+    lam, c = lam.double(), c.double()
+    b, device = lam.shape[0], lam.device
+    grid = action_grid(device, torch.float64)
+    trans = transition_matrix(lam[:, None], grid[None, :])  # (B, 6, 5, 5)
+    states = torch.arange(STATES, device=device, dtype=torch.float64)
+    reward = -(states[None, :, None] + c[:, None, None] * grid[None, None, :] ** 2)  # (B, 5, 6)
+    best = torch.empty(b, horizon, STATES, dtype=torch.long, device=device)
+    value = torch.empty(b, horizon, STATES, dtype=torch.float64, device=device)
+    v_next = torch.zeros(b, STATES, dtype=torch.float64, device=device)
+    for t in reversed(range(horizon)):
+        q = reward + torch.einsum("basn,bn->bsa", trans, v_next)  # (B, 5, 6)
+        v_next, best[:, t] = q.max(dim=-1).values, q.argmax(dim=-1)  # argmax: first maximum (smaller a)
+        value[:, t] = v_next
+    # Forward: the optimal policy's state distribution from the empty queue, and its expected reward.
+    dist = torch.zeros(b, STATES, dtype=torch.float64, device=device)
+    dist[:, 0] = 1.0
+    rows = torch.arange(STATES, device=device)
+    opt_reward = torch.empty(b, horizon, dtype=torch.float64, device=device)
+    for t in range(horizon):
+        idx = best[:, t]  # (B, 5)
+        opt_reward[:, t] = (dist * reward.gather(2, idx[:, :, None])[:, :, 0]).sum(-1)
+        step_p = trans[torch.arange(b, device=device)[:, None], idx, rows[None, :]]  # (B, 5, 5): P_{a*(s)}[s, ·]
+        dist = torch.einsum("bs,bsn->bn", dist, step_p)
+    return grid.float()[best], value, opt_reward
+
+
+@register("queueing")
+class Queueing(Task):
+    """Args:
+        horizon: the episode length ``T`` the DP plans for (paper: 100); episodes may be shorter, never
+            longer.
+    """
+
+    loss = "mse"
+    benchmarks = ("random",)  # the paper's benchmark for this task (appendix D.3)
+    context_dim = 2  # (O_{t-1}, c)
+    obs_dim = 1  # queue length at the end of the period
+    action_dim = 1
+    action_low, action_high = 0.0, 1.0
+
+    def __init__(self, horizon: int = 100, **pool):
+        if int(horizon) != horizon or horizon < 1:
+            raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
+        self.horizon = int(horizon)
+        super().__init__(**pool)
+
+    # -- prior and simulator ------------------------------------------------------------------------
+    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+        device = generator.device
+        li = torch.randint(len(LAMBDAS), (n,), generator=generator, device=device)
+        ci = torch.randint(len(COSTS), (n,), generator=generator, device=device)
+        return {
+            "lam": torch.tensor(LAMBDAS, dtype=torch.float64, device=device)[li],
+            "c": torch.tensor(COSTS, device=device)[ci],
+        }
+
+    def start(self, envs: Envs, generator: torch.Generator) -> Envs:
+        envs = dict(envs)
+        action, value, opt_reward = solve_dp(envs["lam"], envs["c"], self.horizon)
+        envs.update(
+            queue=torch.zeros(envs["lam"].shape[0], dtype=torch.long, device=envs["lam"].device),
+            dp_action=action, dp_value=value, opt_reward=opt_reward,
+        )
+        return envs
+
+    def _check_t(self, envs: Envs, t: int) -> None:
+        if t >= envs["dp_action"].shape[1]:
+            raise OMGPTError(
+                f"queueing step {t + 1} is beyond the task's horizon {envs['dp_action'].shape[1]} that the DP "
+                f"planned for; build the task with a larger horizon (--option horizon=N)"
+            )
+
+    def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
+        return torch.stack([envs["queue"].float(), envs["c"].float()], dim=-1)
+
+    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
+        queue = envs["queue"]
+        p = transition_matrix(envs["lam"], a[:, 0].double())  # (B, 5, 5)
+        row = p[torch.arange(queue.shape[0], device=queue.device), queue]  # (B, 5)
+        u = torch.rand(queue.shape, generator=generator, device=generator.device, dtype=torch.float64)
+        # Inverse CDF over the first four buckets (the last absorbs rounding): one uniform per step, so
+        # policies run with the same seeds share their arrival/service luck as far as possible.
+        nxt = (row[:, :-1].cumsum(-1) < u[:, None]).sum(-1)
+        return nxt.to(x.dtype)[:, None]
+
+    def step(self, envs: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> None:
+        envs["queue"] = o[:, 0].round().long()
+
+    # -- decisions and rewards ----------------------------------------------------------------------
+    def project(self, a: Tensor, x: Tensor | None = None) -> Tensor:
+        """Clip to ``[0, 1]`` and round to the nearest multiple of 0.2."""
+        return torch.round(a.clamp(self.action_low, self.action_high) * GRID_STEPS) / GRID_STEPS
+
+    def sample_action(self, n: int, generator: torch.Generator) -> Tensor:
+        idx = torch.randint(GRID_STEPS + 1, (n, 1), generator=generator, device=generator.device)
+        return idx.float() / GRID_STEPS
+
+    def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
+        self._check_t(envs, t)
+        queue = envs["queue"]
+        return envs["dp_action"][torch.arange(queue.shape[0], device=queue.device), t, queue][:, None].to(x.dtype)
+
+    def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """``r(X_t, a) = -(O_{t-1} + c a²)`` (deterministic given the state and the action)."""
+        return -(x[:, 0] + x[:, 1] * a[:, 0] ** 2)
+
+    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """The optimal policy's expected reward at ``t`` (from the empty queue) minus ``r(X_t, a_t)``."""
+        self._check_t(envs, t)
+        return (envs["opt_reward"][:, t] - self.expected_reward(envs, x, a, t).double()).to(x.dtype)
+
+    def scaling(self) -> Scaling:
+        # Measured under the prior, T = 100: the queue length (0..4) has mean 2.9 / 2.0 and sd 1.6 for
+        # the oracle / the random policy; c uniform on {5, …, 60}: mean 32.5, sd 18.8; service is
+        # costly, so a* is mostly 0: mean 0.07, sd 0.17.
+        return Scaling(
+            feature_loc=(2.5, 2.5, 32.5),
+            feature_scale=(1.6, 1.6, 18.8),
+            action_loc=(0.1,),
+            action_scale=(0.2,),
+        )
