@@ -1,16 +1,17 @@
-"""Dynamic-pricing benchmarks (paper appendix D.3): ILSE (Qiang & Bayati 2016) and CILS (Keskin &
-Zeevi 2014).
+"""Dynamic-pricing benchmarks (paper appendix D.3): ILSE (Qiang & Bayati 2016), CILS (Keskin &
+Zeevi 2014) and Thompson sampling (TS, Wang et al. 2021: ``ts-pricing``).
 
-Both estimate the linear demand ``D = αᵀX - βᵀX·a + ε`` by ridge regression on
+All three estimate the linear demand ``D = αᵀX - βᵀX·a + ε`` by ridge regression on
 ``z = (X, a·X) ∈ R^{2d}``: ``(α̂, -β̂) = Σ_t^{-1} Σ_{τ<t} O_τ z_τ`` with
 ``Σ_t = Σ_{τ<t} z_τ z_τᵀ + σ² I`` (``σ²`` = the task's noise variance), and price greedily at
-``â_t = α̂ᵀX_t / (2 β̂ᵀX_t)``; CILS adds forced exploration when prices stop moving. They assume linear
+``â_t = α̂ᵀX_t / (2 β̂ᵀX_t)``; CILS adds forced exploration when prices stop moving, TS prices
+greedily under parameters sampled around the estimate. They assume linear
 demand, so they are mis-specified on the square-demand variants (SPEC §5).
 
 Cold start (``t = 1``): with no data the ridge estimate is ``α̂ = β̂ = 0`` and the greedy price is
-undefined, so both play a uniform random price from ``initial_prices`` (default ``U[0.5, 2]``, a
+undefined, so all three play a uniform random price from ``initial_prices`` (default ``U[0.5, 2]``, a
 seller's plausible opening range) drawn with the policy generator. The same price is played whenever
-the estimate cannot price, i.e. ``β̂ᵀX ≤ 0`` (estimated revenue does not bend down). An opening range
+the estimate cannot price, i.e. ``β̂ᵀX ≤ 0`` (TS: the sampled ``β~ ≤ 0``) (estimated revenue does not bend down). An opening range
 over all of ``A = [0, 30]`` or jumping to the top of ``A`` costs ~1000 regret on step 1 alone while
 the prior's optimal prices sit near 1 (mean 0.98, sd 0.33): we give the benchmarks the generous start.
 """
@@ -105,3 +106,64 @@ class CILS(ILSE):
         sign = torch.where(delta >= 0, 1.0, -1.0).to(x.dtype)
         price = torch.where(delta.abs() < radius, mean_price + sign * radius, greedy)
         return price.clamp(self.task.action_low, self.task.action_high)
+
+
+@register_policy("ts-pricing", tasks=(Pricing,))
+class TSPricing(ILSE):
+    """Thompson sampling for pricing (Wang et al. 2021) as the paper's appendix writes it.
+
+    With ILSE's ridge state -- ``Σ_t`` ``(2d×2d)`` and ``θ̂ = (α̂, -β̂) = Σ_t^{-1} Σ_{τ<t} O_τ z_τ`` -- and
+    ``M = blockdiag(X_t, X_t)`` ``(2d×2)``, TS samples the intercept and price coefficient *at* ``X_t``,
+
+        (α~, -β~) ~ N( Mᵀθ̂ = (α̂ᵀX_t, -β̂ᵀX_t),  Σ~_t^{-1} ),   Σ~_t = (Mᵀ Σ_t^{-1} M)^{-1},
+
+    and prices ``a_t = α~ / (2β~)``, clipped to ``A``.
+
+    Reading of the covariance. The paper samples from ``N(·, Σ~_t^{-1})`` and defines
+    ``Σ~_t = (Mᵀ Σ_t^{-1} M)^{-1}``; the two inverses cancel, so the covariance is ``Mᵀ Σ_t^{-1} M``
+    ``(2×2)`` -- exactly the covariance of ``Mᵀθ`` when ``θ ~ N(θ̂, Σ_t^{-1})`` (LinTS' posterior
+    without the extra ``σ²`` or ``√(2 log T)`` factor), which is what "the empirical covariance
+    matrix given ``X_t``" describes. We use it as is, no extra scale.
+
+    Sign convention. The ridge estimates ``(α, -β)``, and ``Mᵀ Σ_t^{-1} M`` is the covariance of
+    ``(αᵀX, -βᵀX)``. The paper writes the mean as ``(α̂ᵀX_t, β̂ᵀX_t)``; taken literally with this
+    covariance the off-diagonal term would have the wrong sign (intercept and slope estimates are
+    positively correlated -- a higher intercept is explained away by a steeper slope -- while
+    ``Mᵀ Σ^{-1} M`` gives the intercept and ``-β`` a negative covariance). So we sample in the
+    regression's coordinates, ``(α~, -β~) ~ N((α̂ᵀX, -β̂ᵀX), Mᵀ Σ_t^{-1} M)``, and flip the sign of the
+    second coordinate: equivalently ``(α~, β~) ~ N((α̂ᵀX, β̂ᵀX), D Mᵀ Σ_t^{-1} M D)``, ``D = diag(1, -1)``.
+    The variances are the same either way.
+
+    As ILSE: the first price (``t = 1``) is the uniform opening price in ``initial_prices``, and so
+    is every price whose sampled slope is not positive (``β~ ≤ 0``: sampled revenue does not bend
+    down). Each step draws the two standard normals and then the fallback uniform from the policy
+    generator (all environments at once), so runs are reproducible from the policy seed.
+    """
+
+    def sample_parameters(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Draw ``(α~, β~)`` at the context ``x`` ``(B, d)``, each ``(B,)`` in float64."""
+        d = self.task.context_dim
+        x64 = x.double()
+        m = torch.zeros(self.batch, 2 * d, 2, dtype=torch.float64, device=x64.device)  # blockdiag(X, X)
+        m[:, :d, 0], m[:, d:, 1] = x64, x64
+        theta = torch.linalg.solve(self.gram, self.moment)  # (B, 2d) = (α̂, -β̂)
+        mean = (m * theta[:, :, None]).sum(1)  # (B, 2) = (α̂ᵀX, -β̂ᵀX)
+        cov = m.transpose(1, 2) @ torch.linalg.solve(self.gram, m)  # (B, 2, 2) = Mᵀ Σ^{-1} M
+        cov = (cov + cov.transpose(1, 2)) / 2
+        # 2×2 Cholesky written out (robust to a rank-deficient X = 0: the variances are then 0).
+        c00, c01, c11 = cov[:, 0, 0].clamp(min=0), cov[:, 0, 1], cov[:, 1, 1]
+        l00 = c00.sqrt()
+        l10 = torch.where(l00 > 0, c01 / l00.clamp(min=1e-300), torch.zeros_like(c01))
+        l11 = (c11 - l10**2).clamp(min=0).sqrt()
+        eps = torch.randn(self.batch, 2, generator=self.generator, device=self.device).to(mean)
+        intercept = mean[:, 0] + l00 * eps[:, 0]
+        neg_slope = mean[:, 1] + l10 * eps[:, 0] + l11 * eps[:, 1]
+        return intercept, -neg_slope
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        if t == 0:
+            return self.random_price(x)
+        intercept, slope = self.sample_parameters(x)
+        fallback = self.random_price(x)[:, 0].double()
+        price = torch.where(slope > 0, intercept / (2 * slope), fallback)  # the unused branch may be inf/nan
+        return price.clamp(self.task.action_low, self.task.action_high)[:, None].to(x.dtype)
