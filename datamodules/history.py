@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
-from omgpt.tasks import Task, make_task
+from omgpt.tasks import Task, make_episode_task
 
 
 def stream_seed(*keys: int) -> int:
@@ -118,7 +118,7 @@ class HistoryDataModule(L.LightningDataModule):
             if value < 1:
                 raise OMGPTError(f"data.{name} must be a positive integer, got {value}")
         self.save_hyperparameters()
-        self.task = make_task(task, **(task_options or {}))
+        self.task = make_episode_task(task, task_options, horizon)
         if data_policy == "omgpt":
             raise OMGPTError("data.data_policy cannot be 'omgpt' (self-rollouts need the model); use noisy-oracle or random")
         make_policy(data_policy, self.task, **(data_policy_options or {}))  # fail now on a bad name or option

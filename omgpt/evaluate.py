@@ -15,7 +15,7 @@ from datamodules.history import stream_seed
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
-from omgpt.tasks import Task, make_task
+from omgpt.tasks import TASKS, Task, make_episode_task, make_task
 
 
 def evaluate_policies(
@@ -58,25 +58,22 @@ def _concat(parts: list[History]) -> History:
 
 
 def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str | None, device: str):
-    """The task to evaluate on and, with a checkpoint, the trained model (checked to match)."""
-    model = None
-    if ckpt is not None:
-        from omgpt.module import load_module
+    """``(task name, task options, trained model or None, default horizon)``; a checkpoint supplies
+    its task and options (``task_options`` override them) and is checked against ``task_name``."""
+    if ckpt is None:
+        if task_name is None:
+            raise OMGPTError("--task is required when no --ckpt is given")
+        if task_name not in TASKS:
+            make_task(task_name)  # raises the "unknown task" error
+        return task_name, task_options, None, task_options.get("horizon", TASKS[task_name].cls.horizon)
+    from omgpt.module import load_module
 
-        module = load_module(ckpt, map_location=device)
-        trained_on = module.hparams.task
-        if task_name is not None and task_name != trained_on:
-            raise OMGPTError(f"checkpoint {ckpt} was trained on task {trained_on!r}, not {task_name!r}")
-        options = {**(module.hparams.task_options or {}), **task_options}
-        task_name, model = trained_on, module.model.to(device)
-        task = make_task(task_name, **options)
-        if (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
-            raise OMGPTError(f"task options {task_options} change the token sizes the checkpoint was trained with")
-        return task, model, module.hparams.horizon
-    if task_name is None:
-        raise OMGPTError("--task is required when no --ckpt is given")
-    task = make_task(task_name, **task_options)
-    return task, None, task.horizon
+    module = load_module(ckpt, map_location=device)
+    trained_on = module.hparams.task
+    if task_name is not None and task_name != trained_on:
+        raise OMGPTError(f"checkpoint {ckpt} was trained on task {trained_on!r}, not {task_name!r}")
+    options = {**(module.hparams.task_options or {}), **task_options}
+    return trained_on, options, module.model.to(device), module.hparams.horizon
 
 
 def run_evaluation(
@@ -100,8 +97,11 @@ def run_evaluation(
         raise OMGPTError(f"--policies names a policy twice: {','.join(policies)}")
     if "omgpt" in policies and ckpt is None:
         raise OMGPTError("policy 'omgpt' needs --ckpt PATH (a checkpoint written by omgpt fit)")
-    task, model, trained_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
-    horizon = horizon or trained_horizon
+    task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
+    horizon = horizon or default_horizon
+    task = make_episode_task(task_name, task_options, horizon)
+    if model is not None and (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
+        raise OMGPTError(f"task options {task_options} change the token sizes the checkpoint was trained with")
     if model is not None and horizon > model.cfg.max_steps and (window is None or window > model.cfg.max_steps):
         raise OMGPTError(f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}")
     specs = {name: ({"model": model, "window": window} if name == "omgpt" else {}) for name in policies}

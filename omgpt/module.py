@@ -14,7 +14,7 @@ from omgpt.metrics import MeanCurve
 from omgpt.model import GPT, GPTConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
-from omgpt.tasks import make_task
+from omgpt.tasks import make_episode_task
 
 
 class OMGPTModule(L.LightningModule):
@@ -62,7 +62,7 @@ class OMGPTModule(L.LightningModule):
         if n_embd % n_head:
             raise OMGPTError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
         self.save_hyperparameters()
-        self.task = make_task(task, **(task_options or {}))
+        self.task = make_episode_task(task, task_options, horizon)
         cfg = GPTConfig(self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=horizon)
         self.model = GPT(cfg, self.task.scaling())
         self.val_regret = MeanCurve(horizon)

@@ -5,15 +5,16 @@ All three estimate the linear demand ``D = αᵀX - βᵀX·a + ε`` by ridge re
 ``z = (X, a·X) ∈ R^{2d}``: ``(α̂, -β̂) = Σ_t^{-1} Σ_{τ<t} O_τ z_τ`` with
 ``Σ_t = Σ_{τ<t} z_τ z_τᵀ + σ² I`` (``σ²`` = the task's noise variance), and price greedily at
 ``â_t = α̂ᵀX_t / (2 β̂ᵀX_t)``; CILS adds forced exploration when prices stop moving, TS prices
-greedily under parameters sampled around the estimate. They assume linear
-demand, so they are mis-specified on the square-demand variants (SPEC §5).
+greedily under parameters sampled around the estimate. They assume linear demand, so they are
+mis-specified on the square-demand variants (SPEC §5).
 
 Cold start (``t = 1``): with no data the ridge estimate is ``α̂ = β̂ = 0`` and the greedy price is
 undefined, so all three play a uniform random price from ``initial_prices`` (default ``U[0.5, 2]``, a
 seller's plausible opening range) drawn with the policy generator. The same price is played whenever
-the estimate cannot price, i.e. ``β̂ᵀX ≤ 0`` (TS: the sampled ``β~ ≤ 0``) (estimated revenue does not bend down). An opening range
-over all of ``A = [0, 30]`` or jumping to the top of ``A`` costs ~1000 regret on step 1 alone while
-the prior's optimal prices sit near 1 (mean 0.98, sd 0.33): we give the benchmarks the generous start.
+the estimate cannot price, i.e. ``β̂ᵀX ≤ 0`` (estimated revenue does not bend down; TS: the sampled
+``β~ ≤ 0``). An opening range over all of ``A = [0, 30]`` or jumping to the top of ``A`` costs ~1000
+regret on step 1 alone while the prior's optimal prices sit near 1 (mean 0.98, sd 0.33): we give the
+benchmarks the generous start.
 """
 from __future__ import annotations
 

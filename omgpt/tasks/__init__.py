@@ -3,10 +3,10 @@
 import importlib
 import pkgutil
 
-from omgpt.tasks.base import TASKS, Envs, Scaling, Task, make_task, register
+from omgpt.tasks.base import TASKS, Envs, Scaling, Task, make_episode_task, make_task, register
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["TASKS", "Envs", "Scaling", "Task", "make_task", "register"]
+__all__ = ["TASKS", "Envs", "Scaling", "Task", "make_episode_task", "make_task", "register"]

@@ -212,6 +212,17 @@ def make_task(name: str, **options) -> Task:
     return task
 
 
+def make_episode_task(name: str, options: dict | None, horizon: int) -> Task:
+    """:func:`make_task` for episodes of ``horizon`` steps: tasks whose prior or oracle depends on the
+    episode length (queueing's DP, revenue's budget ``T·1``, the non-stationary change point) take a
+    ``horizon`` option, which is set to ``horizon`` unless ``options`` fix it explicitly."""
+    options = dict(options or {})
+    factory = TASKS.get(name)
+    if factory is not None and "horizon" in inspect.signature(factory.cls.__init__).parameters:
+        options.setdefault("horizon", horizon)
+    return make_task(name, **options)
+
+
 def uniform(n: int, dims: tuple[int, ...], low: float, high: float, generator: torch.Generator) -> Tensor:
     """``U[low, high]`` samples of shape ``(n, *dims)`` on the generator's device."""
     return low + (high - low) * torch.rand((n, *dims), generator=generator, device=generator.device)

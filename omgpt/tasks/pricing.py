@@ -56,7 +56,7 @@ class Pricing(Task):
     """
 
     loss = "mse"
-    benchmarks = ("ilse", "cils")  # the paper's benchmarks for this task (appendix D.3)
+    benchmarks = ("ilse", "cils", "ts-pricing")  # the paper's benchmarks for this task (appendix D.3)
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, 30.0

@@ -54,8 +54,9 @@ more than ``t/T`` of the budget early) and can be negative.
 
 Horizon. ``T`` is the ``horizon`` task option (default the paper's 50): it sets ``B_1 = T·1`` and the
 divisor ``T - t + 1``. Episodes must not run longer (that raises); a shorter episode runs the
-``T``-period problem cut short, whose final regret is not the hindsight bound of the short problem:
-evaluate a different length with ``--option horizon=N`` (e.g. ``--horizon 20 --option horizon=20``).
+``T``-period problem cut short, whose final regret is not the hindsight bound of the short problem.
+Training, validation and ``omgpt evaluate`` build the task with ``make_episode_task``, which sets this
+option to the episode length unless it is given explicitly.
 """
 from __future__ import annotations
 
@@ -194,6 +195,7 @@ class Revenue(Task):
     """
 
     loss = "mse"
+    horizon = 50  # the paper's T for revenue management
     benchmarks = ("ada",)  # the paper's benchmark for this task (appendix D.3, algorithm 4)
     action_dim = 1
     action_low, action_high = 0.0, 1.0
