@@ -1,4 +1,5 @@
-"""Lightning callbacks: the horizon curriculum (and, later, self-rollout refresh, embedding probes)."""
+"""Lightning callbacks: the horizon curriculum, Algorithm 1's self-rollout refresh (and probes)."""
 from callbacks.curriculum import HorizonCurriculum
+from callbacks.self_rollout import SelfRolloutRefresh
 
-__all__ = ["HorizonCurriculum"]
+__all__ = ["HorizonCurriculum", "SelfRolloutRefresh"]

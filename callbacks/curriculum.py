@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 
-import lightning as L
 from lightning.pytorch.callbacks import Callback
 
 
@@ -20,11 +19,14 @@ class HorizonCurriculum(Callback):
     so any target is reached in five levels, as the paper's 20, 40, …, 100. The paper's own setting is
     ``stage_epochs=10, restart_epochs=[50], full_from_epoch=100`` with one epoch per iteration.
 
-    The horizon is written into the datamodule (``current_horizon``) at setup and at the end of every
-    epoch, which is before Lightning builds the next epoch's train dataloader (built, and one batch
-    prefetched, before ``on_train_epoch_start``). Needs ``reload_dataloaders_every_n_epochs=1``.
-    The stage is saved in checkpoints: Lightning restores the loops (and so ``current_epoch``) only
-    after ``on_fit_start``, so a resumed run takes its horizon from the restored state.
+    The horizon is a pure function of the epoch, so the callback hands the datamodule the schedule
+    and the datamodule asks it for the epoch it is building a train dataloader for. That is the one
+    moment that is right in every case: Lightning builds epoch 0's loader inside
+    ``configure_optimizers`` (``estimated_stepping_batches``) before ``on_fit_start``, prefetches a
+    batch before ``on_train_epoch_start``, and on resume restores ``current_epoch`` only after
+    ``on_fit_start`` -- pushing a horizon from any hook is too early or too late in one of those.
+    A resumed run therefore trains on its epoch's stage with no state to restore; ``state_dict``
+    only records the stage last trained on. Needs ``reload_dataloaders_every_n_epochs=1``.
     """
 
     def __init__(
@@ -53,31 +55,19 @@ class HorizonCurriculum(Callback):
         step = self.step or math.ceil(target / 5)
         return max(1, min(target, start + step * (m // S - phase_start // S)))
 
-    def _set(self, trainer: L.Trainer, epoch: int) -> None:
-        dm = trainer.datamodule
-        self.horizon = self.horizon_at(epoch, dm.horizon)
-        dm.current_horizon = self.horizon
-
     def setup(self, trainer, pl_module, stage: str) -> None:
-        # `setup` runs before `configure_optimizers`, whose `estimated_stepping_batches` already builds
-        # epoch 0's train dataloader: the first stage must be in place by then. On resume Lightning
-        # restores this callback's and the datamodule's state right after, and the loader is rebuilt.
         if stage != "fit":
             return
-        if trainer.datamodule is None or not hasattr(trainer.datamodule, "current_horizon"):
+        dm = trainer.datamodule
+        if dm is None or not hasattr(dm, "horizon_schedule"):
             raise ValueError("HorizonCurriculum needs a HistoryDataModule (datamodules.HistoryDataModule)")
         if trainer.reload_dataloaders_every_n_epochs != 1:
             raise ValueError("HorizonCurriculum needs trainer.reload_dataloaders_every_n_epochs=1 to change the horizon per epoch")
-        self._set(trainer, trainer.current_epoch)
-
-    def on_fit_start(self, trainer, pl_module) -> None:
-        trainer.datamodule.current_horizon = self.horizon  # the restored stage when resuming
+        dm.horizon_schedule = lambda epoch: self.horizon_at(epoch, dm.horizon)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        pl_module.log("curriculum/horizon", float(trainer.datamodule.current_horizon), on_step=False, on_epoch=True, sync_dist=True)
-
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self._set(trainer, trainer.current_epoch + 1)
+        self.horizon = trainer.datamodule.current_horizon
+        pl_module.log("curriculum/horizon", float(self.horizon), on_step=False, on_epoch=True, sync_dist=True)
 
     def state_dict(self) -> dict:
         return {"horizon": self.horizon, "stage_epochs": self.stage_epochs, "restart_epochs": self.restart_epochs}

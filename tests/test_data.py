@@ -108,7 +108,7 @@ def test_batch_shapes_and_targets_are_the_optimal_actions(name):
 def test_datamodule_passes_epoch_rank_and_horizon_to_the_stream():
     dm = HistoryDataModule(task="pricing", horizon=20, batch_size=B, batches_per_epoch=3, seed=5, num_workers=0, chunk=2)
     dm.trainer = SimpleNamespace(global_rank=1, current_epoch=3, reload_dataloaders_every_n_epochs=1)
-    dm.current_horizon = 7  # what the curriculum would set
+    dm.horizon_schedule = lambda epoch: 4 + epoch  # what the curriculum installs: epoch 3 -> 7
     got = list(dm.train_dataloader())
     expected = list(HistoryStream(dm.task, B, 3, 7, 5, 3, 1, 2))
     assert len(got) == 3 and got[0]["features"].shape == (B, 7, 1 + 6)
@@ -117,6 +117,6 @@ def test_datamodule_passes_epoch_rank_and_horizon_to_the_stream():
     dm.trainer.reload_dataloaders_every_n_epochs = 0  # every epoch would replay epoch 0's stream
     with pytest.raises(ValueError, match="reload_dataloaders_every_n_epochs"):
         dm.train_dataloader()
-    assert dm.state_dict() == {"current_horizon": 7}
+    assert dm.current_horizon == 7
     with pytest.raises(OMGPTError, match="batch_size"):
         HistoryDataModule(batch_size=0)
