@@ -35,9 +35,10 @@ POOL_KEY, MIX_KEY, LOADER_KEY = 0x9001, 0x9002, 0x9003  # stream_seed keys: f~ p
 
 
 def history_batch(history: History) -> dict[str, torch.Tensor]:
-    """What a training step consumes: tokens and targets, ``(B, T, ·)`` each."""
+    """What a training step consumes: tokens, targets ``a*`` and observations (the observation
+    head's targets), ``(B, T, ·)`` each."""
     features, actions = history.tokens()
-    return {"features": features, "actions": actions, "targets": history.optimal_actions}
+    return {"features": features, "actions": actions, "targets": history.optimal_actions, "observations": history.observations}
 
 
 def generate_histories(task: Task, n: int, horizon: int, policy: str, policy_options: dict, generator: torch.Generator, chunk: int = 4096) -> dict[str, torch.Tensor]:

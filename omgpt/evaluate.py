@@ -4,6 +4,9 @@ Every policy faces the same environments, contexts and observation noise (common
 the task's generator is seeded per batch of runs, independently of the policy), so the differences
 between curves come from decisions alone. Test environments come from their own seed, never from
 the training stream.
+
+:func:`run_demand_prediction` is the paper's demand-prediction study (§5.1.6): a checkpoint's
+observation head against ridge regression, per number of observed samples.
 """
 from __future__ import annotations
 
@@ -102,10 +105,81 @@ def run_evaluation(
     task = make_episode_task(task_name, task_options, horizon)
     if model is not None and (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
         raise OMGPTError(f"task options {task_options} change the token sizes the checkpoint was trained with")
-    if model is not None and horizon > model.cfg.max_steps and (window is None or window > model.cfg.max_steps):
-        raise OMGPTError(f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}")
+    if model is not None and horizon > model.cfg.max_steps and window is None:
+        window = model.cfg.max_steps  # the paper's horizon generalisation: act on the last W steps
+        print(f"omgpt evaluate: horizon {horizon} > the model's {window} steps; using context window {window}")
+    if model is not None and window is not None and window > model.cfg.max_steps:
+        raise OMGPTError(f"--window {window} exceeds the {model.cfg.max_steps} steps the model was trained for")
     specs = {name: ({"model": model, "window": window} if name == "omgpt" else {}) for name in policies}
     for name in specs:  # fail on unknown / inapplicable names before any rollout starts
         make_policy(name, task, **specs[name])
     histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
     return write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=out)
+
+
+@torch.no_grad()
+def observation_predictions(model, history: History, window: int | None = None, batch_size: int = 256) -> torch.Tensor:
+    """The observation head's ``Ô_t`` at every action token of ``history``, ``(B, T, obs_dim)`` on the
+    CPU, each from the last ``min(W, t+1)`` steps as the windowed model sees them (the whole history
+    without a window)."""
+    device = next(model.parameters()).device
+    model.eval()
+    feats, acts = history.features(), history.actions
+    T, W = feats.shape[1], window or feats.shape[1]
+    out = []
+    for lo in range(0, feats.shape[0], batch_size):
+        f, a = feats[lo : lo + batch_size].to(device), acts[lo : lo + batch_size].to(device)
+        part = [model.predict_observations(f[:, : min(W, T)], a[:, : min(W, T)])]
+        part += [model.predict_observations(f[:, t + 1 - W : t + 1], a[:, t + 1 - W : t + 1])[:, -1:] for t in range(W, T)]
+        out.append(torch.cat(part, dim=1).float().cpu())
+    return torch.cat(out)
+
+
+def run_demand_prediction(
+    ckpt: str,
+    task_options: dict,
+    runs: int,
+    horizon: int | None,
+    window: int | None,
+    seed: int,
+    out: str,
+    policy: str = "omgpt",
+    batch_size: int = 50,
+    device: str = "cpu",
+    progress: bool = True,
+    task_name: str | None = None,
+) -> dict:
+    """Demand prediction as a by-product (paper §5.1.6): roll out ``policy`` (default: the checkpoint's
+    model itself) on fresh pricing environments, then compare the model's observation-head prediction
+    of the demand at the played price after ``n`` samples with ridge regression on the same samples,
+    per ``n``. Writes ``demand_prediction.json`` / ``.png`` into ``out`` (see
+    :mod:`analysis.demand_prediction`). Needs a pricing checkpoint trained with ``obs_head``;
+    ``task_name``, if given, must be the checkpoint's task (``task_options`` override its options, e.g.
+    ``demand_types=square`` for a mixed-demand checkpoint)."""
+    from analysis.demand_prediction import demand_report, expected_demand, ridge_predictions
+    from omgpt.tasks.pricing import Pricing
+
+    if ckpt is None:
+        raise OMGPTError("demand prediction needs --ckpt PATH (a pricing checkpoint trained with --model.obs_head true)")
+    task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
+    if not model.cfg.obs_head:
+        raise OMGPTError(f"checkpoint {ckpt} has no observation head; pre-train with --model.obs_head true")
+    horizon = horizon or default_horizon
+    task = make_episode_task(task_name, task_options, horizon)
+    if not isinstance(task, Pricing):
+        raise OMGPTError(f"demand prediction is for pricing tasks; checkpoint {ckpt} was trained on {task_name!r}")
+    if (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
+        raise OMGPTError(f"task options {task_options} change the token sizes the checkpoint was trained with")
+    if horizon < 2:
+        raise OMGPTError("demand prediction needs --horizon >= 2 (one sample to learn from, one to predict)")
+    if horizon > model.cfg.max_steps and (window is None or window > model.cfg.max_steps):
+        raise OMGPTError(f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}")
+    options = {"model": model, "window": window} if policy == "omgpt" else {}
+    history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
+    predictions = {
+        "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
+        "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
+    }
+    meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window, "ckpt": str(ckpt)}
+    expected = expected_demand(task, history).double().numpy()
+    return demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, out)

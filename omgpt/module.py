@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 
 import lightning as L
 import torch
@@ -11,18 +12,19 @@ from torch import Tensor
 from datamodules.history import stream_seed
 from omgpt.errors import OMGPTError
 from omgpt.metrics import MeanCurve
-from omgpt.model import GPT, GPTConfig
+from omgpt.model import BACKBONES, GPTConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_episode_task
 
 
 class OMGPTModule(L.LightningModule):
-    """Pre-trains a GPT to predict ``a*_t`` from the history at every step.
+    """Pre-trains a GPT (or an LSTM) to predict ``a*_t`` from the history at every step.
 
     Loss: the task's ``l`` (absolute for newsvendor, squared for pricing, ...) between predicted and
     optimal actions, averaged over all decision positions of the batch, in the task's normalised
-    action units. Validation plays the model online (KV-cached rollouts) on fixed validation
+    action units; with ``obs_head``, ``train/loss`` is ``l + w·l'`` (logged apart as ``train/action_loss``
+    and ``train/obs_loss``). Validation plays the model online (KV-cached rollouts) on fixed validation
     environments and logs the mean final regret ``val/regret``.
 
     Args:
@@ -35,6 +37,14 @@ class OMGPTModule(L.LightningModule):
         schedule: ``constant`` (paper) or ``cosine`` decay to ``min_lr_ratio · lr`` at the last step.
         min_lr_ratio: floor of the cosine schedule.
         val_seed: seed of the validation environments and their context/noise streams.
+        backbone: ``gpt`` (the paper's transformer) or ``lstm`` (its architecture comparison; ``n_head``
+            is then unused).
+        obs_head: also predict ``O_t`` at every action token (paper §3.5.3) and train on ``l + w·l'``,
+            ``l'`` the squared error of the observation in the feature scaling of its columns.
+        obs_loss_weight: ``w`` above.
+        window: context window ``W`` (paper §3.5.1): the model sees at most ``W`` steps, in training
+            (a random ``W``-step slice of longer histories), validation and rollouts; its positional
+            table covers ``W`` steps, so it can act for any horizon. ``None``: the whole ``horizon``.
     """
 
     def __init__(
@@ -53,18 +63,29 @@ class OMGPTModule(L.LightningModule):
         schedule: str = "constant",
         min_lr_ratio: float = 0.1,
         val_seed: int = 10_000,
+        backbone: str = "gpt",
+        obs_head: bool = False,
+        obs_loss_weight: float = 1.0,
+        window: int | None = None,
     ):
         super().__init__()
         if horizon < 1:
             raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
         if schedule not in ("constant", "cosine"):
             raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-        if n_embd % n_head:
+        if backbone not in BACKBONES:
+            raise OMGPTError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
+        if window is not None and window < 1:
+            raise OMGPTError(f"window must be a positive integer, got {window}")
+        if backbone == "gpt" and n_embd % n_head:
             raise OMGPTError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
-        cfg = GPTConfig(self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=horizon)
-        self.model = GPT(cfg, self.task.scaling())
+        cfg = GPTConfig(
+            self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=window or horizon,
+            backbone=backbone, obs_dim=self.task.obs_dim, obs_head=obs_head,
+        )
+        self.model = build_model(cfg, self.task.scaling())
         self.val_regret = MeanCurve(horizon)
         self.val_subopt = MeanCurve(horizon)
         self._val_envs = None
@@ -81,13 +102,46 @@ class OMGPTModule(L.LightningModule):
             return err.pow(2).mean()
         raise ValueError(f"loss {self.task.loss!r} is not supported by this module")
 
+    def obs_loss(self, pred: Tensor, features: Tensor, observations: Tensor | None = None) -> Tensor:
+        """``l'``: squared error of ``Ô_t`` (predicted at action token ``t``) against ``O_t``, in the
+        feature scaling of the observation columns. Without ``observations (B, T, obs_dim)`` in the
+        batch, ``O_t`` is read off the next feature token ``(O_t, X_{t+1})``: the last action token then
+        has no target and is left out (so that position is never trained)."""
+        target = observations
+        if target is None:
+            pred, target = pred[:, :-1], features[:, 1:, : self.task.obs_dim]
+        if pred.shape[1] == 0:  # one-step histories: zero, but keep the head in the graph (DDP)
+            return pred.sum() * 0.0
+        return ((pred - target) / self.model.obs_scale).pow(2).mean()
+
+    def window_slice(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """With a context window ``W`` shorter than the batch's histories, keep one random ``W``-step
+        slice of every ``(B, T, ·)`` tensor. The slice's positions restart at 0 and its first feature
+        token carries the observation of the step before it -- exactly what the windowed rollout feeds
+        the model at ``t >= W``. The start is shared by the batch and drawn from a generator seeded by
+        (global seed, global step, batch index, rank), so a resumed run slices as the original did."""
+        W, T = self.hparams.window, batch["features"].shape[1]
+        if W is None or T <= W:
+            return batch
+        g = torch.Generator().manual_seed(stream_seed(torch.initial_seed(), self.global_step, batch_idx, self.global_rank))
+        s = int(torch.randint(T - W + 1, (), generator=g))
+        return {k: v[:, s : s + W] if v.dim() > 1 else v for k, v in batch.items()}
+
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        pred = self.model(batch["features"], batch["actions"])
-        loss = self.loss(pred, batch["targets"])
+        horizon = batch["features"].shape[1]
+        batch = self.window_slice(batch, batch_idx)
+        if self.hparams.obs_head:
+            pred, obs = self.model(batch["features"], batch["actions"], observations=True)
+            action_loss, obs_loss = self.loss(pred, batch["targets"]), self.obs_loss(obs, batch["features"], batch.get("observations"))
+            loss = action_loss + self.hparams.obs_loss_weight * obs_loss
+            self.log("train/action_loss", action_loss)
+            self.log("train/obs_loss", obs_loss)
+        else:
+            loss = self.loss(self.model(batch["features"], batch["actions"]), batch["targets"])
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss at step {self.global_step}")
         self.log("train/loss", loss, prog_bar=True)
-        self.log("train/horizon", float(batch["features"].shape[1]), on_step=False, on_epoch=True, sync_dist=True)
+        self.log("train/horizon", float(horizon), on_step=False, on_epoch=True, sync_dist=True)
         return loss
 
     # ---------------------------------------------------------------------------------------------
@@ -99,7 +153,7 @@ class OMGPTModule(L.LightningModule):
         idx = batch.cpu()
         envs = {k: v[idx].to(self.device) for k, v in self._val_envs.items()}
         g = torch.Generator(device=self.device).manual_seed(stream_seed(self.hparams.val_seed, 1, int(idx[0])))
-        policy = make_policy("omgpt", self.task, model=self.model)
+        policy = make_policy("omgpt", self.task, model=self.model, window=self.hparams.window)
         history = rollout(self.task, envs, policy, self.hparams.horizon, g)
         self.model.clear_cache()
         self.val_regret.update(history.cumulative_regret())
@@ -114,6 +168,22 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt.reset()
 
     # ---------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
+    # Lightning does not checkpoint the global RNGs; dropout draws from torch's, so without them a
+    # resumed run would train on different dropout masks than an uninterrupted one.
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        if torch.cuda.is_available():
+            checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        rng = checkpoint.get("rng")
+        if rng is not None:
+            torch.set_rng_state(rng["torch"])
+            random.setstate(rng["python"])
+            if "cuda" in rng and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+
     def configure_optimizers(self):
         hp = self.hparams
         opt = torch.optim.AdamW(self.model.optimizer_groups(hp.weight_decay), lr=hp.lr, betas=tuple(hp.betas))

@@ -154,3 +154,129 @@ def test_history_longer_than_max_steps_needs_a_window():
         rollout(task, envs, make_policy("omgpt", task, model=model), 41, gen(1))
     history = rollout(task, envs, make_policy("omgpt", task, model=model, window=40), 41, gen(1))
     assert history.horizon == 41
+
+
+# --------------------------------------------------------------------------------------------------
+# The observation head (paper §3.5.3), for both backbones.
+import warnings  # noqa: E402
+
+from datamodules.history import HistoryStream  # noqa: E402
+from omgpt.model import build_model  # noqa: E402
+from omgpt.module import OMGPTModule  # noqa: E402
+
+BACKBONES = ["gpt", "lstm"]
+
+
+def pricing_batch(task, batch=16, horizon=16, seed=0) -> dict:
+    return next(iter(HistoryStream(task, batch_size=batch, n_batches=1, horizon=horizon, seed=seed, epoch=0, rank=0)))
+
+
+def quiet_training_step(module, batch) -> torch.Tensor:
+    with warnings.catch_warnings():  # self.log without a trainer only warns
+        warnings.simplefilter("ignore")
+        return module.training_step(batch, 0)
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_obs_head_off_adds_nothing_and_leaves_the_loss_unchanged(backbone):
+    task = make_task("pricing")
+    cfg = dict(feature_dim=task.feature_dim, action_dim=1, n_layer=2, n_head=2, n_embd=16, max_steps=16, backbone=backbone, obs_dim=task.obs_dim)
+    torch.manual_seed(0)
+    plain = build_model(GPTConfig(**cfg), task.scaling())
+    torch.manual_seed(0)
+    with_obs = build_model(GPTConfig(**cfg, obs_head=True), task.scaling())
+    assert plain.obs_head is None and not any("obs" in k for k in plain.state_dict())
+    extra = set(with_obs.state_dict()) - set(plain.state_dict())
+    assert extra == {"obs_head.weight", "obs_head.bias"}
+    # The head is drawn aside: every shared weight gets the same initial draw.
+    assert all(torch.equal(v, with_obs.state_dict()[k]) for k, v in plain.state_dict().items())
+    with pytest.raises(ValueError, match="no observation head"):
+        plain.predict_observations(torch.zeros(1, 3, task.feature_dim), torch.zeros(1, 3, 1))
+
+    torch.manual_seed(0)
+    module = OMGPTModule(task="pricing", horizon=16, n_layer=2, n_head=2, n_embd=16, backbone=backbone).eval()
+    batch = pricing_batch(module.task)
+    with torch.no_grad():
+        expected = module.loss(module.model(batch["features"], batch["actions"]), batch["targets"])
+        assert quiet_training_step(module, batch) == expected
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_obs_head_learns_its_loss_term(backbone):
+    """A few optimisation steps of ``l + l'`` on a fixed pricing batch cut ``l'`` substantially, and
+    ``training_step`` returns exactly ``l + w·l'`` with ``l'`` against the next feature token's O."""
+    torch.manual_seed(0)
+    module = OMGPTModule(task="pricing", horizon=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0, backbone=backbone, obs_head=True, obs_loss_weight=0.5)
+    batch = pricing_batch(module.task)
+    model, obs_dim = module.model, module.task.obs_dim
+
+    def losses():
+        pred, obs = model(batch["features"], batch["actions"], observations=True)
+        return module.loss(pred, batch["targets"]), module.obs_loss(obs, batch["features"], batch.get("observations"))
+
+    with torch.no_grad():
+        action_loss, obs_loss = losses()
+        pred, obs = model(batch["features"], batch["actions"], observations=True)
+        # l' by hand: Ô_t against O_t = features[:, t+1, :obs_dim], in the feature scaling of O.
+        by_hand = ((obs[:, :-1] - batch["features"][:, 1:, :obs_dim]) / module.task.scaling().feature_scale[0]).pow(2).mean()
+        torch.testing.assert_close(module.obs_loss(obs, batch["features"]), by_hand)
+        torch.testing.assert_close(quiet_training_step(module, batch), action_loss + 0.5 * obs_loss)
+    first = obs_loss.item()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(40):
+        opt.zero_grad()
+        quiet_training_step(module, batch).backward()
+        opt.step()
+    with torch.no_grad():
+        assert losses()[1].item() < 0.5 * first
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_observation_predictions_sit_at_the_action_tokens(backbone):
+    """Ô_t sees the 2t tokens up to a_t: it depends on a_t and (O_{t-1}, X_t), never on (O_t, X_{t+1})
+    -- which holds O_t itself -- or anything later; the action read-out is the same as without it."""
+    task, T = make_task("pricing"), 12
+    torch.manual_seed(1)
+    model = build_model(GPTConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, max_steps=T, backbone=backbone, obs_dim=1, obs_head=True), task.scaling())
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.2)
+    model.eval()
+    g = gen(4)
+    feats, acts = 3 * torch.randn(3, T, task.feature_dim, generator=g), 3 * torch.randn(3, T, 1, generator=g)
+    with torch.no_grad():
+        pred, obs = model(feats, acts, observations=True)
+        assert obs.shape == (3, T, 1)
+        torch.testing.assert_close(model(feats, acts), pred, rtol=0, atol=0)
+        torch.testing.assert_close(model.predict_observations(feats, acts), obs, rtol=0, atol=0)
+        for t in (0, 5, T - 2):
+            f2, a2 = feats.clone(), acts.clone()
+            f2[:, t + 1 :] += torch.randn(f2[:, t + 1 :].shape, generator=g)  # O_t onwards
+            a2[:, t + 1 :] += torch.randn(a2[:, t + 1 :].shape, generator=g)
+            assert (model.predict_observations(f2, a2)[:, : t + 1] - obs[:, : t + 1]).abs().max() <= 1e-6
+            assert (model.predict_observations(f2, a2)[:, t + 1 :] - obs[:, t + 1 :]).abs().min() > 0
+            a3 = acts.clone()
+            a3[:, t] += 1.0  # the price played at t changes the predicted demand at t ...
+            changed = model.predict_observations(feats, a3)
+            assert (changed[:, t] - obs[:, t]).abs().min() > 1e-4
+            torch.testing.assert_close(changed[:, :t], obs[:, :t], rtol=0, atol=1e-6)  # ... and nothing before it
+
+
+def test_obs_loss_uses_the_batch_observations_when_it_carries_them():
+    """O_t sits in feature token t+1, so without ``observations`` the last action token has no target;
+    with them (``History.observations``) every action token is trained, on the same values."""
+    module = OMGPTModule(task="pricing", horizon=10, n_layer=1, n_head=1, n_embd=8, obs_head=True)
+    task = module.task
+    history = rollout(task, task.sample_envs(4, gen(0)), make_policy("noisy-oracle", task), 10, gen(1))
+    features, obs = history.features(), history.observations
+    assert torch.equal(features[:, 1:, : task.obs_dim], obs[:, :-1])
+    pred = torch.randn(4, 10, 1, generator=gen(2))
+    scale = module.model.obs_scale
+    torch.testing.assert_close(module.obs_loss(pred, features), ((pred[:, :-1] - obs[:, :-1]) / scale).pow(2).mean())
+    torch.testing.assert_close(module.obs_loss(pred, features, obs), ((pred - obs) / scale).pow(2).mean())
+    batch = {"features": features, "actions": history.actions, "targets": history.optimal_actions, "observations": obs}
+    module.eval()  # no dropout: the same function twice
+    with torch.no_grad():
+        pred, out = module.model(features, history.actions, observations=True)
+        expected = module.loss(pred, batch["targets"]) + module.obs_loss(out, features, obs)
+        torch.testing.assert_close(quiet_training_step(module, batch), expected)

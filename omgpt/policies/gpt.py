@@ -1,20 +1,21 @@
-"""OMGPT as a policy: the pre-trained GPT decides from the history it has seen, via its KV cache."""
+"""OMGPT as a policy: the pre-trained network decides from the history it has seen, via its decoding cache."""
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from omgpt.model import GPT
+from omgpt.model import SequenceModel
 from omgpt.policies.base import HistoryPolicy, register_policy
 
 
 @register_policy("omgpt")
 class GPTPolicy(HistoryPolicy):
-    """Acts with a trained :class:`~omgpt.model.GPT`.
+    """Acts with a trained network: :class:`~omgpt.model.GPT` or :class:`~omgpt.model.LSTM`.
 
-    Each step feeds only the new tokens ``a_{t-1}, (O_{t-1}, X_t)`` through the KV cache. With a
-    context window ``W`` the model sees only the last ``W`` steps (paper §3.5.1); past ``W`` the cache
-    no longer matches the shifted window, so those steps re-encode the ``2W-1`` window tokens.
+    Each step feeds only the new tokens ``a_{t-1}, (O_{t-1}, X_t)`` through the decoding cache (the
+    GPT's KV cache, the LSTM's recurrent state). With a context window ``W`` the model sees only the
+    last ``W`` steps (paper §3.5.1); past ``W`` the cache no longer matches the shifted window, so
+    those steps re-encode the ``2W-1`` window tokens.
 
     Args:
         model: the network (``OMGPTModule.model``); it is put in eval mode while acting.
@@ -24,7 +25,7 @@ class GPTPolicy(HistoryPolicy):
         greedy: discrete tasks: play the argmax of the predicted distribution instead of sampling it.
     """
 
-    def __init__(self, task, model: GPT, window: int | None = None, use_cache: bool = True, greedy: bool = False):
+    def __init__(self, task, model: SequenceModel, window: int | None = None, use_cache: bool = True, greedy: bool = False):
         super().__init__(task)
         self.model, self.window, self.use_cache, self.greedy = model, window, use_cache, greedy
 
