@@ -35,8 +35,8 @@ class OMGPTCLI(LightningCLI):
             raise OMGPTError(_clean(str(e))) from None
         command = self.config.get("subcommand")
         ckpt = self.config[command].get("ckpt_path") if command else None
-        if ckpt and ckpt not in ("last", "best", "hpc", "registry") and not os.path.isfile(ckpt):
-            raise OMGPTError(f"checkpoint not found: {ckpt}")
+        if ckpt and ckpt not in ("last", "best", "hpc", "registry"):
+            _check_checkpoint(ckpt, self.config[command]["model"]["task"])
 
     def instantiate_classes(self) -> None:
         try:
@@ -65,6 +65,25 @@ def build_cli(args: ArgsType = None) -> OMGPTCLI:
         save_config_kwargs={"overwrite": True},
         seed_everything_default=0,
     )
+
+
+def _check_checkpoint(path: str, task: str) -> None:
+    """A ``--ckpt_path`` must exist, be a complete checkpoint (read safely: ``weights_only``, and
+    ``mmap`` so no tensor data is read) and come from a run of the same task -- otherwise Lightning
+    fails deep inside ``fit`` with a traceback."""
+    import torch
+
+    if not os.path.isfile(path):
+        raise OMGPTError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # truncated, corrupted, or not a torch file at all
+        raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise OMGPTError(f"{path} is not a Lightning checkpoint (no state_dict)")
+    trained_on = (ckpt.get("hyper_parameters") or {}).get("task")
+    if trained_on is not None and trained_on != task:
+        raise OMGPTError(f"checkpoint {path} was trained on task {trained_on!r}, not {task!r}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -97,12 +116,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def evaluate_command(argv: list[str]) -> int:
-    from omgpt.evaluate import run_evaluation
+    from omgpt.evaluate import run_demand_prediction, run_evaluation
 
     p = _Parser(prog="omgpt evaluate", description="Roll out policies on fresh test environments and report regret.")
     p.add_argument("--task", help="task name (default: the checkpoint's task)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option, repeatable")
-    p.add_argument("--policies", required=True, help="comma-separated policy names, e.g. omgpt,oracle,erm,fai")
+    p.add_argument("--policies", help="comma-separated policy names, e.g. omgpt,oracle,erm,fai")
     p.add_argument("--ckpt", help="checkpoint of a trained OMGPT (needed for the omgpt policy)")
     p.add_argument("--runs", type=_positive, default=100, help="test environments (default 100)")
     p.add_argument("--horizon", type=_positive, help="steps per run (default: the checkpoint's or the task's horizon)")
@@ -112,7 +131,18 @@ def evaluate_command(argv: list[str]) -> int:
     p.add_argument("--batch-size", type=_positive, default=50, help="runs rolled out together")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--demand-prediction", action="store_true",
+                   help="instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)")
     a = p.parse_args(argv)
+    if a.demand_prediction:
+        run_demand_prediction(
+            ckpt=a.ckpt, task_options=_task_options(a.option), runs=a.runs, horizon=a.horizon, window=a.window,
+            seed=a.seed, out=a.out, policy=a.policies or "omgpt", batch_size=a.batch_size, device=a.device,
+            progress=not a.no_progress, task_name=a.task,
+        )
+        return 0
+    if not a.policies:
+        raise OMGPTError("omgpt evaluate: --policies is required (e.g. --policies omgpt,oracle,erm,fai)")
     policies = [name.strip() for name in a.policies.split(",") if name.strip()]
     run_evaluation(
         task_name=a.task, task_options=_task_options(a.option), policies=policies, ckpt=a.ckpt, runs=a.runs,
@@ -134,15 +164,36 @@ def demo_command(argv: list[str]) -> int:
     return run_demo(out=a.out, max_steps=a.max_steps, runs=a.runs, seed=a.seed)
 
 
-COMMANDS = {"evaluate": evaluate_command, "demo": demo_command}
+def _interpret(name: str):
+    """``omgpt probe|tsne|manipulate``: implemented in ``omgpt.interpret`` (imported on use)."""
 
-USAGE = """usage: omgpt {fit,validate,test,evaluate,demo} ...
+    def command(argv: list[str]) -> int:
+        from omgpt import interpret
+
+        return getattr(interpret, f"{name}_command")(argv)
+
+    return command
+
+
+def bench_command(argv: list[str]) -> int:
+    from omgpt.bench import main as bench_main
+
+    return bench_main(argv)
+
+
+COMMANDS = {"evaluate": evaluate_command, "demo": demo_command, "bench": bench_command, **{n: _interpret(n) for n in ("probe", "tsne", "manipulate")}}
+
+USAGE = """usage: omgpt {fit,validate,test,evaluate,demo,probe,tsne,manipulate,bench} ...
 
   fit        pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml)
   validate   online validation of a checkpoint (LightningCLI)
   test       (LightningCLI)
   evaluate   roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png
   demo       the embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks
+  bench      the speed benchmarks: KV cache, batched data generation, streaming data, Lightning overhead
+  probe      linear probes of every layer's embedding of a checkpoint (probe.png / probe.json)
+  tsne       t-SNE of every layer, or of histories across checkpoints vs Alg* (tsne.png / tsne.json)
+  manipulate context manipulation: optimal decision inference (manipulation.png / manipulation.json)
 """
 
 
@@ -157,7 +208,10 @@ def cli_main(args: ArgsType = None) -> int:
             return COMMANDS[argv[0]](argv[1:])
         if argv[0] not in LIGHTNING_COMMANDS:
             raise OMGPTError(f"unknown command {argv[0]!r}; choose from {', '.join(LIGHTNING_COMMANDS + tuple(COMMANDS))}")
-        build_cli(None if args is None else argv)
+        try:
+            build_cli(None if args is None else argv)
+        except FloatingPointError as e:  # OMGPTModule stops on a non-finite loss, before any update with it
+            raise OMGPTError(f"{e}; training stopped (lower the learning rate?); checkpoints written before it are unchanged") from None
         return 0
     except OMGPTError as e:
         msg = str(e).strip().splitlines()
@@ -171,6 +225,12 @@ def _clean(message: str) -> str:
     for line in reversed(lines):
         if "omgpt" in line.lower() or "unknown task" in line or "no option" in line:
             return line
+    if len(lines) > 1 and lines[0].startswith("Parser key"):  # 'Parser key "model.n_layer":' + why, below
+        i = next((i for i, l in enumerate(lines) if l.startswith(("Problem with given class_path", "Expected"))), 1)
+        why = " ".join(lines[i : i + 2]) if lines[i].startswith("Problem") else lines[i]
+        return f"{lines[0][len('Parser key'):].strip(' :').strip(chr(34))}: {why}"
+    if lines and lines[0].startswith("Problems parsing config"):  # YAML syntax: keep where and what
+        return "; ".join(l.replace('in "<unicode string>", ', "") for l in lines)
     return lines[0] if lines else "invalid arguments"
 
 

@@ -1,0 +1,210 @@
+"""Hidden-state capture: the embedding after every layer of a trained OMGPT, at chosen tokens.
+
+Layer ``0`` is the input of the first block -- the feature / action embeddings plus the positional
+embedding (paper §5.3: "the 0-layer representing the input vectors to the GPT model") -- and layer
+``k`` (``1..n_layer``) is the output of block ``k``, i.e. the residual stream before the next block (the
+last one before the final LayerNorm and read-out). Captured with a forward pre-hook on ``blocks[0]``
+and forward hooks on every block, so the model's code and outputs are untouched.
+
+Token positions (0-based, SPEC §1): the history ``(O_0,X_1), a_1, (O_1,X_2), a_2, …`` puts the feature
+token of decision step ``t`` (1-based, the paper's ``X_t``) at position ``2(t-1)`` and the action token
+``a_t`` at ``2t-1``. The paper probes the feature token of ``X_100``: :func:`feature_position` ``(100)``.
+
+Everything the probes, t-SNE figures and the ``EmbeddingProbe`` callback need goes through
+:func:`collect`: draw environments, play them with a policy through the one rollout loop, run one
+teacher-forced pass and keep the hidden states of one feature token together with the labels
+(demand type, environment parameters, the optimal action, the model's own prediction).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from omgpt.errors import OMGPTError
+from omgpt.model import GPT  # the transformer backbone (an LSTM has no blocks to hook)
+from omgpt.policies import make_policy
+from omgpt.rollout import History, rollout
+from omgpt.tasks.base import Envs, Task
+
+
+def feature_position(step: int) -> int:
+    """Sequence position of the feature token ``(O_{t-1}, X_t)`` of 1-based decision step ``t``."""
+    if step < 1:
+        raise OMGPTError(f"step must be a positive integer (1-based, as the paper's X_t), got {step}")
+    return 2 * (step - 1)
+
+
+def action_position(step: int) -> int:
+    """Sequence position of the action token ``a_t`` of 1-based decision step ``t``."""
+    return feature_position(step) + 1
+
+
+@contextmanager
+def record_hidden(model: GPT, positions: list[int] | Tensor | None = None):
+    """Record the hidden states of every layer while the model runs.
+
+    Yields a list that, after one forward pass, holds ``n_layer + 1`` tensors ``(B, P, D)`` (layer 0 =
+    input embedding), each restricted to ``positions`` (all tokens when ``None``), detached. Works with
+    the full teacher-forced pass (``model(features, actions)``); the hooks are removed on exit.
+    """
+    if not hasattr(model, "blocks"):
+        raise OMGPTError(f"hidden-state capture needs the transformer backbone (a model with blocks); got {type(model).__name__}")
+    states: list[Tensor] = []
+    pos = None if positions is None else torch.as_tensor(positions, dtype=torch.long)
+
+    def keep(x: Tensor) -> None:
+        x = x.detach()
+        states.append(x if pos is None else x[:, pos.to(x.device)])
+
+    handles = [model.blocks[0].register_forward_pre_hook(lambda mod, args: keep(args[0]))]
+    handles += [block.register_forward_hook(lambda mod, args, out: keep(out)) for block in model.blocks]
+    try:
+        yield states
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@torch.no_grad()
+def capture(model: GPT, features: Tensor, actions: Tensor, positions: list[int] | Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """One teacher-forced pass; returns ``(hidden, output)``.
+
+    ``hidden`` is ``(n_layer + 1, B, P, D)`` at ``positions`` (every token when ``None``: ``P = 2T``);
+    ``output`` is exactly ``model(features, actions)``. Put the model in eval mode first (dropout).
+    """
+    with record_hidden(model, positions) as states:
+        output = model(features, actions)
+    if len(states) != len(model.blocks) + 1:  # e.g. a model whose forward skips blocks
+        raise RuntimeError(f"captured {len(states)} hidden states for {len(model.blocks)} blocks")
+    return torch.stack(states), output
+
+
+@torch.no_grad()
+def run_from_layer(model: GPT, hidden: Tensor, layer: int) -> Tensor:
+    """Finish the forward pass from the layer-``layer`` hidden states of a whole sequence ``(B, 2T, D)``:
+    blocks ``layer..n_layer-1``, then the read-out at the feature tokens -> ``(B, T, action_dim)``.
+    With ``capture``'s hidden states this reproduces the model's output (the test of the capture)."""
+    x = hidden
+    for block in model.blocks[layer:]:
+        x = block(x)
+    return model.read_out(x[:, 0::2])
+
+
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Collected:
+    """Hidden states of one feature token over a batch of histories, with what can be probed.
+
+    Attributes:
+        hidden: ``(n_layer + 1, N, D)`` float32, CPU.
+        step: the 1-based step ``t`` whose feature token ``X_t`` was captured.
+        optimal_action: ``a*_t`` ``(N, action_dim)``.
+        prediction: the model's read-out at ``X_t`` ``(N, action_dim)``.
+        params: the environment's parameters, flattened and concatenated ``(N, P)`` (float entries of the
+            prior draw, in ``param_names`` order; boolean entries such as ``square`` are labels instead).
+        param_names: ``[(name, width), ...]`` of the columns of ``params``.
+        labels: boolean / integer environment entries (``{"square": (N,) bool}`` in a mixed prior).
+        history: the played histories (CPU), for anything else.
+        demand_at_x: pricing only: the demand function at the probed context, ``(αᵀX_t, βᵀX_t)``
+            ``(N, 2)`` -- the two numbers of the environment that ``a*_t`` depends on (``None`` otherwise).
+    """
+
+    hidden: Tensor
+    step: int
+    optimal_action: Tensor
+    prediction: Tensor
+    params: Tensor
+    param_names: list[tuple[str, int]]
+    labels: dict[str, Tensor] = field(default_factory=dict)
+    history: History | None = None
+    demand_at_x: Tensor | None = None
+
+
+def split_envs(envs: Envs) -> tuple[Tensor, list[tuple[str, int]], dict[str, Tensor]]:
+    """Float entries -> one ``(N, P)`` parameter matrix (and its column names); the rest -> labels."""
+    cols, names, labels = [], [], {}
+    for name, v in envs.items():
+        if v.dtype.is_floating_point:
+            flat = v.reshape(v.shape[0], -1).float().cpu()
+            cols.append(flat)
+            names.append((name, flat.shape[1]))
+        else:
+            labels[name] = v.cpu()
+    params = torch.cat(cols, dim=1) if cols else torch.zeros(next(iter(envs.values())).shape[0], 0)
+    return params, names, labels
+
+
+def balanced_envs(task: Task, n: int, generator: torch.Generator, balance: bool = True) -> Envs:
+    """``n`` environments from the task's prior; with ``balance`` and a mixed-type prior, exactly half
+    linear and half square (interleaved), as the paper's probing sets ("half have linear demand").
+    The type is independent of the other parameters under the prior, so only the type is reassigned."""
+    envs = task.sample_envs(n, generator)
+    if balance and "square" in envs:
+        envs["square"] = torch.arange(n, device=envs["square"].device) % 2 == 1
+    return envs
+
+
+@torch.no_grad()
+def collect(
+    model: GPT,
+    task: Task,
+    n: int,
+    step: int,
+    policy: str = "omgpt",
+    seed: int = 0,
+    batch_size: int = 256,
+    balance: bool = True,
+    policy_options: dict | None = None,
+    keep_history: bool = False,
+) -> Collected:
+    """Play ``n`` fresh environments for ``step`` steps and capture every layer at the feature token
+    of ``X_step``.
+
+    ``policy`` plays the histories: ``"omgpt"`` (default) is the model itself through its KV cache --
+    the histories it meets at test time; any other registered policy name works too (``random``,
+    ``noisy-oracle``, ``alg-star``, …). The environments and the streams are seeded by ``seed`` alone,
+    so two calls with the same seed see the same environments and contexts. The model is put in eval
+    mode and left in it; the caller restores training mode (see ``callbacks.EmbeddingProbe``).
+    """
+    if n < 1:
+        raise OMGPTError(f"the number of histories must be a positive integer, got {n}")
+    if step > model.cfg.max_steps:
+        raise OMGPTError(f"step {step} exceeds the model's horizon ({model.cfg.max_steps} steps)")
+    feature_position(step)  # validates step >= 1
+    model.eval()
+    device = next(model.parameters()).device
+    env_gen = torch.Generator(device=device).manual_seed(seed)
+    envs_all = balanced_envs(task, n, env_gen, balance)
+    hidden, opt, pred, hists, at_x = [], [], [], [], []
+    pos = [feature_position(step)]
+    for lo in range(0, n, batch_size):
+        envs = {k: v[lo : lo + batch_size] for k, v in envs_all.items()}
+        g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + lo + 1)
+        options = dict(policy_options or {})
+        if policy == "omgpt":
+            options.setdefault("model", model)
+        history = rollout(task, envs, make_policy(policy, task, **options), step, g)
+        model.clear_cache()
+        feats, acts = history.tokens()
+        h, out = capture(model, feats, acts, pos)
+        hidden.append(h[:, :, 0].float().cpu())
+        pred.append(out[:, step - 1].float().cpu())
+        opt.append(history.optimal_actions[:, step - 1].float().cpu())
+        if hasattr(task, "intercept_slope"):  # pricing: (αᵀX_t, βᵀX_t)
+            at_x.append(torch.stack(task.intercept_slope(envs, history.contexts[:, step - 1]), dim=-1).float().cpu())
+        if keep_history:
+            hists.append(history.to("cpu"))
+    params, names, labels = split_envs(envs_all)
+    history = None
+    if keep_history:
+        from dataclasses import fields
+
+        history = History(
+            **{f.name: torch.cat([getattr(x, f.name) for x in hists]) for f in fields(History) if f.name != "envs"},
+            envs={k: v.cpu() for k, v in envs_all.items()},
+        )
+    demand = torch.cat(at_x) if at_x else None
+    return Collected(torch.cat(hidden, dim=1), step, torch.cat(opt), torch.cat(pred), params, names, labels, history, demand)

@@ -1,0 +1,216 @@
+"""``omgpt probe | tsne | manipulate``: the interpretability experiments of paper §5.3 on a checkpoint.
+
+Each command writes a PNG and a JSON into ``--out`` and prints where; bad input (missing or foreign
+checkpoint, a step beyond the model's horizon, a label the task does not have, ...) ends with one line
+``omgpt: error: …`` and exit code 2 (:class:`~omgpt.errors.OMGPTError`, turned into that by ``cli_main``).
+
+* ``omgpt probe --ckpt C [--n-train 1024 --n-test 256 --step T --policy omgpt --seed 0 --out DIR]``
+  -> ``probe.png``, ``probe.json`` (per-layer normalised held-out errors; ``analysis.probing``).
+* ``omgpt tsne --ckpt C [--samples 500 --step T --label type|action|model --layers 0,1,4 --out DIR]``
+  -> ``tsne.png``, ``tsne.json`` (t-SNE of every layer; ``analysis.tsne``).
+  ``omgpt tsne --mode training --ckpt C1 --ckpt C2 … [--sequences 30 --steps 20 --no-alg-star]``
+  -> ``training_ood.png``, ``training_ood.json`` (histories of each checkpoint vs Alg*, appendix B).
+* ``omgpt manipulate --ckpt C [--n 1000 --step 50 --low 0 --high 10 --columns state|all|0,2 --out DIR]``
+  -> ``manipulation.png``, ``manipulation.json`` (``analysis.manipulation``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from omgpt.cli import _Parser, _positive, _task_options
+from omgpt.errors import OMGPTError
+
+
+def _load(path: str, device: str = "cpu"):
+    from omgpt.module import load_module
+
+    module = load_module(path, map_location=device)
+    return module.to(device)
+
+
+def _task(module, options: list[str]):
+    """The checkpoint's task, with test-time ``--option key=value`` overrides (e.g. a noise level)."""
+    if not options:
+        return module.task
+    from omgpt.tasks import make_episode_task
+
+    base = dict(module.hparams.task_options or {})
+    base.update(_task_options(options))
+    return make_episode_task(module.hparams.task, base, module.hparams.horizon)
+
+
+def _step(module, step: int | None) -> int:
+    horizon = module.model.cfg.max_steps
+    step = horizon if step is None else step
+    if not 1 <= step <= horizon:
+        raise OMGPTError(f"--step must be in 1..{horizon} (the checkpoint's horizon), got {step}")
+    return step
+
+
+def _common(p: _Parser, out: str) -> None:
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option override, repeatable")
+    p.add_argument("--seed", type=int, default=0, help="seed of the environments and their noise")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
+    p.add_argument("--out", default=out, help=f"output folder (default {out})")
+
+
+def _write(obj: dict, path: Path) -> None:
+    from analysis.probing import write_json
+
+    write_json(obj, path)
+
+
+# --------------------------------------------------------------------------------------------------
+def probe_command(argv: list[str]) -> int:
+    from analysis.probing import plot_probes, run_probes
+
+    p = _Parser(prog="omgpt probe", description="Linear probes of every layer's embedding (paper §5.3).")
+    p.add_argument("--ckpt", required=True, help="checkpoint of a trained OMGPT")
+    p.add_argument("--n-train", type=_positive, default=1024, help="histories to fit the probes (paper: 1024)")
+    p.add_argument("--n-test", type=_positive, default=256, help="held-out histories (paper: 256)")
+    p.add_argument("--step", type=int, help="probe the feature token of X_step, 1-based (default: the horizon; paper: 100)")
+    p.add_argument("--policy", default="omgpt", help="who plays the histories (default: the model itself)")
+    _common(p, "runs/probe")
+    a = p.parse_args(argv)
+    module = _load(a.ckpt, a.device)
+    task, step = _task(module, a.option), _step(module, a.step)
+    result = run_probes(module.model, task, a.n_train, a.n_test, step, a.policy, a.seed)
+    result["ckpt"] = str(a.ckpt)
+    out = Path(a.out)
+    plot_probes(result, out / "probe.png")
+    _write(result, out / "probe.json")
+    width = max(len(k) for k in result["errors"])
+    print(f"normalised held-out error per layer at X_{step} (1 = chance / the mean):")
+    for name, curve in result["errors"].items():
+        print(f"  {name:<{width}}  " + "  ".join(f"{v:.3f}" for v in curve))
+    print(f"  model read-out of a*: {result['model_error']:.3f}")
+    print(f"wrote {out / 'probe.png'} and {out / 'probe.json'}")
+    return 0
+
+
+def _parse_layers(text: str | None, n: int) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        layers = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise OMGPTError(f"--layers expects comma-separated integers, got {text!r}") from None
+    bad = [k for k in layers if not 0 <= k <= n]
+    if bad or not layers:
+        raise OMGPTError(f"--layers must lie in 0..{n} (0 = input embedding), got {text!r}")
+    return layers
+
+
+def tsne_command(argv: list[str]) -> int:
+    p = _Parser(prog="omgpt tsne", description="t-SNE of every layer (paper §5.3) or of histories across checkpoints (appendix B).")
+    p.add_argument("--ckpt", action="append", required=True, help="checkpoint; repeat it for --mode training (oldest first)")
+    p.add_argument("--mode", choices=("layers", "training"), default="layers", help="layers: one checkpoint's embeddings; training: histories of several checkpoints vs Alg*")
+    p.add_argument("--samples", type=_positive, default=500, help="layers: histories (paper: 500, half of each demand type)")
+    p.add_argument("--step", type=int, help="layers: the feature token of X_step (default: the horizon)")
+    p.add_argument("--label", default=None, help="layers: colour by 'type' (mixed demand types; default there), 'action' (a*_t, default otherwise) or 'model' (the model's read-out)")
+    p.add_argument("--layers", help="layers: which layers, e.g. 0,1,2,10,11,12 (default: all)")
+    p.add_argument("--policy", default="omgpt", help="layers: who plays the histories (default: the model itself)")
+    p.add_argument("--perplexity", type=float, default=30.0)
+    p.add_argument("--sequences", type=_positive, default=30, help="training: sequences per checkpoint (paper: 30)")
+    p.add_argument("--steps", type=_positive, default=20, help="training: steps stacked into a point (paper: 20)")
+    p.add_argument("--no-alg-star", action="store_true", help="training: leave Alg* out")
+    _common(p, "runs/tsne")
+    a = p.parse_args(argv)
+    out = Path(a.out)
+    if a.mode == "training":
+        return _training_ood(a, out)
+    if len(a.ckpt) != 1:
+        raise OMGPTError("--mode layers takes exactly one --ckpt (use --mode training for several)")
+    from analysis.capture import collect
+    from analysis.tsne import plot_tsne_layers, tsne_layers
+
+    module = _load(a.ckpt[0], a.device)
+    task, step = _task(module, a.option), _step(module, a.step)
+    layers = _parse_layers(a.layers, module.model.cfg.n_layer)
+    data = collect(module.model, task, a.samples, step, a.policy, seed=a.seed)
+    label = a.label or ("type" if "square" in data.labels else "action")
+    if label == "type":
+        if "square" not in data.labels:
+            raise OMGPTError(f"--label type needs a task with mixed demand types (task {task.name!r} has one type); use --label action")
+        values, categorical, name, classes = data.labels["square"].long(), True, "demand type", {0: "linear", 1: "square"}
+    elif label == "action":
+        values, categorical, name, classes = data.optimal_action, False, f"a*_{step}", None
+    elif label == "model":
+        values, categorical, name, classes = data.prediction, False, f"model's a_{step}", None
+    else:
+        raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {label!r}")
+    result = tsne_layers(data.hidden, values, categorical, layers, a.perplexity, a.seed)
+    plot_tsne_layers(result, out / "tsne.png", name, classes, title=f"t-SNE of the embedding of X_{step} per layer ({task.name}, {a.samples} histories)")
+    _write({
+        "ckpt": a.ckpt[0], "task": task.name, "task_options": task.options(), "step": step, "samples": a.samples, "label": label,
+        "policy": a.policy, "seed": a.seed, "layers": result["layers"], "knn_score": result["knn"],
+        "knn_score_meaning": "leave-one-out 10-NN accuracy of the label in the 2-D map" if categorical else "leave-one-out 10-NN R^2 of the label in the 2-D map",
+        "coords": {str(k): c for k, c in zip(result["layers"], result["coords"])}, "labels": result["labels"],
+    }, out / "tsne.json")
+    print("layer  " + "  ".join(f"{k:>5}" for k in result["layers"]))
+    print("10-NN  " + "  ".join(f"{v:5.2f}" for v in result["knn"]))
+    print(f"wrote {out / 'tsne.png'} and {out / 'tsne.json'}")
+    return 0
+
+
+def _training_ood(a, out: Path) -> int:
+    from analysis.tsne import plot_training_ood, training_ood
+
+    modules = [(Path(c).stem, _load(c, a.device)) for c in a.ckpt]
+    names = [n for n, _ in modules]
+    if len(set(names)) != len(names):  # e.g. last.ckpt of two runs: fall back to the full paths
+        names = [str(c) for c in a.ckpt]
+    tasks = {(m.hparams.task, json.dumps(m.hparams.task_options or {}, sort_keys=True)) for _, m in modules}
+    if len(tasks) > 1:
+        raise OMGPTError(f"the checkpoints were trained on different tasks: {sorted(tasks)}")
+    task = _task(modules[0][1], a.option)
+    models = [(n, m.model) for n, (_, m) in zip(names, modules)]
+    result = training_ood(models, task, a.sequences, a.steps, a.seed, alg_star=not a.no_alg_star, perplexity=a.perplexity)
+    plot_training_ood(result, out / "training_ood.png")
+    _write({k: v for k, v in result.items() if k != "points"} | {"ckpts": list(a.ckpt), "task": task.name}, out / "training_ood.json")
+    for name in result["groups"]:
+        d = result["distance_to_alg_star"].get(name)
+        print(f"  {name:<24} mean |a - a*| {result['mean_suboptimality'][name]:.3f}" + (f"   distance to Alg* {d:.2f}" if d is not None else ""))
+    for note in result["notes"]:
+        print(f"  note: {note}")
+    print(f"wrote {out / 'training_ood.png'} and {out / 'training_ood.json'}")
+    return 0
+
+
+def manipulate_command(argv: list[str]) -> int:
+    from analysis.manipulation import manipulate, plot_manipulation
+
+    p = _Parser(prog="omgpt manipulate", description="Context manipulation: optimal decision inference (paper §5.3.2).")
+    p.add_argument("--ckpt", required=True, help="checkpoint (paper: the non-perishable newsvendor)")
+    p.add_argument("--n", type=_positive, default=1000, help="environments (paper: 1000)")
+    p.add_argument("--step", type=int, default=50, help="the manipulated step t, 1-based (paper: 50; capped at the horizon)")
+    p.add_argument("--low", type=float, default=0.0, help="manipulated context ~ U[low, high] (paper: [0, 10])")
+    p.add_argument("--high", type=float, default=10.0)
+    p.add_argument("--columns", default=None, help="context columns replaced: 'state' (the inventory; default when the task has one), 'all', or indices like 0,2")
+    p.add_argument("--policy", default="omgpt", help="who plays the histories up to t (default: the model itself)")
+    _common(p, "runs/manipulate")
+    a = p.parse_args(argv)
+    module = _load(a.ckpt, a.device)
+    task = _task(module, a.option)
+    step = _step(module, min(a.step, module.model.cfg.max_steps) if a.step >= 1 else a.step)
+    result = manipulate(module.model, task, a.n, step, a.low, a.high, a.columns, a.policy, a.seed)
+    out = Path(a.out)
+    plot_manipulation(result, out / "manipulation.png")
+    summary = {k: v for k, v in result.items() if k != "arrays"} | {"ckpt": str(a.ckpt)}
+    _write(summary, out / "manipulation.json")
+    b, af, ch = result["tf_minus_a_star_before"], result["tf_minus_a_star_after"], result["optimal_change"]
+    print(f"a*(X') - a*(X): median {ch['median']:.2f}, |change| > 0.5 in {result['fraction_changed']:.0%} of environments")
+    if "optimal_quantity_change" in result:
+        q = result["optimal_quantity_change"]
+        print(f"  as order quantity (paper): median {q['median']:.2f}, |change| > 0.5 in {result['fraction_quantity_changed']:.0%}")
+    print(f"TF - a* before: median {b['median']:.2f}, IQR [{b['q1']:.2f}, {b['q3']:.2f}], mean |.| {b['mean_abs']:.2f}")
+    print(f"TF - a* after:  median {af['median']:.2f}, IQR [{af['q1']:.2f}, {af['q3']:.2f}], mean |.| {af['mean_abs']:.2f}")
+    if result["changed_after"] is not None:
+        cb, ca, ci = result["changed_before"], result["changed_after"], result["changed_if_ignored"]
+        print(f"where a* moved: mean |TF - a*| before {cb['mean_abs']:.2f}, after {ca['mean_abs']:.2f} (ignoring the change: {ci['mean_abs']:.2f})")
+    print(f"wrote {out / 'manipulation.png'} and {out / 'manipulation.json'}")
+    return 0

@@ -1,0 +1,137 @@
+"""Make the figures and JSON of results/interpretability/ from the run of train.py (CPU, a few minutes):
+
+    OMP_NUM_THREADS=1 .venv/bin/python results/interpretability/evidence.py [RUN_DIR]
+
+RUN_DIR defaults to runs/interpretability/version_0. Probes and t-SNE at the feature token of X_50
+(the horizon of this run; the paper probes X_100 of a T = 100 model) on two kinds of histories:
+``omgpt`` (played by the model itself, its test-time situation) and ``uniform-price`` (prices uniform on
+[0, 3], the pre-training distribution). Equivalent CLI calls for the first kind:
+``omgpt probe --ckpt RUN_DIR/checkpoints/last.ckpt --out DIR`` and ``omgpt tsne --ckpt … --out DIR``;
+the training-OOD map is ``omgpt tsne --mode training --ckpt epoch000.ckpt --ckpt … --out DIR``.
+
+References, on the same test histories (what a good estimator can get out of the history at all):
+
+* ``bayes_known_type``: Bayesian linear regression of the observed demands on ``(X_s, -X_s·g(a_s))``
+  (``g(a) = a`` or ``a²`` by the *true* type), Gaussian prior with the uniform prior's mean and
+  variance, noise variance ``σ² = 0.2``: posterior-mean parameters, the demand at ``X_t`` they imply,
+  and the plug-in optimal price; normalised errors as the probes'.
+* ``bayes_type``: the Bayes classifier of the demand type (marginal likelihoods of the two
+  Gaussian linear models above), error normalised as the type probe's (1 = chance);
+* ``alg_star``: the action of ``Alg*`` (posterior averaging over 4096 prior particles, type unknown)
+  fed the same history -- the Bayes-optimal prediction of ``a*_t`` under squared loss.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import train  # noqa: E402,F401  (registers the uniform-price policy)
+
+from analysis.capture import Collected, collect  # noqa: E402
+from analysis.probing import normalised_mse, plot_probes, probe_collected, write_json  # noqa: E402
+from analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers  # noqa: E402
+from omgpt.module import load_module  # noqa: E402
+from omgpt.policies import make_policy  # noqa: E402
+
+
+def bayes_known_type(data: Collected, task) -> dict:
+    """Normalised errors of the Gaussian posterior mean of (α, β) given the true demand type."""
+    h, step = data.history, data.step
+    n, d = len(data.params), task.dim
+    x, a, o = h.contexts[:, : step - 1].double(), h.actions[:, : step - 1, 0].double(), h.observations[:, : step - 1, 0].double()
+    square = data.labels["square"].bool()
+    g = torch.where(square[:, None], a**2, a)
+    z = torch.cat([x, -x * g[..., None]], dim=-1)  # (N, s, 2d)
+    (a_lo, a_hi), (b_lo, b_hi) = task.alpha_range, task.beta_range
+    m0 = torch.tensor([(a_lo + a_hi) / 2] * d + [(b_lo + b_hi) / 2] * d, dtype=torch.float64)
+    v0 = torch.tensor([(a_hi - a_lo) ** 2 / 12] * d + [(b_hi - b_lo) ** 2 / 12] * d, dtype=torch.float64)
+    var = task.noise_var
+    prec = z.transpose(1, 2) @ z / var + torch.diag(1 / v0)
+    rhs = (z.transpose(1, 2) @ o[..., None])[..., 0] / var + m0 / v0
+    est = torch.linalg.solve(prec, rhs)  # (N, 2d)
+    xt = h.contexts[:, step - 1].double()
+    intercept, slope = (est[:, :d] * xt).sum(-1), (est[:, d:] * xt).sum(-1).clamp(min=1e-3)
+    ratio = (intercept / slope).clamp(min=0)
+    a_hat = torch.where(square, torch.sqrt(ratio / 3), ratio / 2).clamp(task.action_low, task.action_high)
+    return {
+        "params": normalised_mse(est.numpy(), data.params.double().numpy()),
+        "demand_at_x": normalised_mse(torch.stack([intercept, slope], -1).numpy(), data.demand_at_x.double().numpy()),
+        "action": normalised_mse(a_hat[:, None].numpy(), data.optimal_action.double().numpy()),
+    }
+
+
+def bayes_type(data: Collected, task) -> float:
+    """Error of the Bayes classifier of the demand type (larger Gaussian marginal likelihood of the
+    observed demands under the linear or the square model, equal prior odds), normalised as the probe's."""
+    h, step = data.history, data.step
+    d = task.dim
+    x, a, o = h.contexts[:, : step - 1].double(), h.actions[:, : step - 1, 0].double(), h.observations[:, : step - 1, 0].double()
+    (a_lo, a_hi), (b_lo, b_hi) = task.alpha_range, task.beta_range
+    m0 = torch.tensor([(a_lo + a_hi) / 2] * d + [(b_lo + b_hi) / 2] * d, dtype=torch.float64)
+    v0 = torch.tensor([(a_hi - a_lo) ** 2 / 12] * d + [(b_hi - b_lo) ** 2 / 12] * d, dtype=torch.float64)
+    evidence = []
+    for g in (a, a**2):
+        z = torch.cat([x, -x * g[..., None]], dim=-1)
+        cov = task.noise_var * torch.eye(z.shape[1], dtype=torch.float64) + z @ torch.diag(v0) @ z.transpose(1, 2)
+        evidence.append(torch.distributions.MultivariateNormal(z @ m0, covariance_matrix=cov).log_prob(o))
+    guess = evidence[1] > evidence[0]
+    truth = data.labels["square"].bool()
+    return float((guess != truth).double().mean() / 0.5)
+
+
+def alg_star_action(data: Collected, task, seed: int = 0) -> float:
+    """Normalised error of Alg*'s decision at X_t given the same history (fed, not played)."""
+    h, step = data.history, data.step
+    policy = make_policy("alg-star", task)
+    g = torch.Generator().manual_seed(seed)
+    policy.reset({k: v for k, v in h.envs.items()}, step, g)
+    for t in range(step - 1):
+        policy.act(t, h.contexts[:, t])
+        policy.observe(t, h.actions[:, t], h.observations[:, t])
+    decision = policy.act(step - 1, h.contexts[:, step - 1])
+    return normalised_mse(decision.double().numpy(), data.optimal_action.double().numpy())
+
+
+def main(run: Path) -> None:
+    torch.set_num_threads(1)
+    ckpts = run / "checkpoints"
+    module = load_module(str(ckpts / "last.ckpt"))
+    model, task = module.model.eval(), module.task
+    step = model.cfg.max_steps
+    summary = {"run": str(run), "ckpt": str(ckpts / "last.ckpt"), "step": step}
+    for policy in ("omgpt", "uniform-price"):
+        out = HERE / policy
+        train_set = collect(model, task, 1024, step, policy, seed=1)
+        test_set = collect(model, task, 256, step, policy, seed=2, keep_history=True)
+        probes = probe_collected(train_set, test_set)
+        probes.update(task=task.name, task_options=task.options(), step=step, policy=policy, n_train=1024, n_test=256)
+        probes["reference"] = {"bayes_known_type": bayes_known_type(test_set, task), "bayes_type": bayes_type(test_set, task), "alg_star_action": alg_star_action(test_set, task)}
+        ref = probes["reference"]
+        probes["reference_errors"] = {"type": ref["bayes_type"], "params": ref["bayes_known_type"]["params"], "action": ref["alg_star_action"], "demand_at_x": ref["bayes_known_type"]["demand_at_x"]}
+        plot_probes(probes, out / "probe.png", title=f"Linear probes at X_{step}, histories played by {policy} (1024 train / 256 test)")
+        write_json(probes, out / "probe.json")
+        data = collect(model, task, 500, step, policy, seed=7)
+        ts = tsne_layers(data.hidden, data.labels["square"].long(), True, seed=0)
+        plot_tsne_layers(ts, out / "tsne.png", "demand type", {0: "linear", 1: "square"}, title=f"t-SNE of X_{step} per layer, 500 histories played by {policy}")
+        write_json({"layers": ts["layers"], "knn_accuracy": ts["knn"], "policy": policy, "step": step}, out / "tsne.json")
+        summary[policy] = {"probe_errors": probes["errors"], "model_error": probes["model_error"], "reference": probes["reference"], "tsne_knn_accuracy": ts["knn"]}
+        print(policy, json.dumps(summary[policy]), flush=True)
+    names = sorted(p.name for p in ckpts.glob("epoch*.ckpt"))
+    picks = [names[i] for i in sorted({0, 2, 5, len(names) // 2, len(names) - 1}) if i < len(names)]
+    models = [(p.removesuffix(".ckpt"), load_module(str(ckpts / p)).model) for p in picks]
+    ood = training_ood(models, task, n_seq=30, steps=20, seed=0)
+    plot_training_ood(ood, HERE / "training_ood.png", title="First 20 actions + observations of 30 sequences per checkpoint vs Alg*")
+    write_json({k: v for k, v in ood.items() if k not in ("points", "coords")}, HERE / "training_ood.json")
+    summary["training_ood"] = {"distance_to_alg_star": ood["distance_to_alg_star"], "mean_suboptimality": ood["mean_suboptimality"]}
+    print(json.dumps(summary["training_ood"]), flush=True)
+    write_json(summary, HERE / "summary.json")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("runs/interpretability/version_0"))
