@@ -13,6 +13,7 @@ repeat each other, epochs never repeat, and every rank yields exactly ``batches_
 """
 from __future__ import annotations
 
+import itertools
 from typing import Callable, NamedTuple
 
 import lightning as L
@@ -71,12 +72,13 @@ class HistoryStream(IterableDataset):
     def __init__(
         self, task: Task, batch_size: int, n_batches: int, horizon: int, seed: int, epoch: int, rank: int,
         chunk: int = 4, policy: str = "noisy-oracle", policy_options: dict | None = None,
-        source: dict[str, torch.Tensor] | None = None,
+        source: dict[str, torch.Tensor] | None = None, skip: int = 0,
     ):
         self.task, self.batch_size, self.n_batches, self.horizon = task, batch_size, n_batches, horizon
         self.policy, self.policy_options = policy, policy_options or {}
         self.seed, self.epoch, self.rank, self.chunk = seed, epoch, rank, max(1, chunk)
         self.source = source
+        self.skip = skip  # batches of this epoch already trained on (a run resumed mid-epoch)
 
     def __len__(self) -> int:
         return self.n_batches
@@ -85,8 +87,15 @@ class HistoryStream(IterableDataset):
         info = get_worker_info()
         worker, n_workers = (0, 1) if info is None else (info.id, info.num_workers)
         mine = self.n_batches // n_workers + (worker < self.n_batches % n_workers)
+        # A resumed epoch goes on where it stopped: the DataLoader takes batches from its workers in
+        # turn, so this worker had delivered every n_workers-th of the `skip` batches trained on.
+        # The stream is a pure function of its seed, so skipping = regenerating and discarding.
+        skip = min(mine, self.skip // n_workers + (worker < self.skip % n_workers))
+        if skip == mine:
+            return
         g = torch.Generator().manual_seed(stream_seed(self.seed, self.epoch, self.rank, worker))
-        for batch in self._sampled(mine, g) if self.source is not None else self._generated(mine, g):
+        batches = self._sampled(mine, g) if self.source is not None else self._generated(mine, g)
+        for batch in itertools.islice(batches, skip, None):
             yield {k: v[:, : self.horizon] if v.dim() > 1 else v for k, v in batch.items()}
 
     def _generated(self, n_batches: int, g: torch.Generator):
@@ -184,6 +193,7 @@ class HistoryDataModule(L.LightningDataModule):
         self.pool: dict[str, torch.Tensor] | None = None
         self.horizon_schedule: Callable[[int], int] | None = None
         self.rollout_provider: Callable[[int], SelfRollouts | None] | None = None
+        self._resume_at: tuple[int, int] | None = None  # (epoch, batches already trained) from a checkpoint
 
     def setup(self, stage: str) -> None:
         hp = self.hparams
@@ -211,7 +221,7 @@ class HistoryDataModule(L.LightningDataModule):
             source, n_batches = self._mix(mixed, epoch), mixed.batches_per_epoch or n_batches
         stream = HistoryStream(
             self.task, hp.batch_size, n_batches, self.current_horizon, hp.seed, epoch, self._rank(),
-            hp.chunk, hp.data_policy, hp.data_policy_options, source,
+            hp.chunk, hp.data_policy, hp.data_policy_options, source, skip=self._skip(epoch),
         )
         return DataLoader(stream, batch_size=None, num_workers=hp.num_workers, persistent_workers=False, generator=self._loader_generator(epoch))
 
@@ -228,6 +238,21 @@ class HistoryDataModule(L.LightningDataModule):
             fresh = generate_histories(self.task, n_fresh, self.horizon, hp.data_policy, hp.data_policy_options or {}, g)
         fresh["self_rollout"] = torch.zeros(n_fresh, dtype=torch.bool)
         return {k: torch.cat([fresh[k], own[k]]) for k in own}
+
+    # Mid-epoch resume. Lightning restores the loops' batch counters but not an IterableDataset's
+    # position (it does that only for loaders with their own state_dict), so the stream would restart
+    # the epoch and replay its first batches. The checkpoint records how many batches of the epoch
+    # were trained; the rebuilt stream skips them. (Restored before the first train_dataloader call.)
+    def state_dict(self) -> dict:
+        loop = self.trainer.fit_loop.epoch_loop if self.trainer is not None else None
+        return {"epoch": self._epoch(), "batches_done": loop.batch_progress.current.processed if loop else 0}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._resume_at = (state_dict.get("epoch"), state_dict.get("batches_done", 0))
+
+    def _skip(self, epoch: int) -> int:
+        at = self._resume_at
+        return at[1] if at is not None and at[0] == epoch else 0
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(ValidationSeeds(self.hparams.val_runs), batch_size=self.hparams.val_batch_size, shuffle=False, generator=self._loader_generator(2**31))

@@ -1,0 +1,141 @@
+"""Test-only callbacks: :class:`Probe` writes what each rank saw to ``<out>/rank<k>.json``;
+:class:`Stall` blocks a fit at a known step so that a test can SIGKILL it there.
+
+Used by tests/test_ddp.py (a 2-process gloo run) and tests/test_resume.py (killed and resumed fits),
+added to a subprocess fit with ``--trainer.callbacks+=tests.ddp_probe.Probe --trainer.callbacks.out
+DIR``; ``PYTHONPATH`` is the repository root, so ``tests`` imports in the re-executed DDP processes.
+
+Per rank it records: a hash of every training batch (in order, with its epoch and horizon), the
+batch count per epoch, the global step, a checksum and exact hash of the final parameters, the
+rank's *local* validation sums (before torchmetrics reduces them across ranks), the validation
+environment indices it rolled out, and the ``val/regret`` Lightning logged (after reduction).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from lightning.pytorch.callbacks import Callback
+
+
+def tensor_hash(*tensors: torch.Tensor) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def params_hash(module: torch.nn.Module) -> str:
+    return tensor_hash(*(p.float() for p in module.state_dict().values() if p.is_floating_point()))
+
+
+class Probe(Callback):
+    """Records, per rank, the batches, counts, weights and validation sums of a fit (see module doc)."""
+
+    def __init__(self, out: str):
+        self.out = Path(out)
+        self.batches: list[dict] = []
+        self.per_epoch: dict[int, int] = defaultdict(int)
+        self.val_local: list[dict] = []
+        self.val_indices: list[int] = []
+        self.val_logged: list[float] = []
+        self.saved: list[str] = []
+
+    def setup(self, trainer, pl_module, stage):
+        # Record the checkpoint files this rank actually writes (Lightning writes on global rank 0 only).
+        io = trainer.strategy.checkpoint_io
+        save = io.save_checkpoint
+
+        def recording_save(checkpoint, path, *args, **kwargs):
+            self.saved.append(str(path))
+            return save(checkpoint, path, *args, **kwargs)
+
+        io.save_checkpoint = recording_save
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        epoch = trainer.current_epoch
+        self.batches.append({
+            "epoch": epoch, "batch_idx": batch_idx, "step": trainer.global_step, "horizon": int(batch["features"].shape[1]),
+            "hash": tensor_hash(batch["features"], batch["actions"], batch["targets"]),
+        })
+        self.per_epoch[epoch] += 1
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        if not trainer.sanity_checking:
+            self.val_indices += [int(i) for i in batch.cpu()]
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        # Callbacks run before the module's hook: the metric still holds this rank's own sums.
+        if not trainer.sanity_checking:
+            m = pl_module.val_regret
+            self.val_local.append({"total_last": float(m.total[-1]), "count": int(m.count)})
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking and "val/regret" in trainer.callback_metrics:
+            self.val_logged.append(float(trainer.callback_metrics["val/regret"]))
+
+    def on_fit_end(self, trainer, pl_module):
+        self.dump(trainer, pl_module)
+
+    def dump(self, trainer, pl_module) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        state = {
+            "rank": trainer.global_rank,
+            "world_size": trainer.world_size,
+            "pid": os.getpid(),
+            "global_step": trainer.global_step,
+            "batches": self.batches,
+            "per_epoch": {str(k): v for k, v in sorted(self.per_epoch.items())},
+            "param_sum": float(sum(p.detach().double().sum() for p in pl_module.parameters())),
+            "param_hash": params_hash(pl_module),
+            "val_local": self.val_local,
+            "val_indices": self.val_indices,
+            "val_logged": self.val_logged,
+            "saved": self.saved,
+        }
+        (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(state, indent=1))
+
+
+class Stall(Callback):
+    """Blocks the fit at the start of the step after ``global_step == at_step`` (whose step checkpoint
+    has been written by then: checkpoint callbacks run last in ``on_train_batch_end``), after touching
+    ``<out>/stalled`` -- so a test can SIGKILL the process at a known point mid-epoch."""
+
+    def __init__(self, out: str, at_step: int = -1):
+        self.out, self.at_step = Path(out), at_step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.at_step:
+            for cb in trainer.callbacks:  # keep what the probe saw so far: this process will not end
+                if isinstance(cb, Probe):
+                    cb.dump(trainer, pl_module)
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "stalled").write_text(str(trainer.global_step))
+            import time
+
+            while True:
+                time.sleep(1)
+
+
+class Poison(Callback):
+    """At the start of step ``at_step``: record the sha256 of every checkpoint on disk in
+    ``<out>/before.json``, then set one weight to NaN -- the step's loss is then non-finite."""
+
+    def __init__(self, out: str, at_step: int):
+        self.out, self.at_step = Path(out), at_step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.at_step:
+            ckpts = Path(trainer.checkpoint_callback.dirpath).glob("*.ckpt")
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "before.json").write_text(json.dumps({str(p): file_hash(p) for p in ckpts}))
+            with torch.no_grad():
+                next(pl_module.parameters()).view(-1)[0] = float("nan")
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -1,0 +1,58 @@
+"""The speed benchmarks run and report their ratios (``omgpt bench``, ``benchmarks/*.py``).
+
+Correctness only -- cached and uncached rollouts act identically, every ratio is printed and finite --
+never a timing assertion: timings depend on the machine and on what else runs on it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from omgpt.cli import cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_omgpt_bench_prints_the_four_ratios(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert cli_main(["bench", "--smoke", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for line in ("KV cache", "data generation", "streaming data", "Lightning"):
+        assert any(l.strip().startswith(line) for l in printed.splitlines()), (line, printed)
+    results = json.loads(out.read_text())
+    ratios = results["ratios"]
+    assert set(ratios) == {"kv_cache_speedup", "datagen_speedup", "streaming_step_ratio", "lightning_step_ratio"}
+    assert all(math.isfinite(r) and r > 0 for r in ratios.values()), ratios
+    for r in results["kv_cache"]:
+        assert r["max_abs_diff"] <= 1e-4, r  # the cache changes the cost, not the decisions
+    assert [r["workers"] for r in results["streaming"]] == [0]
+    assert results["lightning"]["steps"] == 6
+
+
+def test_bench_rejects_a_bad_option(capsys):
+    assert cli_main(["bench", "--sizes", "huge"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("omgpt: error:") and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    "script, args, expect",
+    [
+        ("kv_cache.py", ["--sizes", "tiny,demo", "--batch", "4", "--horizon", "8"], "speed-up"),
+        ("streaming.py", ["--steps", "4", "--workers", "0", "--repeats", "1"], "ratio"),
+        ("lightning_overhead.py", ["--steps", "4", "--repeats", "1"], "ratio"),
+    ],
+)
+def test_benchmark_scripts_run_standalone(script, args, expect, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [script, *args])
+    runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
+    printed = capsys.readouterr().out
+    assert expect in printed, printed
+    if script == "kv_cache.py":  # identical actions, cached or not, at both sizes
+        diffs = [float(l.rsplit(" ", 1)[-1]) for l in printed.splitlines() if "max|a_cached - a_full|" in l]
+        assert len(diffs) == 2 and max(diffs) <= 1e-4, printed

@@ -1,0 +1,150 @@
+"""Scale with one flag: a real 2-process DDP fit (CPU, gloo) and bf16 mixed precision.
+
+``strategy=ddp`` re-executes the command line, so the DDP run goes through a subprocess
+(``python -m omgpt fit ... --trainer.devices 2 --trainer.strategy ddp``), with the test-only
+``tests.ddp_probe.Probe`` callback writing what each rank saw to ``rank<k>.json``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from omgpt.cli import cli_main
+from omgpt.model import GPT, GPTConfig
+from omgpt.policies import make_policy
+from omgpt.rollout import rollout
+from omgpt.tasks import make_task
+from tests.ddp_probe import params_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+NEWSVENDOR, TINY = str(ROOT / "configs/newsvendor.yaml"), str(ROOT / "configs/scale/tiny.yaml")
+VAL_RUNS = 16
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> Path:
+    """A tiny 2-process fit: 2 epochs (the second in the mixed phase), validation after each."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    cmd = [
+        sys.executable, "-m", "omgpt", "fit", "--config", NEWSVENDOR, "--config", TINY,
+        "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",
+        "--model.horizon", "12", "--data.val_runs", str(VAL_RUNS), "--data.val_batch_size", "4",
+        "--trainer.num_sanity_val_steps", "0",
+        "--trainer.logger.init_args.save_dir", str(tmp / "runs"), "--trainer.enable_progress_bar", "false",
+        "--trainer.callbacks+=tests.ddp_probe.Probe", "--trainer.callbacks.out", str(tmp / "probe"),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return tmp
+
+
+def ranks(tmp: Path) -> list[dict]:
+    states = [json.loads((tmp / "probe" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [s["rank"] for s in states] == [0, 1] and {s["world_size"] for s in states} == {2}
+    assert states[0]["pid"] != states[1]["pid"], "two processes"
+    return states
+
+
+def test_ddp_ranks_see_distinct_data_in_equal_counts(ddp_run):
+    r0, r1 = ranks(ddp_run)
+    assert r0["per_epoch"] == r1["per_epoch"] and len(r0["per_epoch"]) == 2  # equal batch counts: no hang
+    hashes = [b["hash"] for r in (r0, r1) for b in r["batches"]]
+    assert len(set(hashes)) == len(hashes), "a batch was repeated within or across ranks"
+    assert [b["horizon"] for b in r0["batches"]] == [b["horizon"] for b in r1["batches"]]  # same curriculum stage
+    assert r0["global_step"] == r1["global_step"] == sum(r0["per_epoch"].values())
+
+
+def test_ddp_weights_are_identical_across_ranks_and_in_the_checkpoint(ddp_run):
+    r0, r1 = ranks(ddp_run)
+    assert r0["param_hash"] == r1["param_hash"]  # bit-identical after the gradient all-reduce
+    from omgpt.module import load_module
+
+    (last,) = (ddp_run / "runs").rglob("last.ckpt")
+    module = load_module(str(last))
+    assert params_hash(module) == r0["param_hash"]
+    assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == r0["global_step"]
+
+
+def test_ddp_validation_is_split_across_ranks_and_reduced(ddp_run):
+    r0, r1 = ranks(ddp_run)
+    # Each rank rolls out half of the validation environments, together all of them, once per epoch.
+    epochs = len(r0["per_epoch"])
+    assert len(r0["val_indices"]) == len(r1["val_indices"]) == epochs * VAL_RUNS // 2
+    for e in range(epochs):
+        half = VAL_RUNS // 2
+        mine = [set(r["val_indices"][e * half : (e + 1) * half]) for r in (r0, r1)]
+        assert not mine[0] & mine[1] and mine[0] | mine[1] == set(range(VAL_RUNS))
+    # The logged val/regret is the mean over both ranks' environments, the same on every rank.
+    assert r0["val_logged"] == r1["val_logged"] and len(r0["val_logged"]) == epochs
+    for e in range(epochs):
+        a, b = r0["val_local"][e], r1["val_local"][e]
+        assert a["count"] == b["count"] == VAL_RUNS // 2
+        pooled = (a["total_last"] + b["total_last"]) / (a["count"] + b["count"])
+        assert a["total_last"] / a["count"] != b["total_last"] / b["count"]  # the ranks' own means differ...
+        assert r0["val_logged"][e] == pytest.approx(pooled, rel=1e-6)  # ...and the logged one pools them
+
+
+def test_ddp_checkpoints_and_logs_are_written_once(ddp_run):
+    r0, r1 = ranks(ddp_run)
+    assert r1["saved"] == [], "rank 1 wrote a checkpoint"
+    epochs = len(r0["per_epoch"])
+    names = [Path(p).name for p in r0["saved"]]  # per epoch end: the top-k file and last.ckpt, once each
+    assert len(names) == 2 * epochs and names.count("last.ckpt") == epochs and len(set(names)) == epochs + 1, names
+    runs = sorted(p.relative_to(ddp_run / "runs") for p in (ddp_run / "runs").glob("*/*") if p.is_dir())
+    assert [str(p) for p in runs] == ["omgpt/version_0"], runs  # one run folder, one logger
+    ckpts = {p.name for p in (ddp_run / "runs").rglob("*.ckpt")}  # (top-k replaced the older epoch's file)
+    assert "last.ckpt" in ckpts and ckpts <= set(names)
+    rows = list(csv.DictReader((ddp_run / "runs/omgpt/version_0/metrics.csv").open()))
+    logged = [float(r["val/regret"]) for r in rows if r.get("val/regret")]
+    assert logged == pytest.approx(r0["val_logged"])
+
+
+# --------------------------------------------------------------------------------------------------
+# bf16 mixed precision
+def test_bf16_mixed_fit_runs_and_validates(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["omgpt"])
+    code = cli_main([
+        "fit", "--config", NEWSVENDOR, "--config", TINY, "--config", str(ROOT / "configs/trainer/bf16.yaml"),
+        "--trainer.accelerator", "cpu", "--model.horizon", "12",
+        "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+    ])  # fmt: skip
+    assert code == 0
+    (metrics,) = (tmp_path / "runs").rglob("metrics.csv")
+    regrets = [float(r["val/regret"]) for r in csv.DictReader(metrics.open()) if r.get("val/regret")]
+    assert len(regrets) == 2 and all(math.isfinite(r) and r > 0 for r in regrets)  # validation rollouts ran
+    (last,) = (tmp_path / "runs").rglob("last.ckpt")
+    state = torch.load(last, map_location="cpu", weights_only=True)["state_dict"]
+    assert all(v.dtype == torch.float32 for k, v in state.items() if v.is_floating_point())  # fp32 master weights
+
+
+def test_kv_cache_follows_the_autocast_dtype():
+    task = make_task("newsvendor")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.0, max_steps=20), task.scaling())
+
+    def play(autocast: bool):
+        envs = task.sample_envs(8, torch.Generator().manual_seed(0))
+        policy = make_policy("omgpt", task, model=model)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            history = rollout(task, envs, policy, 20, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+        caches = [block.attn.cache for block in model.blocks]
+        return history, caches
+
+    history, caches = play(autocast=True)
+    assert all(c is not None and c[0].dtype == c[1].dtype == torch.bfloat16 for c in caches)
+    assert caches[0][0].shape[2] == 2 * 20 - 1  # (B, heads, 2T-1 tokens, head_dim), preallocated
+    assert history.actions.dtype == torch.float32 and torch.isfinite(history.actions).all()
+    reference, caches = play(autocast=False)
+    assert all(c[0].dtype == torch.float32 for c in caches)
+    # bf16 keeps ~3 significant digits: the same decisions up to that (actions in [0, 30]).
+    assert (history.actions - reference.actions).abs().max() < 0.5

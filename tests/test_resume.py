@@ -1,0 +1,140 @@
+"""Fault tolerance: a fit killed with SIGKILL mid-epoch and resumed from ``last.ckpt`` ends exactly
+where an uninterrupted run with the same seed ends.
+
+Everything runs through ``python -m omgpt fit`` in subprocesses, with ``configs/trainer/fault_tolerant.yaml``
+(its step interval shortened to 2). The fit is the tiny newsvendor one, streaming fresh histories
+(``history_pool: null``), dropout 0.05, 3 epochs: epoch 0 has 5 batches at horizon 6; epochs 1 and
+2 are Algorithm 1's mixed phase (self-rollouts, 2 batches each) at horizons 9 and 12. It is killed
+twice: at step 2 (mid-epoch 0: the stream, optimizer and RNG must continue) and, after the first
+resume, at step 6 (mid-epoch 1: also the curriculum stage and the epoch's self-rollout set).
+
+The comparison is exact (bit-identical weights, batches and validation metrics), not a tolerance:
+one thread, CPU, every random stream seeded -- nothing legitimately differs between the runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from omgpt.module import load_module
+from tests.ddp_probe import params_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+STEPS = 9  # 5 + 2 + 2
+
+
+def env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+
+
+def fault_tolerant_config(tmp: Path, every: int) -> Path:
+    """The shipped configs/trainer/fault_tolerant.yaml with a shorter step interval."""
+    cfg = yaml.safe_load((ROOT / "configs/trainer/fault_tolerant.yaml").read_text())
+    (ckpt,) = cfg["trainer"]["callbacks+"]
+    assert ckpt["class_path"].endswith("ModelCheckpoint") and ckpt["init_args"]["save_last"] is True
+    ckpt["init_args"]["every_n_train_steps"] = every
+    path = tmp / "fault_tolerant.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def fit_command(tmp: Path, run: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "omgpt", "fit",
+        "--config", str(ROOT / "configs/newsvendor.yaml"),
+        "--config", str(ROOT / "configs/scale/tiny.yaml"),
+        "--config", str(fault_tolerant_config(tmp, every=2)),
+        "--model.horizon", "12", "--data.history_pool", "null",
+        "--data.batches_per_epoch", "5", "--trainer.max_epochs", "3",
+        "--trainer.logger.init_args.save_dir", str(tmp / run / "runs"),
+        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+        "--trainer.callbacks+=tests.ddp_probe.Probe", "--trainer.callbacks.out", str(tmp / run / "probe"),
+        *extra,
+    ]  # fmt: skip
+
+
+def start(cmd: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def kill_at(tmp: Path, run: str, step: int, *extra: str) -> Path:
+    """Start a fit that stalls at the start of the step after ``step`` (its step checkpoint written),
+    SIGKILL it there, and return its last.ckpt."""
+    stall = tmp / run / "stall"
+    log = tmp / f"{run}.log"
+    proc = start(fit_command(tmp, run, "--trainer.callbacks+=tests.ddp_probe.Stall", "--trainer.callbacks.out", str(stall), "--trainer.callbacks.at_step", str(step), *extra), log)
+    try:
+        deadline = time.monotonic() + 120
+        while not (stall / "stalled").exists():
+            assert proc.poll() is None, f"{run} ended before reaching step {step}:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"{run} did not reach step {step}"
+            time.sleep(0.2)
+    finally:  # never leave a stalled fit behind
+        proc.send_signal(signal.SIGKILL)
+        returncode = proc.wait(timeout=30)
+    assert returncode == -signal.SIGKILL
+    (last,) = (tmp / run / "runs").rglob("last.ckpt")
+    return last
+
+
+def probe(tmp: Path, run: str) -> dict:
+    return json.loads((tmp / run / "probe" / "rank0.json").read_text())
+
+
+def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path):
+    # The reference run, in parallel with the interrupted ones (two cores).
+    reference = start(fit_command(tmp_path, "reference"), tmp_path / "reference.log")
+
+    first = kill_at(tmp_path, "killed1", 2)
+    ckpt = torch.load(first, map_location="cpu", weights_only=True)  # a step checkpoint loads safely
+    assert ckpt["global_step"] == 2 and ckpt["epoch"] == 0  # mid-epoch: 2 of epoch 0's 5 batches
+    second = kill_at(tmp_path, "killed2", 6, "--ckpt_path", str(first))
+    ckpt = torch.load(second, map_location="cpu", weights_only=True)
+    assert ckpt["global_step"] == 6 and ckpt["epoch"] == 1  # mid-epoch: 1 of epoch 1's 2 batches
+    load_module(str(second))  # and as a model for `omgpt evaluate`
+
+    resumed = start(fit_command(tmp_path, "resumed", "--ckpt_path", str(second)), tmp_path / "resumed.log")
+    for name, proc in (("reference", reference), ("resumed", resumed)):
+        assert proc.wait(timeout=300) == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
+
+    ref = probe(tmp_path, "reference")
+    pieces = [probe(tmp_path, run) for run in ("killed1", "killed2", "resumed")]
+    for piece, at in zip(pieces, (2, 6)):  # the killed runs had fetched the batch they stalled on
+        piece["batches"] = [b for b in piece["batches"] if b["step"] < at]
+    key = lambda b: (b["epoch"], b["batch_idx"])  # noqa: E731
+
+    # Data streams, step counter, curriculum stage: the three pieces are the reference's batches,
+    # each resumed piece starting exactly where the killed one stopped (no batch replayed or lost).
+    assert [len(p["batches"]) for p in pieces] == [2, 4, 3]
+    stitched = [b for p in pieces for b in p["batches"]]
+    assert [key(b) for b in stitched] == [key(b) for b in ref["batches"]]
+    assert [b["horizon"] for b in stitched] == [b["horizon"] for b in ref["batches"]] == [6] * 5 + [9] * 2 + [12] * 2
+    assert [b["hash"] for b in stitched] == [b["hash"] for b in ref["batches"]], "a resumed run trained on other batches"
+    assert pieces[-1]["global_step"] == ref["global_step"] == STEPS
+
+    # Optimizer, LR schedule, RNG (dropout 0.05): bit-identical final weights, in memory and on disk.
+    assert pieces[-1]["param_hash"] == ref["param_hash"]
+    assert pieces[-1]["param_sum"] == ref["param_sum"]
+    (final,) = (tmp_path / "resumed" / "runs").rglob("last.ckpt")
+    assert params_hash_of(final) == ref["param_hash"]
+    # last.ckpt is the latest state in every run, whichever ModelCheckpoint wrote it last -- the epoch-end
+    # one (validation) or the step one -- not an older step beside a newer last-v1.ckpt.
+    for run in ("reference", "resumed"):
+        ckpts = sorted(p.name for p in (tmp_path / run / "runs").rglob("last*.ckpt"))
+        assert ckpts == ["last.ckpt"], (run, ckpts)
+    (last,) = (tmp_path / "reference" / "runs").rglob("last.ckpt")
+    assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == STEPS
+    # Validation after the resumed epochs sees the same model: the same metrics.
+    assert pieces[-1]["val_logged"] == ref["val_logged"][-len(pieces[-1]["val_logged"]):]
+
+
+def params_hash_of(path: Path) -> str:
+    return params_hash(load_module(str(path)))
