@@ -33,6 +33,8 @@ would be played, and which hides predictions below ``I'`` -- is reported in the 
 """
 from __future__ import annotations
 
+from analysis.report import save_figure
+
 from pathlib import Path
 
 import numpy as np
@@ -167,8 +169,4 @@ def plot_manipulation(result: dict, path: str | Path, title: str | None = None) 
     axes[1].set_title("(b) model minus optimal action (whiskers 1.5 IQR)", fontsize=9)
     fig.suptitle(title or f"Context manipulation at t = {result['step']} ({result['task']}, {result['n']} environments, columns {result['columns']} ~ U[{result['low']:g}, {result['high']:g}])", fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -26,6 +26,8 @@ stars right of the last layer.
 """
 from __future__ import annotations
 
+from analysis.report import save_figure
+
 import json
 from pathlib import Path
 
@@ -166,11 +168,7 @@ def plot_probes(result: dict, path: str | Path, title: str | None = None) -> Pat
     step = result.get("step")
     fig.suptitle(title or f"Linear probes at X_{step} ({result.get('task', '')}, {result.get('n_train')} train / {result.get('n_test')} test histories)")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_json(obj: dict, path: str | Path) -> Path:

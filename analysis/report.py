@@ -131,6 +131,17 @@ def plot_regret(stats: dict, path: Path, title: str) -> None:
     tmp.replace(path)
 
 
+def save_figure(fig, path: str | Path) -> Path:
+    """Save a matplotlib figure as PNG (creating its folder) and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _atomic_write(path: Path, text: str) -> None:
     """Write via a temporary file so an interrupted run never leaves a half-written report."""
     tmp = path.with_suffix(path.suffix + ".tmp")

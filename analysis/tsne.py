@@ -20,6 +20,8 @@ not depend on t-SNE's layout.
 """
 from __future__ import annotations
 
+from analysis.report import save_figure
+
 from pathlib import Path
 
 import numpy as np
@@ -108,11 +110,7 @@ def plot_tsne_layers(result: dict, path: str | Path, label_name: str = "label", 
     fig.suptitle(title or f"t-SNE of each layer's embedding, coloured by {label_name}", fontsize=10)
     if result["categorical"]:
         fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -212,8 +210,4 @@ def plot_training_ood(result: dict, path: str | Path, title: str | None = None) 
     ax.legend(fontsize=7, loc="best")
     ax.set_title(title or f"t-SNE of the first {result['steps']} actions + observations, {result['n_seq']} sequences each", fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

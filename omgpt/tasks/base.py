@@ -165,6 +165,22 @@ class Task:
         return dict(self._options)
 
 
+class DemandTypes:
+    """For tasks whose demand is linear, square, or a hidden per-environment mixture of the two
+    (``demand_types`` = ``"linear"`` / ``"square"`` / ``"mixed"``; pricing and newsvendor)."""
+
+    demand_types: str
+
+    def is_square(self, envs: Envs) -> Tensor | bool:
+        """Which environments have square demand: ``envs["square"]`` ``(B,)`` in the mixed prior, else
+        the task's fixed type (a Python bool)."""
+        if "square" in envs:
+            return envs["square"]
+        if self.demand_types == "mixed":
+            raise KeyError("mixed demand types need envs['square']")
+        return self.demand_types == "square"
+
+
 # --------------------------------------------------------------------------------------------------
 # Registry.
 TASKS: dict[str, Callable[..., Task]] = {}

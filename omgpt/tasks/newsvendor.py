@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Scaling, Task, register, uniform
+from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, register, uniform
 
 DEMAND_TYPES = ("linear", "square", "mixed")
 SQUARE_SCALE_PER_DIM = 4.0  # square demand (wᵀX~)² / s with s = 4d (16 at d = 4): see the module docstring
@@ -54,7 +54,7 @@ SQUARE_SCALE_PER_DIM = 4.0  # square demand (wᵀX~)² / s with s = 4d (16 at d 
 @register("newsvendor-square", censored=False, demand_types="square")
 @register("newsvendor-censored", censored=True)
 @register("newsvendor", censored=False)  # applied first: the class's name
-class Newsvendor(Task):
+class Newsvendor(DemandTypes, Task):
     """Args:
         censored: observe sales ``min(D, a)`` instead of demand.
         dim: dimension of ``X~`` (paper: 4).
@@ -124,15 +124,6 @@ class Newsvendor(Task):
         if t is None:
             raise ValueError("the non-stationary newsvendor needs the step t to know the current w")
         return torch.where((envs["tau"] <= t)[:, None], envs["w_after"], envs["w"])
-
-    def is_square(self, envs: Envs) -> Tensor | bool:
-        """Which environments have square demand: ``envs["square"]`` ``(B,)`` in the mixed prior, else
-        the task's fixed type (a Python bool)."""
-        if "square" in envs:
-            return envs["square"]
-        if self.demand_types == "mixed":
-            raise KeyError("mixed demand types need envs['square']")
-        return self.demand_types == "square"
 
     def mean_demand_floor(self, envs: Envs, x: Tensor, t: int | None = None) -> Tensor:
         """``m``: the lower end of the demand's support, ``wᵀX~`` or ``(wᵀX~)²/s``, shape ``(B,)``."""

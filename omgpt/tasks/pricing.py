@@ -39,14 +39,14 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Scaling, Task, register, uniform
+from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, register, uniform
 
 DEMAND_TYPES = ("linear", "square", "mixed")
 
 
 @register("pricing-square", demand_types="square")
 @register("pricing")  # applied first: the class's name
-class Pricing(Task):
+class Pricing(DemandTypes, Task):
     """Args:
         dim: context dimension ``d`` (paper: 6; 4 / 10 / 20 in the scaling study).
         noise_var: variance of the demand noise (paper: 0.2).
@@ -109,15 +109,6 @@ class Pricing(Task):
         """``(αᵀX, βᵀX)``: demand at price 0 and its decrease per unit of price (or of price squared,
         square demand), each ``(B,)``."""
         return (envs["alpha"] * x).sum(-1), (envs["beta"] * x).sum(-1)
-
-    def is_square(self, envs: Envs) -> Tensor | bool:
-        """Which environments have square demand: ``envs["square"]`` ``(B,)`` in the mixed prior, else
-        the task's fixed type (a Python bool)."""
-        if "square" in envs:
-            return envs["square"]
-        if self.demand_types == "mixed":
-            raise KeyError("mixed demand types need envs['square']")
-        return self.demand_types == "square"
 
     def _price_term(self, envs: Envs, price: Tensor) -> Tensor:
         """``a`` (linear) or ``a²`` (square), per environment, for prices ``(B,)``."""
