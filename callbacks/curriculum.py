@@ -5,6 +5,8 @@ import math
 
 from lightning.pytorch.callbacks import Callback
 
+from datamodules.history import require_history_datamodule
+
 
 class HorizonCurriculum(Callback):
     """Train on histories truncated to a horizon ``T~`` that rises to the target ``T`` in stages.
@@ -58,11 +60,7 @@ class HorizonCurriculum(Callback):
     def setup(self, trainer, pl_module, stage: str) -> None:
         if stage != "fit":
             return
-        dm = trainer.datamodule
-        if dm is None or not hasattr(dm, "horizon_schedule"):
-            raise ValueError("HorizonCurriculum needs a HistoryDataModule (datamodules.HistoryDataModule)")
-        if trainer.reload_dataloaders_every_n_epochs != 1:
-            raise ValueError("HorizonCurriculum needs trainer.reload_dataloaders_every_n_epochs=1 to change the horizon per epoch")
+        dm = require_history_datamodule(trainer, "HorizonCurriculum")
         dm.horizon_schedule = lambda epoch: self.horizon_at(epoch, dm.horizon)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:

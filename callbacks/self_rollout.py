@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from datamodules.history import SelfRollouts, history_batch, stream_seed
+from datamodules.history import SelfRollouts, history_batch, require_history_datamodule, stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 
@@ -52,13 +52,8 @@ class SelfRolloutRefresh(Callback):
     def setup(self, trainer, pl_module, stage: str) -> None:
         if stage != "fit":
             return
-        dm = trainer.datamodule
-        if dm is None or not hasattr(dm, "rollout_provider"):
-            raise ValueError("SelfRolloutRefresh needs a HistoryDataModule (datamodules.HistoryDataModule)")
-        if trainer.reload_dataloaders_every_n_epochs != 1:
-            raise ValueError("SelfRolloutRefresh needs trainer.reload_dataloaders_every_n_epochs=1")
+        require_history_datamodule(trainer, "SelfRolloutRefresh").rollout_provider = self.for_epoch
         self._trainer = trainer
-        dm.rollout_provider = self.for_epoch
 
     def for_epoch(self, epoch: int) -> SelfRollouts | None:
         """The epoch's self-rollouts (played now, with the current weights, unless already held)."""

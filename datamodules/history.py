@@ -116,6 +116,16 @@ class HistoryStream(IterableDataset):
             yield {key: v[idx] for key, v in self.source.items()}
 
 
+def require_history_datamodule(trainer, who: str) -> "HistoryDataModule":
+    """The trainer's datamodule, checked to be one a per-epoch data callback can plug into."""
+    dm = trainer.datamodule
+    if not isinstance(dm, HistoryDataModule):
+        raise ValueError(f"{who} needs a HistoryDataModule (datamodules.HistoryDataModule)")
+    if trainer.reload_dataloaders_every_n_epochs != 1:
+        raise ValueError(f"{who} needs trainer.reload_dataloaders_every_n_epochs=1: it changes the data per epoch")
+    return dm
+
+
 class ValidationSeeds(Dataset):
     """Indices of the fixed validation environments; the module rolls them out (online evaluation)."""
 

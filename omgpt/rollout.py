@@ -113,7 +113,7 @@ def rollout(
         o = task.observe(envs, x, a, t, generator)
         policy.observe(t, a, o)
         contexts[:, t], actions[:, t], observations[:, t], optimal[:, t] = x, a, o, a_star
-        regrets[:, t] = task.regret(envs, x, a, t)
-        subopt[:, t] = task.suboptimality(envs, x, a, t)
+        regrets[:, t] = task.regret(envs, x, a, t, a_star)
+        subopt[:, t] = task.suboptimality(envs, x, a, t, a_star)
         task.step(envs, x, a, o, t)
     return History(contexts, actions, observations, optimal, regrets, subopt, envs=envs)

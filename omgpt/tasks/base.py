@@ -151,14 +151,17 @@ class Task:
         """Project actions onto the action set ``A`` (a box by default)."""
         return a.clamp(self.action_low, self.action_high)
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
-        """Per-step pseudo-regret ``r(X_t, a*_t) - r(X_t, a_t)``, shape ``(B,)``."""
-        best = self.expected_reward(envs, x, self.optimal_action(envs, x, t), t)
+    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
+        """Per-step pseudo-regret ``r(X_t, a*_t) - r(X_t, a_t)``, shape ``(B,)``. ``a_star``: the
+        step's optimal action when the caller already has it (the rollout does)."""
+        a_star = self.optimal_action(envs, x, t) if a_star is None else a_star
+        best = self.expected_reward(envs, x, a_star, t)
         return best - self.expected_reward(envs, x, a, t)
 
-    def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+    def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
         """Action suboptimality ``|a*_t - a_t|`` (Euclidean norm for vector actions), shape ``(B,)``."""
-        return torch.linalg.vector_norm(a - self.optimal_action(envs, x, t), dim=-1)
+        a_star = self.optimal_action(envs, x, t) if a_star is None else a_star
+        return torch.linalg.vector_norm(a - a_star, dim=-1)
 
     def options(self) -> dict:
         """The constructor options this task was built with (saved in checkpoints)."""

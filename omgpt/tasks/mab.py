@@ -65,10 +65,10 @@ class MultiArmedBandit(Task):
         """``r_a`` for a one-hot ``a`` (for a probability vector: the mixed strategy's mean reward)."""
         return (envs["r"] * a).sum(-1)
 
-    def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+    def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
         """The reward gap ``r_{a*} - r_{a_t}`` (SPEC §4): arm indices carry no distance, so ``|a* - a|``
         would be meaningless; this equals the step's pseudo-regret."""
-        return self.regret(envs, x, a, t)
+        return self.regret(envs, x, a, t, a_star)
 
     # ----------------------------------------------------------------------------------------------
     # Discrete-action hooks.

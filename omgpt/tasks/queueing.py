@@ -195,7 +195,7 @@ class Queueing(Task):
         """``r(X_t, a) = -(O_{t-1} + c a²)`` (deterministic given the state and the action)."""
         return -(x[:, 0] + x[:, 1] * a[:, 0] ** 2)
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
         """The optimal policy's expected reward at ``t`` (from the empty queue) minus ``r(X_t, a_t)``."""
         self._check_t(envs, t)
         return (envs["opt_reward"][:, t] - self.expected_reward(envs, x, a, t).double()).to(x.dtype)

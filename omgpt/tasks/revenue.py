@@ -315,7 +315,7 @@ class Revenue(Task):
         self._memo["bound"] = (key, out)
         return out
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
         """``(HLP_t - HLP_{t-1}) - r~_t a_t 1{fits}`` (see the module docstring); sums to
         ``HLP_T - Σ_t E[reward_t]``."""
         self._check_t(t)
