@@ -106,16 +106,21 @@ def plot_demand_errors(summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
+    draw_demand_errors(ax, summary)
+    ax.set_title(f"demand prediction: {summary.get('task', '')}, {summary.get('runs', '?')} runs (90% CI)", fontsize=10)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def draw_demand_errors(ax, summary: dict) -> None:
+    """Per method: the prediction MSE against the number of observed samples with its 90% CI."""
     ns = np.asarray(summary["n"])
     for name, m in summary["methods"].items():
         (line,) = ax.plot(ns, m["mse"], label=name)
         lo, hi = np.asarray(m["ci90"])
         ax.fill_between(ns, lo, hi, color=line.get_color(), alpha=0.2)
     ax.set(xlabel="observed samples n", ylabel="squared error vs expected demand", yscale="log")
-    ax.set_title(f"demand prediction: {summary.get('task', '')}, {summary.get('runs', '?')} runs (90% CI)", fontsize=10)
     ax.legend()
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)

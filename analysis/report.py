@@ -113,22 +113,33 @@ def plot_regret(stats: dict, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax_r, ax_s) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, s in stats.items():
-        steps = np.arange(1, len(s["regret"]["mean"]) + 1)
-        for ax, key in ((ax_r, "regret"), (ax_s, "suboptimality")):
-            st = s[key]
-            label = f"{name} ({s['regret']['mean'][-1]:.1f})" if key == "regret" else name
-            (line,) = ax.plot(steps, st["mean"], label=label)
-            ax.fill_between(steps, st["band90"][0], st["band90"][1], color=line.get_color(), alpha=0.15)
-    ax_r.set(xlabel="t", ylabel="cumulative regret", title=title)
-    ax_s.set(xlabel="t", ylabel="action suboptimality |a_t - a*_t|", title="action suboptimality")
-    ax_r.legend(fontsize=8)
-    ax_s.set_yscale("symlog", linthresh=0.1)
+    draw_curves(ax_r, stats, "regret")
+    draw_curves(ax_s, stats, "suboptimality")
+    ax_r.set_title(title)
+    ax_s.set_title("action suboptimality")
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
     tmp.replace(path)
+
+
+def draw_curves(ax, stats: dict, key: str) -> None:
+    """One panel of the paper's figures: per policy the mean of ``key`` (``"regret"``: cumulative
+    regret, ``"suboptimality"``: ``|a_t - a*_t|``) over steps with its 90% band; the regret legend
+    carries each policy's mean final regret. ``stats``: policy -> key -> ``{"mean", "band90"}``."""
+    for name, s in stats.items():
+        mean, band = np.asarray(s[key]["mean"]), np.asarray(s[key]["band90"])
+        steps = np.arange(1, len(mean) + 1)
+        label = f"{name} ({mean[-1]:.1f})" if key == "regret" else name
+        (line,) = ax.plot(steps, mean, label=label)
+        ax.fill_between(steps, band[0], band[1], color=line.get_color(), alpha=0.15)
+    if key == "regret":
+        ax.set(xlabel="t", ylabel="cumulative regret")
+        ax.legend(fontsize=8)
+    else:
+        ax.set(xlabel="t", ylabel="action suboptimality |a_t - a*_t|")
+        ax.set_yscale("symlog", linthresh=0.1)
 
 
 def save_figure(fig, path: str | Path) -> Path:

@@ -164,6 +164,33 @@ def demo_command(argv: list[str]) -> int:
     return run_demo(out=a.out, max_steps=a.max_steps, runs=a.runs, seed=a.seed)
 
 
+def experiment_command(argv: list[str]) -> int:
+    from omgpt.experiment import available, run_experiment
+
+    p = _Parser(prog="omgpt experiment", description="Run one of the paper's experiments end to end: train, evaluate, draw, report.")
+    p.add_argument("name", nargs="?", help="experiment name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the experiments and exit")
+    p.add_argument("--scale", default="cpu", choices=("cpu", "paper"), help="cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)")
+    p.add_argument("--out", help="report folder (default results/NAME; results/NAME-paper at paper scale)")
+    p.add_argument("--models-dir", help="trained models, shared across experiments (default runs/experiments/models)")
+    p.add_argument("--jobs", type=_positive, default=1, help="models trained at once, one process each (one CPU thread each when > 1)")
+    p.add_argument("--runs", type=_positive, help="test runs per panel (default: the experiment's, 100)")
+    p.add_argument("--horizon", type=_positive, help="override every model's training horizon (quick runs)")
+    p.add_argument("--fit-config", action="append", default=[], metavar="YAML", help="a config layered on every model's fit (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the test environments")
+    p.add_argument("--device", help="evaluation device (default: cuda when available)")
+    p.add_argument("--train-only", action="store_true", help="train the models and stop")
+    a = p.parse_args(argv)
+    if a.list:
+        for name, title in available().items():
+            print(f"{name:<26} {title}")
+        return 0
+    if not a.name:
+        raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list)")
+    run_experiment(a.name, a.scale, a.out, a.models_dir, a.jobs, a.runs, a.horizon, a.fit_config, a.seed, a.device, a.train_only)
+    return 0
+
+
 def _interpret(name: str):
     """``omgpt probe|tsne|manipulate``: implemented in ``omgpt.interpret`` (imported on use)."""
 
@@ -181,15 +208,16 @@ def bench_command(argv: list[str]) -> int:
     return bench_main(argv)
 
 
-COMMANDS = {"evaluate": evaluate_command, "demo": demo_command, "bench": bench_command, **{n: _interpret(n) for n in ("probe", "tsne", "manipulate")}}
+COMMANDS = {"evaluate": evaluate_command, "demo": demo_command, "experiment": experiment_command, "bench": bench_command, **{n: _interpret(n) for n in ("probe", "tsne", "manipulate")}}
 
-USAGE = """usage: omgpt {fit,validate,test,evaluate,demo,probe,tsne,manipulate,bench} ...
+USAGE = """usage: omgpt {fit,validate,test,evaluate,demo,experiment,probe,tsne,manipulate,bench} ...
 
   fit        pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml)
   validate   online validation of a checkpoint (LightningCLI)
   test       (LightningCLI)
   evaluate   roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png
   demo       the embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks
+  experiment one paper figure end to end: train, evaluate, draw, report (omgpt experiment --list)
   bench      the speed benchmarks: KV cache, batched data generation, streaming data, Lightning overhead
   probe      linear probes of every layer's embedding of a checkpoint (probe.png / probe.json)
   tsne       t-SNE of every layer, or of histories across checkpoints vs Alg* (tsne.png / tsne.json)

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import Tensor
 
+from omgpt.errors import OMGPTError
 from omgpt.policies.base import Policy, register_policy
 
 
@@ -49,7 +50,22 @@ class Random(Policy):
     about the hidden environment, so a model trained on its histories must infer the environment
     from the observations -- as it has to at test time, when its own actions are the ones in the
     history.
+
+    Args:
+        high: for continuous tasks, draw from ``A ∩ (-inf, high]`` instead of all of ``A`` -- e.g.
+            prices in ``[0, 3]`` (the optimal prices of the pricing prior lie in ``[0.1, 2.3]``): with
+            square demand a price near the top of ``A = [0, 30]`` makes a demand of ``-900 βᵀX``,
+            observations out of every scale the model meets at test time.
     """
 
+    def __init__(self, task, high: float | None = None):
+        super().__init__(task)
+        if high is not None and (task.discrete or high <= task.action_low):
+            raise OMGPTError(f"random: high={high} needs a continuous task with actions below it")
+        self.high = high
+
     def act(self, t: int, x: Tensor) -> Tensor:
-        return self.task.sample_action(self.batch, self.generator)
+        if self.high is None:
+            return self.task.sample_action(self.batch, self.generator)
+        low, high = self.task.action_low, min(self.high, self.task.action_high)
+        return low + (high - low) * torch.rand(self.batch, self.task.action_dim, generator=self.generator, device=self.device)

@@ -1,0 +1,168 @@
+"""Figures of ``omgpt experiment``, drawn from its ``experiment.json`` alone (so they can be redrawn
+without re-running anything: ``python -m analysis.experiment_figures results/NAME``).
+
+* ``curves``: the paper's layout -- one column per panel, cumulative regret on top (final regret in
+  the legend) and action suboptimality below, mean with a 90% band; one PNG per ``figure_file``.
+* ``advantage``: the reward improvement rate of OMGPT over the best benchmark on a grid (layers x
+  context dimension), as a heat map.
+* ``alg-star-match``: sample paths of ``a*``, OMGPT and ``Alg*`` on one test environment, and the
+  distribution of ``TF(H_t) - Alg*(H_t)`` per pool (a histogram; a scatter for 2-D actions).
+* ``demand-prediction``: prediction error against the number of observed samples, OMGPT vs ridge.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from analysis.demand_prediction import draw_demand_errors
+from analysis.report import draw_curves, save_figure
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw(result: dict, out: Path) -> list[str]:
+    """Draw every figure of ``result`` into ``out``; returns their paths relative to ``out``."""
+    kind = result["figure"]
+    panels = result["panels"]
+    if kind == "demand-prediction":
+        return [str(_demand_prediction(panels, out / "demand_prediction.png").relative_to(out))]
+    files = []
+    if kind == "advantage":
+        files.append(_advantage(panels, out / "advantage.png"))
+    if kind == "alg-star-match":
+        files += _alg_star_match(panels, out)
+    groups: dict[str, list[dict]] = {}
+    for panel in panels:
+        groups.setdefault(panel.get("figure_file", "curves") if kind == "curves" else "regret", []).append(panel)
+    for name, group in groups.items():
+        files.append(_curves(group, out / f"{name}.png"))
+    return [str(Path(f).relative_to(out)) for f in files]
+
+
+def _curves(panels: list[dict], path: Path, max_cols: int = 4) -> Path:
+    """Regret (top) and suboptimality (bottom) per panel; more than ``max_cols`` panels wrap."""
+    plt = _plt()
+    cols = min(len(panels), max_cols)
+    blocks = -(-len(panels) // cols)
+    fig, axes = plt.subplots(2 * blocks, cols, figsize=(4.2 * cols, 6.4 * blocks), squeeze=False)
+    for i, panel in enumerate(panels):
+        r, c = 2 * (i // cols), i % cols
+        stats = {label: p["curves"] for label, p in panel["policies"].items()}
+        draw_curves(axes[r, c], stats, "regret")
+        draw_curves(axes[r + 1, c], stats, "suboptimality")
+        axes[r, c].set_title(panel["title"], fontsize=10)
+        if panel.get("window"):  # horizon generalisation: where the model's trained horizon ends
+            for ax in (axes[r, c], axes[r + 1, c]):
+                ax.axvline(panel["window"], color="grey", ls="--", lw=0.8)
+    for j in range(len(panels), blocks * cols):
+        r, c = 2 * (j // cols), j % cols
+        axes[r, c].axis("off")
+        axes[r + 1, c].axis("off")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def improvement_rate(panel: dict) -> float:
+    """``(R_omgpt - R_best) / R_best``, ``R`` = expected cumulative reward = the optimal policy's
+    minus the regret, best over the panel's benchmarks (paper §5.1.2)."""
+    reward = {k: p["optimal_reward"] - p["final_regret"]["mean"] for k, p in panel["policies"].items()}
+    best = max(reward[k] for k in panel["benchmarks"])
+    return (reward["omgpt"] - best) / abs(best)
+
+
+def _advantage(panels: list[dict], path: Path) -> Path:
+    plt = _plt()
+    layers = sorted({p["grid"]["layers"] for p in panels})
+    dims = sorted({p["grid"]["dimension"] for p in panels})
+    grid = np.full((len(layers), len(dims)), np.nan)
+    for p in panels:
+        grid[layers.index(p["grid"]["layers"]), dims.index(p["grid"]["dimension"])] = 100 * improvement_rate(p)
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    lim = np.nanmax(np.abs(grid)) or 1.0
+    im = ax.imshow(grid, cmap="RdBu", vmin=-lim, vmax=lim, origin="lower")
+    for i in range(len(layers)):
+        for j in range(len(dims)):
+            ax.text(j, i, f"{grid[i, j]:+.1f}%", ha="center", va="center", fontsize=10)
+    ax.set_xticks(range(len(dims)), [str(d) for d in dims])
+    ax.set_yticks(range(len(layers)), [str(n) for n in layers])
+    ax.set(xlabel="problem dimension (context)", ylabel="layers", title="reward improvement over the best benchmark")
+    fig.colorbar(im, ax=ax, label="%")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _alg_star_match(panels: list[dict], out: Path) -> list[Path]:
+    plt = _plt()
+    paths = [p for p in panels if len(p["alg_star_match"]["path"]["omgpt"]) and not _is_vector(p)]
+    cols = min(3, len(paths))
+    rows = -(-len(paths) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False)
+    for ax in list(axes.flat)[len(paths):]:
+        ax.axis("off")
+    for ax, panel in zip(axes.flat, paths):
+        path = panel["alg_star_match"]["path"]
+        steps = np.arange(1, len(path["omgpt"]) + 1)
+        style = {"optimal": dict(color="black", ls=":", label="a* (optimal)"), "omgpt": dict(label="TF (OMGPT)", marker="o", ms=3),
+                 "alg-star": dict(label="Alg*", marker="x", ms=4)}
+        for key, kw in style.items():
+            ax.plot(steps, path[key], drawstyle="steps-mid" if "bandit" in panel["title"].lower() else "default", **kw)
+        ax.set(xlabel="t", ylabel="arm" if "bandit" in panel["title"].lower() else "action", title=panel["title"])
+        ax.title.set_fontsize(9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    files = [save_figure(fig, out / "sample_paths.png")]
+
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.3 * rows), squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        diff = np.asarray(panel["alg_star_match"]["diff"])
+        if diff.shape[1] == 2:
+            ax.scatter(diff[:, 0], diff[:, 1], s=2, alpha=0.3)
+            ax.set(xlabel="TF - Alg* (1st coordinate)", ylabel="2nd coordinate")
+        else:
+            ax.hist(diff[:, 0], bins=60, color="tab:blue", alpha=0.8)
+            ax.set(xlabel="TF - Alg*" + (" (reward of chosen arms)" if "bandit" in panel["title"].lower() else ""), ylabel="count")
+        ax.set_title(f"{panel['title']}\nmean |TF - Alg*| = {panel['alg_star_match']['mean_abs_diff']:.3f}", fontsize=9)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    files.append(save_figure(fig, out / "tf_minus_alg_star.png"))
+    return files
+
+
+def _is_vector(panel: dict) -> bool:
+    return np.asarray(panel["alg_star_match"]["diff"]).shape[1] > 1
+
+
+def _demand_prediction(panels: list[dict], path: Path) -> Path:
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        draw_demand_errors(ax, panel["demand_prediction"])
+        ax.set_title(panel["title"], fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Redraw an experiment's figures from its ``experiment.json``."""
+    folder = Path((argv or sys.argv[1:] or ["."])[0])
+    result = json.loads((folder / "experiment.json").read_text())
+    for f in draw(result, folder):
+        print(folder / f)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""``omgpt experiment``: every paper experiment is configured, resolves at both scales, and the
+smallest one runs end to end (tiny fit) -- training once, then reusing its content-addressed models."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from omgpt.cli import cli_main
+from omgpt.experiment import (
+    at_scale,
+    available,
+    fit_arguments,
+    load_experiment,
+    parse_policies,
+    run_key,
+    alg_star_match,
+)
+from omgpt.policies import make_policy
+from omgpt.rollout import rollout
+from omgpt.tasks import make_episode_task
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "tests/configs/experiment_tiny.yaml")
+PAPER_EXPERIMENTS = {
+    "main-results", "model-size", "horizon-generalisation", "distribution-shift", "misspecification",
+    "demand-prediction", "alg-star-match", "prior-benefit", "transformer-vs-lstm",
+}
+
+
+def test_list_names_every_paper_experiment(capsys):
+    assert cli_main(["experiment", "--list"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.strip().splitlines()}
+    assert listed == PAPER_EXPERIMENTS == set(available())
+
+
+def test_scale_overrides_resolve_at_every_depth():
+    node = {"horizon": 100, "cpu": {"horizon": 50}, "models": {"m": {"args": {"a": 1, "b": 2}, "cpu": {"args": {"b": 3}}, "paper": {"x": 9}}}}
+    assert at_scale(node, "cpu") == {"horizon": 50, "models": {"m": {"args": {"a": 1, "b": 3}}}}
+    assert at_scale(node, "paper") == {"horizon": 100, "models": {"m": {"args": {"a": 1, "b": 2}, "x": 9}}}
+
+
+@pytest.mark.parametrize("scale", ["cpu", "paper"])
+def test_every_experiment_builds_its_tasks_and_policies(scale):
+    """Each panel's test task accepts its options and every policy applies to it -- a config typo
+    fails here, not an hour into a run."""
+    for name in available():
+        exp = load_experiment(name, scale)
+        assert exp["panels"], name
+        for panel in exp["panels"]:
+            task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
+            model = exp["models"][panel["model"]]
+            trained_on = make_episode_task(model["task"], model["task_options"], model["horizon"])
+            assert (task.feature_dim, task.action_dim) == (trained_on.feature_dim, trained_on.action_dim), (name, panel["title"])
+            for label, (policy, _) in parse_policies(panel["policies"], panel["model"]).items():
+                if policy != "omgpt":
+                    make_policy(policy, task)
+
+
+def test_cpu_scale_halves_the_horizon_and_shares_models_across_experiments():
+    main, shift, lstm = (load_experiment(n, "cpu") for n in ("main-results", "distribution-shift", "transformer-vs-lstm"))
+    assert main["models"]["pricing"]["horizon"] == 50 and load_experiment("main-results", "paper")["models"]["pricing"]["horizon"] == 100
+    assert main["models"]["revenue"]["horizon"] == 50  # the paper's revenue horizon already
+    key = lambda exp, m: run_key(exp["models"][m]["task"], fit_arguments(exp["models"][m], "cpu", []))
+    assert key(main, "pricing") == key(shift, "pricing") == key(lstm, "transformer")  # trained once
+    assert key(lstm, "lstm-5") != key(lstm, "transformer")
+    gen = load_experiment("horizon-generalisation", "cpu")
+    assert [p["horizon"] for p in gen["panels"]] == [100, 100]  # tested at twice the trained horizon
+
+
+def test_run_key_follows_config_content(tmp_path):
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text("model: {n_layer: 1}\n")
+    model = load_experiment("horizon-generalisation", "cpu")["models"]["newsvendor"]
+    before = run_key("newsvendor", fit_arguments(model, "cpu", [str(cfg)]))
+    cfg.write_text("model: {n_layer: 2}\n")
+    assert run_key("newsvendor", fit_arguments(model, "cpu", [str(cfg)])) != before
+
+
+def test_bad_experiment_inputs_exit_2_with_one_line(capsys):
+    assert cli_main(["experiment", "no-such-experiment"]) == 2
+    assert cli_main(["experiment", "main-results", "--scale", "huge"]) == 2
+    assert cli_main(["experiment", "main-results", "--fit-config", "missing.yaml", "--train-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "unknown experiment 'no-such-experiment'" in err[0] and "missing.yaml" in err[2]
+
+
+def test_alg_star_replayed_on_its_own_history_agrees_exactly():
+    """Replaying Alg* along histories it generated itself reproduces its actions (its decisions
+    depend on the history alone): TF - Alg* = 0, so a nonzero difference is the model's."""
+    task = make_episode_task("pricing", {"pool_size": 4}, 12)
+    g = torch.Generator().manual_seed(0)
+    envs = task.sample_envs(8, g)
+    history = rollout(task, envs, make_policy("alg-star", task), 12, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    panel = {"task": "pricing", "task_options": {"pool_size": 4}, "horizon": 12}
+    match = alg_star_match(panel, history, "cpu", seed=0)
+    assert match["mean_abs_diff"] < 1e-5
+    assert len(match["diff"]) == 8 * 12 and len(match["path"]["omgpt"]) == 12
+
+
+def test_improvement_rate_against_the_best_benchmark():
+    from analysis.experiment_figures import improvement_rate
+
+    panel = {"benchmarks": ["ilse", "cils"], "policies": {
+        "omgpt": {"optimal_reward": 100.0, "final_regret": {"mean": 10.0}},   # reward 90
+        "ilse": {"optimal_reward": 100.0, "final_regret": {"mean": 40.0}},    # 60
+        "cils": {"optimal_reward": 100.0, "final_regret": {"mean": 25.0}},    # 75: the best benchmark
+    }}
+    assert improvement_rate(panel) == pytest.approx((90 - 75) / 75)
+
+
+def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, capsys):
+    args = ["experiment", "horizon-generalisation", "--fit-config", TINY, "--horizon", "6", "--runs", "4",
+            "--out", str(tmp_path / "out"), "--models-dir", str(tmp_path / "models")]
+    assert cli_main(args) == 0
+    out = tmp_path / "out"
+    result = json.loads((out / "experiment.json").read_text())
+    assert result["figures"] == ["curves.png"] and (out / "curves.png").stat().st_size > 10_000
+    assert [p["horizon"] for p in result["panels"]] == [12, 12]
+    assert all(p["window"] == 6 for p in result["panels"])  # acts on the last W = 6 steps
+    for panel in result["panels"]:
+        assert set(panel["policies"]) == {"omgpt", "erm", "fai"} and panel["benchmarks"] == ["erm", "fai"]
+        for p in panel["policies"].values():
+            assert len(p["curves"]["regret"]["mean"]) == 12
+            assert p["final_regret"]["mean"] == pytest.approx(p["curves"]["regret"]["mean"][-1])
+    report = (out / "report.md").read_text()
+    assert "## Uncensored demand" in report and "![curves](curves.png)" in report and "best benchmark" in report
+    assert len(list((tmp_path / "models").glob("*/done.json"))) == 2
+    capsys.readouterr()
+    assert cli_main(args) == 0  # a second run trains nothing
+    assert capsys.readouterr().out.count("reusing") == 2
