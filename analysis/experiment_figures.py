@@ -92,7 +92,8 @@ def _advantage(panels: list[dict], path: Path) -> Path:
     im = ax.imshow(grid, cmap="RdBu", vmin=-lim, vmax=lim, origin="lower")
     for i in range(len(layers)):
         for j in range(len(dims)):
-            ax.text(j, i, f"{grid[i, j]:+.1f}%", ha="center", va="center", fontsize=10)
+            ax.text(j, i, f"{grid[i, j]:+.1f}%", ha="center", va="center", fontsize=10,
+                    color="white" if abs(grid[i, j]) > 0.6 * lim else "black")
     ax.set_xticks(range(len(dims)), [str(d) for d in dims])
     ax.set_yticks(range(len(layers)), [str(n) for n in layers])
     ax.set(xlabel="problem dimension (context)", ylabel="layers", title="reward improvement over the best benchmark")

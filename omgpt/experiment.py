@@ -259,6 +259,7 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
         "title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
         "model": panel["model"], "window": specs.get("omgpt", ("", {}))[1].get("window"),
         "benchmarks": [k for k, (p, _) in specs.items() if p not in NOT_BENCHMARKS],
+        "models_compared": [k for k, (p, _) in specs.items() if p == "omgpt"],
         **({"grid": panel["grid"]} if "grid" in panel else {}),
         "policies": {label: _policy_numbers(s, histories[label], task if rewards else None) for label, s in stats.items()},
     }
@@ -271,8 +272,13 @@ def _policy_numbers(stats: dict, history, task=None) -> dict:
         "final_regret": {"mean": float(r["mean"][-1]), "ci90": r["ci90"][:, -1].tolist(), "band90": r["band90"][:, -1].tolist()},
         "final_suboptimality": {"mean": float(s["mean"][-1])},
         **({"optimal_reward": float(optimal_reward(task, history).mean())} if task is not None else {}),
-        "curves": {k: {"mean": v["mean"].tolist(), "band90": v["band90"].tolist()} for k, v in stats.items()},
+        "curves": {k: {"mean": _rounded(v["mean"]), "band90": _rounded(v["band90"])} for k, v in stats.items()},
     }
+
+
+def _rounded(values) -> list:
+    """Curves as lists with 4 decimals (the JSON stays small; the plots cannot tell)."""
+    return np.round(np.asarray(values, dtype=np.float64), 4).tolist()
 
 
 def optimal_reward(task, history) -> torch.Tensor:
@@ -285,14 +291,19 @@ def optimal_reward(task, history) -> torch.Tensor:
 
 
 def verdict(numbers: dict) -> str | None:
-    """Where OMGPT's mean final regret stands against the best benchmark of the panel."""
+    """Where OMGPT's mean final regret stands against the best benchmark of the panel (with several
+    models, e.g. transformer vs LSTM, each model's)."""
     finals = {k: v["final_regret"]["mean"] for k, v in numbers["policies"].items()}
     bench = {k: finals[k] for k in numbers["benchmarks"]}
-    if "omgpt" not in finals or not bench:
+    ours = numbers.get("models_compared", [])
+    if not ours or not bench:
         return None
     best = min(bench, key=bench.get)
-    word = "below" if finals["omgpt"] < bench[best] else "NOT below"
-    return f"OMGPT {finals['omgpt']:.2f} is {word} the best benchmark ({best} {bench[best]:.2f})"
+    if ours == ["omgpt"]:
+        word = "below" if finals["omgpt"] < bench[best] else "NOT below"
+        return f"OMGPT {finals['omgpt']:.2f} is {word} the best benchmark ({best} {bench[best]:.2f})"
+    ranked = ", ".join(f"{k} {finals[k]:.2f}" for k in sorted(ours, key=finals.get))
+    return f"models by mean final regret: {ranked}; best benchmark {best} {bench[best]:.2f}"
 
 
 def alg_star_match(panel: dict, history, device: str, seed: int) -> dict:
@@ -319,7 +330,7 @@ def alg_star_match(panel: dict, history, device: str, seed: int) -> dict:
         diff = history.actions - alg_actions
         as_value = lambda a: a
     return {
-        "diff": diff.reshape(-1, diff.shape[-1]).tolist(),
+        "diff": _rounded(diff.reshape(-1, diff.shape[-1])),
         "mean_abs_diff": float(diff.norm(dim=-1).mean()),
         "path": {  # the first test environment's first 30 steps
             "optimal": as_value(history.optimal_actions[0, :30])[:, 0].tolist(),
