@@ -178,7 +178,7 @@ def experiment_command(argv: list[str]) -> int:
     p.add_argument("--horizon", type=_positive, help="override every model's training horizon (quick runs)")
     p.add_argument("--fit-config", action="append", default=[], metavar="YAML", help="a config layered on every model's fit (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the test environments")
-    p.add_argument("--device", help="evaluation device (default: cuda when available)")
+    p.add_argument("--device", default="cpu", help="evaluation device (training uses the trainer's accelerator)")
     p.add_argument("--train-only", action="store_true", help="train the models and stop")
     a = p.parse_args(argv)
     if a.list:

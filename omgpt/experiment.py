@@ -165,7 +165,8 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
     done = run_dir / "done.json"
     if done.is_file():
         record = json.loads(done.read_text())
-        print(f"  {name}: reusing {record['ckpt']}")
+        record["ckpt"] = str(run_dir / record["ckpt"])  # stored relative: the models folder can move
+        print(f"  {name}: reusing {_shown(Path(record['ckpt']))}")
         return record
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "omgpt", "fit", *args, "--trainer.logger.init_args.save_dir", str(models_dir),
@@ -186,11 +187,20 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
     ckpt = best_checkpoint(run_dir)
     if ckpt is None:
         raise OMGPTError(f"training model {name!r} wrote no checkpoint in {run_dir}")
-    record = {"model": name, "key": key, "ckpt": str(ckpt), "train_seconds": round(time.perf_counter() - start, 1),
-              "command": "omgpt fit " + " ".join(args), **_training_summary(run_dir)}
+    record = {"model": name, "key": key, "ckpt": str(ckpt.relative_to(run_dir)), "train_seconds": round(time.perf_counter() - start, 1),
+              "command": "omgpt fit " + " ".join(_shown(Path(a)) if Path(a).is_absolute() else a for a in args), **_training_summary(run_dir)}
     done.write_text(json.dumps(record, indent=2))
+    record["ckpt"] = str(ckpt)
     print(f"  {name}: trained in {record['train_seconds']:.0f} s, best val/regret {record.get('best_val_regret')}", flush=True)
     return record
+
+
+def _shown(path: Path) -> str:
+    """A path as reports print it: relative to the repository when inside it (no machine paths)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def _training_summary(run_dir: Path) -> dict:
@@ -340,17 +350,19 @@ def alg_star_match(panel: dict, history, device: str, seed: int) -> dict:
     }
 
 
-def demand_prediction_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, out: Path, device: str) -> dict:
+def demand_prediction_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
+    """``omgpt evaluate --demand-prediction`` for one panel; its per-panel files go to a scratch
+    folder (the experiment keeps the numbers in experiment.json and draws one figure of all panels)."""
+    import tempfile
+
     from omgpt.evaluate import run_demand_prediction
 
-    return run_demand_prediction(
-        models[panel["model"]]["ckpt"], panel["task_options"], runs, panel["horizon"], None, seed,
-        str(out / "panels" / slug(panel["title"])), task_name=panel["task"], device=device, progress=False,
-    )
-
-
-def slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-").replace("--", "-")
+    with tempfile.TemporaryDirectory() as scratch:
+        summary = run_demand_prediction(
+            models[panel["model"]]["ckpt"], panel["task_options"], runs, panel["horizon"], None, seed,
+            scratch, task_name=panel["task"], device=device, progress=False,
+        )
+    return {**summary, "ckpt": _shown(Path(summary["ckpt"]))}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -376,7 +388,7 @@ def run_experiment(
     out_dir = Path(out or ROOT / "results" / (name if scale == "cpu" else f"{name}-{scale}"))
     models_path = Path(models_dir or ROOT / "runs" / "experiments" / "models")
     runs = runs or exp.get("runs", 100)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or "cpu"  # rollouts of 100 runs are small; the scipy-based benchmarks want CPU tensors
     command = _command(name, scale, out, runs if runs != exp.get("runs", 100) else None, horizon, fit_configs)
     print(f"omgpt experiment {name} ({exp['title']}), scale {scale}: {len(exp['models'])} model(s), {len(exp['panels'])} panel(s)")
     start = time.perf_counter()
@@ -388,7 +400,7 @@ def run_experiment(
     for panel in exp["panels"]:
         print(f"  evaluating {panel['title']} ({panel['task']} {panel['task_options'] or ''}, horizon {panel['horizon']}, {runs} runs)", flush=True)
         if kind == "demand-prediction":
-            panels.append({"title": panel["title"], "task": panel["task"], "model": panel["model"], "demand_prediction": demand_prediction_panel(panel, records, runs, seed, out_dir, device)})
+            panels.append({"title": panel["title"], "task": panel["task"], "model": panel["model"], "demand_prediction": demand_prediction_panel(panel, records, runs, seed, device)})
             continue
         numbers, histories = evaluate_panel(panel, records, runs, seed, device, rewards=kind == "advantage")
         numbers["figure_file"] = panel["figure_file"]
@@ -397,7 +409,7 @@ def run_experiment(
         panels.append(numbers)
     result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
               "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": kind,
-              "models": records, "panels": panels, "seconds": round(time.perf_counter() - start, 1)}
+              "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1)}
     out_dir.mkdir(parents=True, exist_ok=True)
     from analysis.experiment_figures import draw
 
@@ -405,7 +417,7 @@ def run_experiment(
     _write(out_dir / "experiment.json", json.dumps(result, indent=1))
     _write(out_dir / "report.md", report(result))
     print(summary_lines(result))
-    print(f"wrote {out_dir / 'report.md'}, {out_dir / 'experiment.json'} and {len(result['figures'])} figure(s)")
+    print(f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)")
     return result
 
 
@@ -414,7 +426,7 @@ def _command(name, scale, out, runs, horizon, fit_configs) -> str:
     parts += ["--out", str(out)] if out else []
     parts += ["--runs", str(runs)] if runs else []
     parts += ["--horizon", str(horizon)] if horizon else []
-    parts += [f"--fit-config {c}" for c in fit_configs]
+    parts += [f"--fit-config {_shown(Path(c))}" for c in fit_configs]
     return " ".join(parts)
 
 
@@ -456,7 +468,8 @@ def report(result: dict) -> str:
     if result["claim"]:
         lines += [f"Paper's claim: {result['claim']}", ""]
     lines += [f"Reproduce: `{result['command']}` (scale `{result['scale']}`, {result['runs']} test runs per panel, "
-              f"seed {result['seed']}; {result['seconds']:.0f} s including training).", ""]
+              f"seed {result['seed']}; this run took {result['seconds']:.0f} s, training included for models not "
+              f"trained before; each model's training time is in the table at the end).", ""]
     lines += [f"![{Path(f).stem}]({f})" for f in result["figures"]] + [""]
     for panel in result["panels"]:
         lines += [f"## {panel['title']}", "", f"{panel['task']} {json.dumps(panel.get('task_options') or {})}, horizon {panel.get('horizon', '')}"

@@ -166,3 +166,15 @@ def test_every_model_fit_command_parses(scale, capsys):
         assert code in (0, None), args
     printed = capsys.readouterr().out
     assert printed.count("seed_everything:") == len(commands)
+
+
+def test_readme_table_and_results_cover_every_experiment():
+    """Every experiment has a committed CPU-scale report and figure, and a row in the README table."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### What the CPU scale reproduces"):]
+    for name in available():
+        assert f"| `{name}` (" in table, name
+        folder = ROOT / "results" / name
+        result = json.loads((folder / "experiment.json").read_text())
+        assert result["scale"] == "cpu" and result["runs"] == 100, name
+        assert (folder / "report.md").is_file() and all((folder / f).is_file() for f in result["figures"]), name

@@ -26,9 +26,9 @@ def test_every_command_and_config_the_readme_mentions_exists():
     from omgpt.cli import COMMANDS, LIGHTNING_COMMANDS
 
     for sub in set(re.findall(r"omgpt (\w+)", README)):
-        if sub in ("fit", "validate", "test", "evaluate", "demo"):
+        if sub in ("fit", "validate", "test", "evaluate", "demo", "experiment"):
             assert sub in COMMANDS or sub in LIGHTNING_COMMANDS, sub
-    for path in set(re.findall(r"(configs/[\w/.-]+\.yaml)", README)):
+    for path in set(re.findall(r"(?<![\w/])((?:tests/)?configs/[\w/.-]+\.yaml)", README)):
         assert (ROOT / path).is_file(), path
     for path in (ROOT / "configs").rglob("*.yaml"):  # every shipped config parses
         assert isinstance(yaml.safe_load(path.read_text()), dict), path
