@@ -6,7 +6,7 @@ draws -- each an evaluation of one or more of those models and the benchmarks on
 (possibly shifted, longer, or of another demand type than the model was trained on). Running it:
 
 1. trains every model that is not trained yet (``--jobs N`` at once, each in its own ``omgpt fit``
-   process), in a content-addressed folder ``MODELS_DIR/<model>-<hash of its fit arguments>``: a model
+   process), in a content-addressed folder ``MODELS_DIR/<task>-<hash of its fit arguments>``: a model
    is trained once and shared by every experiment that asks for the same run (the main results'
    pricing model is also the distribution-shift and the LSTM comparison's transformer); an
    interrupted fit resumes from its ``last.ckpt``;
@@ -28,7 +28,6 @@ sample paths and histograms) and ``demand-prediction`` (observation head vs ridg
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -316,7 +315,7 @@ def verdict(numbers: dict) -> str | None:
     return f"models by mean final regret: {ranked}; best benchmark {best} {bench[best]:.2f}"
 
 
-def alg_star_match(panel: dict, history, device: str, seed: int) -> dict:
+def alg_star_match(panel: dict, history, seed: int) -> dict:
     """``TF(H_t) - Alg*(H_t)`` along the model's own histories: ``Alg*`` is replayed on the histories
     OMGPT generated (same contexts, actions, observations), so both decide on the same ``H_t``. For
     the bandit the difference is in expected reward of the chosen arms (the paper's convention)."""
@@ -405,7 +404,7 @@ def run_experiment(
         numbers, histories = evaluate_panel(panel, records, runs, seed, device, rewards=kind == "advantage")
         numbers["figure_file"] = panel["figure_file"]
         if kind == "alg-star-match":
-            numbers["alg_star_match"] = alg_star_match(panel, histories["omgpt"], device, seed)
+            numbers["alg_star_match"] = alg_star_match(panel, histories["omgpt"], seed)
         panels.append(numbers)
     result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
               "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": kind,

@@ -95,7 +95,7 @@ def test_alg_star_replayed_on_its_own_history_agrees_exactly():
     envs = task.sample_envs(8, g)
     history = rollout(task, envs, make_policy("alg-star", task), 12, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
     panel = {"task": "pricing", "task_options": {"pool_size": 4}, "horizon": 12}
-    match = alg_star_match(panel, history, "cpu", seed=0)
+    match = alg_star_match(panel, history, seed=0)
     assert match["mean_abs_diff"] < 1e-5
     assert len(match["diff"]) == 8 * 12 and len(match["path"]["omgpt"]) == 12
 
