@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -165,6 +166,7 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
     if done.is_file():
         record = json.loads(done.read_text())
         record["ckpt"] = str(run_dir / record["ckpt"])  # stored relative: the models folder can move
+        record["command"] = _fit_command(args)
         print(f"  {name}: reusing {_shown(Path(record['ckpt']))}")
         return record
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -187,11 +189,16 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
     if ckpt is None:
         raise OMGPTError(f"training model {name!r} wrote no checkpoint in {run_dir}")
     record = {"model": name, "key": key, "ckpt": str(ckpt.relative_to(run_dir)), "train_seconds": round(time.perf_counter() - start, 1),
-              "command": "omgpt fit " + " ".join(_shown(Path(a)) if Path(a).is_absolute() else a for a in args), **_training_summary(run_dir)}
+              "command": _fit_command(args), **_training_summary(run_dir)}
     done.write_text(json.dumps(record, indent=2))
     record["ckpt"] = str(ckpt)
     print(f"  {name}: trained in {record['train_seconds']:.0f} s, best val/regret {record.get('best_val_regret')}", flush=True)
     return record
+
+
+def _fit_command(args: list[str]) -> str:
+    """The model's ``omgpt fit`` command as a shell line (config paths relative to the repository)."""
+    return "omgpt fit " + shlex.join(_shown(Path(a)) if Path(a).is_absolute() else a for a in args)
 
 
 def _shown(path: Path) -> str:
