@@ -104,7 +104,31 @@ def _advantage(panels: list[dict], path: Path) -> Path:
 
 def _alg_star_match(panels: list[dict], out: Path) -> list[Path]:
     plt = _plt()
+    files = []
     paths = [p for p in panels if len(p["alg_star_match"]["path"]["omgpt"]) and not _is_vector(p)]
+    if paths:  # sample paths of scalar actions (2-D actions have only the scatter below)
+        files.append(_sample_paths(paths, out / "sample_paths.png"))
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.3 * rows), squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        diff = np.asarray(panel["alg_star_match"]["diff"])
+        if diff.shape[1] == 2:
+            ax.scatter(diff[:, 0], diff[:, 1], s=2, alpha=0.3)
+            ax.set(xlabel="TF - Alg* (1st coordinate)", ylabel="2nd coordinate")
+        else:
+            ax.hist(diff[:, 0], bins=60, color="tab:blue", alpha=0.8)
+            ax.set(xlabel="TF - Alg*" + (" (reward; Alg*: expected over its draw)" if "bandit" in panel["title"].lower() else ""), ylabel="count")
+        ax.set_title(f"{panel['title']}\nmean |TF - Alg*| = {panel['alg_star_match']['mean_abs_diff']:.3f}", fontsize=9)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    files.append(save_figure(fig, out / "tf_minus_alg_star.png"))
+    return files
+
+
+def _sample_paths(paths: list[dict], path_png: Path) -> Path:
+    plt = _plt()
     cols = min(3, len(paths))
     rows = -(-len(paths) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False)
@@ -121,25 +145,7 @@ def _alg_star_match(panels: list[dict], out: Path) -> list[Path]:
         ax.title.set_fontsize(9)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    files = [save_figure(fig, out / "sample_paths.png")]
-
-    cols = min(4, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.3 * rows), squeeze=False)
-    for ax, panel in zip(axes.flat, panels):
-        diff = np.asarray(panel["alg_star_match"]["diff"])
-        if diff.shape[1] == 2:
-            ax.scatter(diff[:, 0], diff[:, 1], s=2, alpha=0.3)
-            ax.set(xlabel="TF - Alg* (1st coordinate)", ylabel="2nd coordinate")
-        else:
-            ax.hist(diff[:, 0], bins=60, color="tab:blue", alpha=0.8)
-            ax.set(xlabel="TF - Alg*" + (" (reward of chosen arms)" if "bandit" in panel["title"].lower() else ""), ylabel="count")
-        ax.set_title(f"{panel['title']}\nmean |TF - Alg*| = {panel['alg_star_match']['mean_abs_diff']:.3f}", fontsize=9)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    fig.tight_layout()
-    files.append(save_figure(fig, out / "tf_minus_alg_star.png"))
-    return files
+    return save_figure(fig, path_png)
 
 
 def _is_vector(panel: dict) -> bool:

@@ -46,6 +46,7 @@ from omgpt.errors import OMGPTError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "configs" / "experiments"
+BASE_CONFIG = ROOT / "configs" / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.cli.build_cli)
 SCALES = {"cpu": ROOT / "configs" / "scale" / "cpu.yaml", "paper": ROOT / "configs" / "scale" / "paper.yaml"}
 FIGURES = ("curves", "advantage", "alg-star-match", "demand-prediction")
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
@@ -138,12 +139,15 @@ def fit_arguments(model: dict, scale: str, extra_configs: list[str]) -> list[str
 
 
 def run_key(task: str, args: list[str]) -> str:
-    """``task-<hash>``: the hash covers the fit arguments and the content of every config file, so a
-    changed config trains a new model instead of reusing a stale one."""
-    h = hashlib.sha1(json.dumps(args).encode())
-    for i, a in enumerate(args):
-        if i and args[i - 1] == "--config":
-            h.update(Path(a).read_bytes())
+    """``task-<hash>``: the hash covers the fit arguments (config paths relative to the repository, so
+    a moved clone keeps its models) and the content of every config file, ``configs/base.yaml`` -- the
+    layer every fit starts from -- included, so a changed config trains a new model instead of reusing
+    a stale one. (Code changes are not hashed: delete the models folder after changing the model.)"""
+    shown = [_shown(Path(a)) if i and args[i - 1] == "--config" else a for i, a in enumerate(args)]
+    h = hashlib.sha1(json.dumps(shown).encode())
+    configs = [BASE_CONFIG] + [Path(a) for i, a in enumerate(args) if i and args[i - 1] == "--config"]
+    for cfg in configs:
+        h.update(cfg.read_bytes())
     return f"{task}-{h.hexdigest()[:10]}"
 
 
@@ -175,6 +179,9 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
     last = run_dir / "run" / "checkpoints" / "last.ckpt"
     if last.is_file():  # an interrupted fit: continue it exactly (RNG, data stream, scheduler)
         cmd += ["--ckpt_path", str(last)]
+        metrics = run_dir / "run" / "metrics.csv"
+        if metrics.is_file():  # the CSV logger starts a fresh metrics.csv: keep the earlier part
+            metrics.rename(metrics.with_name(f"metrics-part{len(list(metrics.parent.glob('metrics-part*.csv')))}.csv"))
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -213,11 +220,16 @@ def _training_summary(run_dir: Path) -> dict:
     """Steps trained and the validation regret curve, from the CSV logger's metrics."""
     import csv
 
-    metrics = run_dir / "run" / "metrics.csv"
-    if not metrics.is_file():
+    run = run_dir / "run"
+    parts = sorted(run.glob("metrics-part*.csv"), key=lambda p: int(p.stem.removeprefix("metrics-part"))) + [run / "metrics.csv"]
+    by_step = {}  # a resumed fit's parts, later ones winning where they overlap
+    for part in (p for p in parts if p.is_file()):
+        for r in csv.DictReader(part.open()):
+            if r.get("val/regret"):
+                by_step[int(r["step"]) + 1] = round(float(r["val/regret"]), 4)
+    if not by_step:
         return {}
-    rows = [r for r in csv.DictReader(metrics.open()) if r.get("val/regret")]
-    curve = [[int(r["step"]) + 1, round(float(r["val/regret"]), 4)] for r in rows]
+    curve = [[step, v] for step, v in sorted(by_step.items())]
     return {"val_regret": curve, "best_val_regret": min((v for _, v in curve), default=None),
             "steps": curve[-1][0] if curve else 0}
 
@@ -324,23 +336,32 @@ def verdict(numbers: dict) -> str | None:
 
 def alg_star_match(panel: dict, history, seed: int) -> dict:
     """``TF(H_t) - Alg*(H_t)`` along the model's own histories: ``Alg*`` is replayed on the histories
-    OMGPT generated (same contexts, actions, observations), so both decide on the same ``H_t``. For
-    the bandit the difference is in expected reward of the chosen arms (the paper's convention)."""
+    OMGPT generated (same contexts, actions, observations), so both decide on the same ``H_t``.
+
+    For the bandit (the paper's convention) the difference is in expected reward: the reward of
+    OMGPT's arm minus the reward ``Alg*``'s posterior sampling gets in expectation over its draw,
+    ``Σ_γ P(γ | H_t) r(a*_γ)``, so the histogram measures the model and not ``Alg*``'s own sampling
+    noise (one draw would add mean |diff| ~0.03 / 0.14 on 4 / 100 environments by itself)."""
     from omgpt.policies import make_policy
     from omgpt.tasks import make_episode_task
 
     task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
     alg = make_policy("alg-star", task)
     alg.reset(history.envs, history.horizon, torch.Generator().manual_seed(seed))
-    alg_actions = []
+    alg_actions, alg_rewards = [], []
     for t in range(history.horizon):
         x = history.contexts[:, t]
         alg_actions.append(task.project(alg.act(t, x), x))
+        if task.discrete:  # expected reward of the sampled arm, over the posterior before O_t
+            arms = task.optimal_action(alg.candidates, alg._broadcast(x), t)  # (B N, arms)
+            r = task.expected_reward({k: alg._broadcast(v) for k, v in history.envs.items()}, alg._broadcast(x), arms, t)
+            p = torch.softmax(alg.log_w, dim=-1)
+            alg_rewards.append((p * r.reshape(p.shape).double()).sum(-1))
         alg.observe(t, history.actions[:, t], history.observations[:, t])
     alg_actions = torch.stack(alg_actions, dim=1)  # (B, T, da)
     if task.discrete:
-        reward = lambda a: torch.stack([task.expected_reward(history.envs, history.contexts[:, t], a[:, t], t) for t in range(history.horizon)], 1)
-        diff = (reward(history.actions) - reward(alg_actions))[..., None]
+        ours = torch.stack([task.expected_reward(history.envs, history.contexts[:, t], history.actions[:, t], t) for t in range(history.horizon)], 1)
+        diff = (ours.double() - torch.stack(alg_rewards, 1))[..., None].float()
         as_value = lambda a: a.argmax(-1, keepdim=True).float()  # arm index for the sample path
     else:
         diff = history.actions - alg_actions
@@ -395,7 +416,7 @@ def run_experiment(
     models_path = Path(models_dir or ROOT / "runs" / "experiments" / "models")
     runs = runs or exp.get("runs", 100)
     device = device or "cpu"  # rollouts of 100 runs are small; the scipy-based benchmarks want CPU tensors
-    command = _command(name, scale, out, runs if runs != exp.get("runs", 100) else None, horizon, fit_configs)
+    command = _command(name, scale, out, models_dir, runs if runs != exp.get("runs", 100) else None, horizon, fit_configs, seed, device)
     print(f"omgpt experiment {name} ({exp['title']}), scale {scale}: {len(exp['models'])} model(s), {len(exp['panels'])} panel(s)")
     start = time.perf_counter()
     records = train_all(exp, models_path, fit_configs, jobs)
@@ -406,7 +427,8 @@ def run_experiment(
     for panel in exp["panels"]:
         print(f"  evaluating {panel['title']} ({panel['task']} {panel['task_options'] or ''}, horizon {panel['horizon']}, {runs} runs)", flush=True)
         if kind == "demand-prediction":
-            panels.append({"title": panel["title"], "task": panel["task"], "model": panel["model"], "demand_prediction": demand_prediction_panel(panel, records, runs, seed, device)})
+            panels.append({"title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
+                           "model": panel["model"], "demand_prediction": demand_prediction_panel(panel, records, runs, seed, device)})
             continue
         numbers, histories = evaluate_panel(panel, records, runs, seed, device, rewards=kind == "advantage")
         numbers["figure_file"] = panel["figure_file"]
@@ -427,12 +449,16 @@ def run_experiment(
     return result
 
 
-def _command(name, scale, out, runs, horizon, fit_configs) -> str:
+def _command(name, scale, out, models_dir, runs, horizon, fit_configs, seed, device) -> str:
+    """The command line that reproduces this run (defaults left out)."""
     parts = ["omgpt experiment", name, "--scale", scale]
     parts += ["--out", str(out)] if out else []
+    parts += ["--models-dir", str(models_dir)] if models_dir else []
     parts += ["--runs", str(runs)] if runs else []
     parts += ["--horizon", str(horizon)] if horizon else []
     parts += [f"--fit-config {_shown(Path(c))}" for c in fit_configs]
+    parts += ["--seed", str(seed)] if seed else []
+    parts += ["--device", device] if device != "cpu" else []
     return " ".join(parts)
 
 
