@@ -118,7 +118,7 @@ def _alg_star_match(panels: list[dict], out: Path) -> list[Path]:
             ax.set(xlabel="TF - Alg* (1st coordinate)", ylabel="2nd coordinate")
         else:
             ax.hist(diff[:, 0], bins=60, color="tab:blue", alpha=0.8)
-            ax.set(xlabel="TF - Alg*" + (" (reward; Alg*: expected over its draw)" if "bandit" in panel["title"].lower() else ""), ylabel="count")
+            ax.set(xlabel="TF - Alg*" + (" (reward; Alg*: expected over its draw)" if panel["alg_star_match"]["discrete"] else ""), ylabel="count")
         ax.set_title(f"{panel['title']}\nmean |TF - Alg*| = {panel['alg_star_match']['mean_abs_diff']:.3f}", fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
@@ -140,8 +140,8 @@ def _sample_paths(paths: list[dict], path_png: Path) -> Path:
         style = {"optimal": dict(color="black", ls=":", label="a* (optimal)"), "omgpt": dict(label="TF (OMGPT)", marker="o", ms=3),
                  "alg-star": dict(label="Alg*", marker="x", ms=4)}
         for key, kw in style.items():
-            ax.plot(steps, path[key], drawstyle="steps-mid" if "bandit" in panel["title"].lower() else "default", **kw)
-        ax.set(xlabel="t", ylabel="arm" if "bandit" in panel["title"].lower() else "action", title=panel["title"])
+            ax.plot(steps, path[key], drawstyle="steps-mid" if panel["alg_star_match"]["discrete"] else "default", **kw)
+        ax.set(xlabel="t", ylabel="arm" if panel["alg_star_match"]["discrete"] else "action", title=panel["title"])
         ax.title.set_fontsize(9)
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -79,6 +79,25 @@ def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str 
     return trained_on, options, module.model.to(device), module.hparams.horizon
 
 
+def check_token_sizes(task: Task, task_options: dict, model) -> None:
+    """A model reads and writes tokens of its training task's sizes: test-task options may shift the
+    environments (noise, shifts, demand types) but not change ``feature_dim`` / ``action_dim``."""
+    if (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
+        raise OMGPTError(f"task options {task_options} change the token sizes the checkpoint was trained with")
+
+
+def omgpt_options(task: Task, task_options: dict, model, horizon: int, window: int | None = None) -> dict:
+    """The ``omgpt`` policy's options for ``model`` playing ``horizon`` steps of ``task``. Past the
+    length it was trained for, the context window defaults to that length (the paper's horizon
+    generalisation: act on the last ``W`` steps)."""
+    check_token_sizes(task, task_options, model)
+    if window is None and horizon > model.cfg.max_steps:
+        window = model.cfg.max_steps
+    if window is not None and window > model.cfg.max_steps:
+        raise OMGPTError(f"--window {window} exceeds the {model.cfg.max_steps} steps the model was trained for")
+    return {"model": model, "window": window}
+
+
 def run_evaluation(
     task_name: str | None,
     task_options: dict,
@@ -103,14 +122,10 @@ def run_evaluation(
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
     horizon = horizon or default_horizon
     task = make_episode_task(task_name, task_options, horizon)
-    if model is not None and (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
-        raise OMGPTError(f"task options {task_options} change the token sizes the checkpoint was trained with")
-    if model is not None and horizon > model.cfg.max_steps and window is None:
-        window = model.cfg.max_steps  # the paper's horizon generalisation: act on the last W steps
-        print(f"omgpt evaluate: horizon {horizon} > the model's {window} steps; using context window {window}")
-    if model is not None and window is not None and window > model.cfg.max_steps:
-        raise OMGPTError(f"--window {window} exceeds the {model.cfg.max_steps} steps the model was trained for")
-    specs = {name: ({"model": model, "window": window} if name == "omgpt" else {}) for name in policies}
+    gpt_options = omgpt_options(task, task_options, model, horizon, window) if model is not None else {}
+    if model is not None and window is None and gpt_options["window"] is not None:
+        print(f"omgpt evaluate: horizon {horizon} > the model's {gpt_options['window']} steps; using context window {gpt_options['window']}")
+    specs = {name: (gpt_options if name == "omgpt" else {}) for name in policies}
     for name in specs:  # fail on unknown / inapplicable names before any rollout starts
         make_policy(name, task, **specs[name])
     histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
@@ -168,8 +183,7 @@ def run_demand_prediction(
     task = make_episode_task(task_name, task_options, horizon)
     if not isinstance(task, Pricing):
         raise OMGPTError(f"demand prediction is for pricing tasks; checkpoint {ckpt} was trained on {task_name!r}")
-    if (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
-        raise OMGPTError(f"task options {task_options} change the token sizes the checkpoint was trained with")
+    check_token_sizes(task, task_options, model)
     if horizon < 2:
         raise OMGPTError("demand prediction needs --horizon >= 2 (one sample to learn from, one to predict)")
     if horizon > model.cfg.max_steps and (window is None or window > model.cfg.max_steps):

@@ -254,16 +254,15 @@ def _load_model(ckpt: str, device: str):
 def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> dict[str, tuple[str, dict]]:
     """``label -> (policy name, options)`` for the panel; a model acting past its trained horizon uses
     the context window ``W`` = that horizon (the paper's horizon generalisation)."""
+    from omgpt.evaluate import omgpt_options
+
     specs = {}
     for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
         if policy != "omgpt":
             specs[label] = (policy, {})
             continue
         model = _load_model(models[model_name]["ckpt"], device)
-        if (task.feature_dim, task.action_dim) != (model.cfg.feature_dim, model.cfg.action_dim):
-            raise OMGPTError(f"panel {panel['title']!r}: test task {task.name!r} {panel['task_options']} does not fit model {model_name!r}'s token sizes")
-        window = model.cfg.max_steps if panel["horizon"] > model.cfg.max_steps else None
-        specs[label] = ("omgpt", {"model": model, "window": window})
+        specs[label] = ("omgpt", omgpt_options(task, panel["task_options"], model, panel["horizon"]))
     return specs
 
 
@@ -278,9 +277,10 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
 
     task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
     specs = _policy_specs(panel, task, models, device)
+    for policy, options in specs.values():  # fail on an inapplicable benchmark before rolling anything out
+        make_policy(policy, task, **options)
     histories = {}
     for label, (policy, options) in specs.items():
-        make_policy(policy, task, **options)  # fail on an inapplicable benchmark before rolling anything out
         histories[label] = evaluate_policies(task, {policy: options}, runs, panel["horizon"], seed, device=device, progress=False)[policy]
     stats = summarise(histories)
     numbers = {
@@ -369,6 +369,7 @@ def alg_star_match(panel: dict, history, seed: int) -> dict:
     return {
         "diff": _rounded(diff.reshape(-1, diff.shape[-1])),
         "mean_abs_diff": float(diff.norm(dim=-1).mean()),
+        "discrete": task.discrete,  # bandit: differences are rewards, sample paths are arm indices
         "path": {  # the first test environment's first 30 steps
             "optimal": as_value(history.optimal_actions[0, :30])[:, 0].tolist(),
             "omgpt": as_value(history.actions[0, :30])[:, 0].tolist(),
