@@ -12,14 +12,17 @@ class HorizonCurriculum(Callback):
     """Train on histories truncated to a horizon ``T~`` that rises to the target ``T`` in stages.
 
     The paper prints ``T~ = 20·(m%10+1)`` for iterations ``m ≤ 50`` and ``20·(m%10-4)`` for
-    ``51 ≤ m ≤ 100``, which leave ``[20, 100]``; the evident intent (SPEC §2) is ``⌊m/10⌋``::
+    ``51 ≤ m ≤ 100``, which leave ``[20, 100]``; the authors' code pins the intent (SPEC §6):
+    ``T~ = 20·(((m-1)//10) % 5 + 1)`` for the 1-based iteration ``m`` up to the curriculum's end, then
+    ``T``. With ``m = epoch + 1`` this is::
 
-        T~(m) = clamp(start + step · (⌊m/S⌋ - ⌊p/S⌋), start, T)      m = epoch + 1
+        T~(epoch) = min(start + step · ((epoch - p) // S), T)
 
     where ``S`` is ``stage_epochs`` and ``p`` the epoch at which the current phase began (0, then each
     of ``restart_epochs``); from ``full_from_epoch`` on, ``T~ = T``. By default ``start = step = ⌈T/5⌉``
     so any target is reached in five levels, as the paper's 20, 40, …, 100. The paper's own setting is
-    ``stage_epochs=10, restart_epochs=[50], full_from_epoch=100`` with one epoch per iteration.
+    ``stage_epochs=10, restart_epochs=[50], full_from_epoch=100`` with one epoch per iteration: epochs
+    0-9 train at 20, 10-19 at 40, …, 40-49 at 100, 50-59 at 20 again, …, 90-99 at 100, then 100.
 
     The horizon is a pure function of the epoch, so the callback hands the datamodule the schedule
     and the datamodule asks it for the epoch it is building a train dataloader for. That is the one
@@ -51,11 +54,10 @@ class HorizonCurriculum(Callback):
         """``T~`` for 0-based ``epoch`` when the target horizon is ``target``."""
         if self.full_from_epoch is not None and epoch >= self.full_from_epoch:
             return target
-        m, S = epoch + 1, self.stage_epochs
         phase_start = max([0] + [r for r in self.restart_epochs if r <= epoch])
         start = self.start or math.ceil(target / 5)
         step = self.step or math.ceil(target / 5)
-        return max(1, min(target, start + step * (m // S - phase_start // S)))
+        return max(1, min(target, start + step * ((epoch - phase_start) // self.stage_epochs)))
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if stage != "fit":

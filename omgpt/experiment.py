@@ -199,7 +199,7 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
               "command": _fit_command(args), **_training_summary(run_dir)}
     done.write_text(json.dumps(record, indent=2))
     record["ckpt"] = str(ckpt)
-    print(f"  {name}: trained in {record['train_seconds']:.0f} s, best val/regret {record.get('best_val_regret')}", flush=True)
+    print(f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record.get('best_val_regret')}", flush=True)
     return record
 
 
@@ -217,21 +217,24 @@ def _shown(path: Path) -> str:
 
 
 def _training_summary(run_dir: Path) -> dict:
-    """Steps trained and the validation regret curve, from the CSV logger's metrics."""
+    """Steps trained, the validation regret curve, and the validation regret of the kept checkpoint
+    (lowest ``val/regret_ucb``, the mean + one sd rule, where logged; else lowest ``val/regret``)."""
     import csv
 
     run = run_dir / "run"
     parts = sorted(run.glob("metrics-part*.csv"), key=lambda p: int(p.stem.removeprefix("metrics-part"))) + [run / "metrics.csv"]
-    by_step = {}  # a resumed fit's parts, later ones winning where they overlap
+    by_step = {}  # a resumed fit's parts, later ones winning where they overlap: step -> (regret, ucb)
     for part in (p for p in parts if p.is_file()):
         for r in csv.DictReader(part.open()):
             if r.get("val/regret"):
-                by_step[int(r["step"]) + 1] = round(float(r["val/regret"]), 4)
+                ucb = float(r["val/regret_ucb"]) if r.get("val/regret_ucb") else None
+                by_step[int(r["step"]) + 1] = (round(float(r["val/regret"]), 4), ucb)
     if not by_step:
         return {}
-    curve = [[step, v] for step, v in sorted(by_step.items())]
-    return {"val_regret": curve, "best_val_regret": min((v for _, v in curve), default=None),
-            "steps": curve[-1][0] if curve else 0}
+    curve = [[step, v] for step, (v, _) in sorted(by_step.items())]
+    kept = min(by_step.values(), key=lambda v: v[0] if v[1] is None else v[1])
+    return {"val_regret": curve, "best_val_regret": kept[0], "steps": curve[-1][0],
+            "selected_by": "val/regret" if kept[1] is None else "val/regret_ucb"}
 
 
 def train_all(exp: dict, models_dir: Path, extra_configs: list[str], jobs: int) -> dict[str, dict]:

@@ -25,7 +25,8 @@ class OMGPTModule(L.LightningModule):
     optimal actions, averaged over all decision positions of the batch, in the task's normalised
     action units; with ``obs_head``, ``train/loss`` is ``l + w·l'`` (logged apart as ``train/action_loss``
     and ``train/obs_loss``). Validation plays the model online (KV-cached rollouts) on fixed validation
-    environments and logs the mean final regret ``val/regret``.
+    environments and logs the mean final regret ``val/regret`` and ``val/regret_ucb``, that mean plus
+    one standard deviation across the validation environments (the authors' checkpoint rule, SPEC §6).
 
     Args:
         task: task name, e.g. ``newsvendor`` (see ``omgpt.tasks``).
@@ -163,6 +164,8 @@ class OMGPTModule(L.LightningModule):
         # compute() already reduced over ranks; sync_dist only silences Lightning's DDP warning.
         regret, subopt = self.val_regret.compute(), self.val_subopt.compute()
         self.log("val/regret", regret[-1], prog_bar=True, sync_dist=True)
+        # the paper authors' checkpoint rule: lowest mean + one standard deviation across environments
+        self.log("val/regret_ucb", regret[-1] + self.val_regret.std()[-1], sync_dist=True)
         self.log("val/suboptimality", subopt[-1], sync_dist=True)
         self.val_regret.reset()
         self.val_subopt.reset()

@@ -49,7 +49,7 @@ def numpy_log_likelihood(task, pool: dict, x: np.ndarray, a: np.ndarray, o: np.n
         mean = np.einsum("bta,na->btn", a, p["w"])
     else:  # pricing
         mean = np.einsum("btd,nd->btn", x, p["alpha"]) - np.einsum("btd,nd->btn", x, p["beta"]) * a[..., :1]
-    return (-((o[..., None] - mean) ** 2) / (2 * task.noise_var)).sum(1)
+    return (-((o[..., None] - mean) ** 2) / (2 * task.noise_std**2)).sum(1)
 
 
 @pytest.mark.parametrize("name", ["mab", "linear-bandit", "pricing", "newsvendor", "newsvendor-censored"])
@@ -79,7 +79,7 @@ def test_gaussian_likelihood_is_the_correct_one_not_the_papers():
     a = policy.act(0, x)
     policy.observe(0, a, o)
     mu = 2.0 * task._pool["alpha"][:, 0] - 2.0 * task._pool["beta"][:, 0] * a[0, 0]
-    log_odds = -((1.0 - mu[0]) ** 2 - (1.0 - mu[1]) ** 2) / (2 * task.noise_var)
+    log_odds = -((1.0 - mu[0]) ** 2 - (1.0 - mu[1]) ** 2) / (2 * 0.2**2)  # σ = 0.2, the default std
     lp = policy.log_posterior()[0]
     assert float(lp[0] - lp[1]) == pytest.approx(float(log_odds), rel=1e-5)
 
@@ -162,7 +162,7 @@ def test_rejuvenated_particles_match_the_conjugate_bandit_posterior():
         a = task.one_hot(torch.tensor([arm, arm]))
         policy.observe(t, a, task.observe(envs, torch.zeros(2, 0), a, t, g))
     assert (policy.rejuvenations > 0).all()
-    o, var = policy.observations[..., 0].double(), task.noise_var
+    o, var = policy.observations[..., 0].double(), task.noise_std**2
     p = policy.log_posterior().exp()  # (2, N)
     r = policy.candidates["r"].reshape(2, 4096, 3).double()
     mean = (p[..., None] * r).sum(1)
@@ -285,3 +285,14 @@ def test_particle_benchmark_script_runs(capsys):
     script.main(["--runs", "4", "--horizon", "5", "--particles", "16", "--factor", "2", "--batch", "4"])
     out = capsys.readouterr().out
     assert "ratio default / 2x" in out
+
+
+def test_posterior_mean_on_the_linear_bandit_is_put_back_on_the_unit_sphere():
+    """Two equally likely pool members ``w = e_1`` and ``w = e_2``: the average of their ``a*`` is
+    ``(1/2, 1/2)``, inside the ball; the posterior-expected reward is maximised by its direction."""
+    task = make_task("linear-bandit", pool_size=2)
+    task._pool = {"w": torch.tensor([[1.0, 0.0], [0.0, 1.0]])}
+    policy = make_policy("alg-star", task, decision="mean")
+    policy.reset({"w": task._pool["w"][:1]}, 1, gen(0))
+    a = policy.act(0, torch.zeros(1, 0))
+    torch.testing.assert_close(a, torch.tensor([[2**-0.5, 2**-0.5]]))

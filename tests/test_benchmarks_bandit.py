@@ -154,9 +154,9 @@ def test_ridge_estimate_matches_numpy(name):
     acts, obs = feed_linear(policy, task, seed=41, steps=7)
     for b in range(3):
         x, y = acts[:, b].double().numpy(), obs[:, b, 0].double().numpy()
-        ridge = np.linalg.solve(x.T @ x + 0.2 * np.eye(2), x.T @ y)
+        ridge = np.linalg.solve(x.T @ x + 0.2**2 * np.eye(2), x.T @ y)  # σ² = 0.04: noise std 0.2
         np.testing.assert_allclose(policy.estimate()[b].numpy(), ridge, rtol=1e-10)
-        np.testing.assert_allclose(policy.gram[b].numpy(), x.T @ x + 0.2 * np.eye(2), rtol=1e-12)
+        np.testing.assert_allclose(policy.gram[b].numpy(), x.T @ x + 0.2**2 * np.eye(2), rtol=1e-12)
 
 
 def test_linucb_action_beats_a_fine_grid_over_the_ball():

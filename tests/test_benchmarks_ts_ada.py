@@ -38,11 +38,11 @@ def ts_on_fixed_history(batch: int, seed: int = 0):
     return ts, xs.double().numpy(), prices.double().numpy(), obs.double().numpy()
 
 
-def ts_formula(xs, prices, obs, x_now, noise_var=0.2):
+def ts_formula(xs, prices, obs, x_now, noise_std=0.2):
     """The appendix's sampling law at ``x_now`` in numpy: the mean ``(α̂ᵀX, β̂ᵀX)`` and the covariance
     of ``(α~, β~)``: ``D Mᵀ Σ^{-1} M D``, ``D = diag(1, -1)`` (the ridge estimates ``(α, -β)``)."""
     z = np.hstack([xs, prices * xs])  # (t, 2d)
-    gram = z.T @ z + noise_var * np.eye(z.shape[1])
+    gram = z.T @ z + noise_std**2 * np.eye(z.shape[1])
     theta = np.linalg.solve(gram, z.T @ obs[:, 0])  # (α̂, -β̂)
     d = xs.shape[1]
     m = np.zeros((2 * d, 2))

@@ -1,4 +1,4 @@
-"""The horizon curriculum: the paper's schedule (SPEC §2), what real Lightning fits train on, and resume."""
+"""The horizon curriculum: the authors' schedule (SPEC §6), what real Lightning fits train on, and resume."""
 from __future__ import annotations
 
 import csv
@@ -20,11 +20,9 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def paper_horizon(m: int, target: int = 100) -> int:
-    """SPEC §2, written out independently of the callback: ``m`` is the 1-based iteration."""
-    if m > 100:
-        return target
-    level = 20 * (m // 10 + 1) if m <= 50 else 20 * (m // 10 - 4)
-    return min(max(level, 20), target)
+    """The authors' formula (SPEC §6), written out independently of the callback: ``m`` is the
+    1-based iteration, the curriculum ends at ``m = 100``."""
+    return 20 * (((m - 1) // 10) % 5 + 1) if m <= 100 else target
 
 
 # --------------------------------------------------------------------------------------------------
@@ -33,9 +31,10 @@ def test_paper_schedule_for_all_130_iterations():
     got = [cb.horizon_at(epoch, 100) for epoch in range(130)]
     expected = [paper_horizon(epoch + 1) for epoch in range(130)]
     assert got == expected
-    # Spot checks of the reading itself: 20 -> 100 in steps of 10 iterations, restart at m = 51.
-    assert got[:9] == [20] * 9 and got[9] == 40 and got[39:50] == [100] * 11
-    assert got[50:59] == [20] * 9 and got[59] == 40 and got[89:100] == [100] * 11 and got[100:] == [100] * 30
+    # Spot checks: 20 -> 100 in stages of exactly 10 iterations (m = 1..10 at 20, m = 11 the first
+    # at 40), a restart at m = 51.
+    assert got[:10] == [20] * 10 and got[10] == 40 and got[40:50] == [100] * 10
+    assert got[50:60] == [20] * 10 and got[60] == 40 and got[90:100] == [100] * 10 and got[100:] == [100] * 30
 
 
 def test_schedule_generalises_to_other_targets():
@@ -45,7 +44,7 @@ def test_schedule_generalises_to_other_targets():
     assert got == [paper_horizon(epoch + 1) // 2 for epoch in range(130)]  # the paper's, halved
     # Explicit start/step and no restarts: a single rise, then the target.
     cb = HorizonCurriculum(stage_epochs=2, start=5, step=10)
-    assert [cb.horizon_at(e, 30) for e in range(8)] == [5, 15, 15, 25, 25, 30, 30, 30]
+    assert [cb.horizon_at(e, 30) for e in range(8)] == [5, 5, 15, 15, 25, 25, 30, 30]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -84,7 +83,7 @@ def test_cli_fit_trains_on_the_scheduled_horizons(tmp_path, monkeypatch):
         if row.get("train/horizon"):
             seen[int(row["epoch"])] = (float(row["train/horizon"]), float(row["curriculum/horizon"]))
     # stage_epochs = 1, target 100: 20·(m + 1) for m = epoch + 1 -> 40, 60, 80 (epoch 0 included).
-    expected = {e: float(min(100, 20 * ((e + 1) // 1 + 1))) for e in range(3)}
+    expected = {e: float(min(100, 20 * (e + 1))) for e in range(3)}  # stage_epochs 1: 20, 40, 60
     assert seen == {e: (h, h) for e, h in expected.items()}
 
 
@@ -98,11 +97,11 @@ class HorizonRecorder(Callback):
         self.seen[trainer.current_epoch].append(batch["features"].shape[1])
 
 
-TARGET = 30  # levels of ⌈30/5⌉ = 6: epoch e trains on min(30, 6 + 6(e + 1)) with stage_epochs = 1
+TARGET = 30  # levels of ⌈30/5⌉ = 6: epoch e trains on min(30, 6 + 6e) with stage_epochs = 1
 
 
 def scheduled(epoch: int) -> int:
-    return min(TARGET, 6 * (epoch + 2))
+    return min(TARGET, 6 * (epoch + 1))
 
 
 def fit(ckpt_dir: Path, max_epochs: int, validate: bool, ckpt_path: str | None = None):

@@ -3,8 +3,8 @@ where an uninterrupted run with the same seed ends.
 
 Everything runs through ``python -m omgpt fit`` in subprocesses, with ``configs/trainer/fault_tolerant.yaml``
 (its step interval shortened to 2). The fit is the tiny newsvendor one, streaming fresh histories
-(``history_pool: null``), dropout 0.05, 3 epochs: epoch 0 has 5 batches at horizon 6; epochs 1 and
-2 are Algorithm 1's mixed phase (self-rollouts, 2 batches each) at horizons 9 and 12. It is killed
+(``history_pool: null``), dropout 0.05, 3 epochs: epoch 0 has 5 batches at horizon 3; epochs 1 and
+2 are Algorithm 1's mixed phase (self-rollouts, 2 batches each) at horizons 6 and 9. It is killed
 twice: at step 2 (mid-epoch 0: the stream, optimizer and RNG must continue) and, after the first
 resume, at step 6 (mid-epoch 1: also the curriculum stage and the epoch's self-rollout set).
 
@@ -116,7 +116,7 @@ def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path)
     assert [len(p["batches"]) for p in pieces] == [2, 4, 3]
     stitched = [b for p in pieces for b in p["batches"]]
     assert [key(b) for b in stitched] == [key(b) for b in ref["batches"]]
-    assert [b["horizon"] for b in stitched] == [b["horizon"] for b in ref["batches"]] == [6] * 5 + [9] * 2 + [12] * 2
+    assert [b["horizon"] for b in stitched] == [b["horizon"] for b in ref["batches"]] == [3] * 5 + [6] * 2 + [9] * 2
     assert [b["hash"] for b in stitched] == [b["hash"] for b in ref["batches"]], "a resumed run trained on other batches"
     assert pieces[-1]["global_step"] == ref["global_step"] == STEPS
 

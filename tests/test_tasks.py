@@ -119,16 +119,17 @@ def test_pricing_optimal_price_revenue_and_regret_by_hand():
     torch.testing.assert_close(task.suboptimality(envs, x, a, 0), torch.tensor([1.0, 5.0]))
 
 
-@pytest.mark.parametrize("noise_var", [0.2, 0.5])
-def test_pricing_observation_noise_has_the_stated_variance(noise_var):
-    task = make_task("pricing", dim=2, noise_var=noise_var)
+@pytest.mark.parametrize("noise_std", [None, 0.5])
+def test_pricing_observation_noise_has_the_stated_standard_deviation(noise_std):
+    task = make_task("pricing", dim=2) if noise_std is None else make_task("pricing", dim=2, noise_std=noise_std)
+    noise_std = noise_std or 0.2  # the default is the authors' standard deviation 0.2 (SPEC §6)
     _, envs, x = pricing_case()
     n = 100_000
     envs, xs, a = repeat({k: v[:1] for k, v in envs.items()}, n), x[:1].expand(n, -1), torch.full((n, 1), 1.2)
     demand = task.observe(envs, xs, a, 0, gen(4))[:, 0].double()
     noise = demand - (3.0 - 1.5 * 1.2)
     assert abs(noise.mean().item()) < 0.01
-    assert noise.var().item() == pytest.approx(noise_var, rel=0.02)
+    assert noise.std().item() == pytest.approx(noise_std, rel=0.01)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,10 +144,10 @@ def test_unknown_task_names_the_available_ones():
 def test_unknown_option_names_the_valid_ones():
     with pytest.raises(OMGPTError, match="bogus") as err:
         make_task("pricing", bogus=1)
-    for option in ("dim", "noise_var", "pool_size", "pool_seed"):
+    for option in ("dim", "noise_std", "pool_size", "pool_seed"):
         assert option in str(err.value)
-    with pytest.raises(OMGPTError, match="noise_var"):
-        make_task("newsvendor", noise_var=0.1)  # a pricing option is not a newsvendor option
+    with pytest.raises(OMGPTError, match="noise_std"):
+        make_task("newsvendor", noise_std=0.1)  # a pricing option is not a newsvendor option
     with pytest.raises(OMGPTError, match="pool"):
         make_task("pricing", pool=3)  # the name of the constructors' **kwargs is not an option
 

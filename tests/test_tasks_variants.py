@@ -42,7 +42,7 @@ VARIANTS = [(name, {}) for name in VARIANT_NAMES] + [
     ("newsvendor-nonperishable", {"demand_types": "mixed"}),
     ("pricing", {"demand_types": "mixed"}),
     ("pricing", {"ood_shift": 0.5}),
-    ("pricing", {"id_shift": 0.3, "noise_var": 0.3}),
+    ("pricing", {"id_shift": 0.3, "noise_std": 0.3}),
     ("pricing-square", {"dim": 20}),
 ]
 IDS = [f"{n}{''.join(f'-{k}={v}' for k, v in o.items())}" for n, o in VARIANTS]
@@ -138,13 +138,13 @@ def test_nonperishable_optimum_is_the_quantile_clipped_to_the_state_action_set()
 # Expected reward vs Monte Carlo
 @pytest.mark.parametrize("price", [0.4, 1.0, 2.0])
 def test_pricing_square_expected_revenue_matches_monte_carlo(price):
-    task = make_task("pricing-square", dim=2, noise_var=0.3)
+    task = make_task("pricing-square", dim=2, noise_std=0.3)
     env = {"alpha": torch.tensor([[1.0, 0.5]]), "beta": torch.tensor([[0.5, 0.25]])}
     x = torch.tensor([[2.0, 2.0]])  # αᵀX = 3, βᵀX = 1.5
     n = 200_000
     demand = task.observe(repeat(env, n), x.expand(n, -1), torch.full((n, 1), price), 0, gen(2))[:, 0].double()
     noise = demand - (3.0 - 1.5 * price**2)
-    assert abs(noise.mean().item()) < 0.01 and noise.var().item() == pytest.approx(0.3, rel=0.02)
+    assert abs(noise.mean().item()) < 0.01 and noise.std().item() == pytest.approx(0.3, rel=0.01)
     closed = task.expected_reward(env, x, torch.tensor([[price]]), 0).item()
     assert closed == pytest.approx((price * demand).mean().item(), abs=0.01)
 
@@ -354,7 +354,7 @@ def test_every_variant_rolls_out_with_a_pool_and_unit_scale_inputs(name, options
 
     # Scaling: model inputs ~ zero mean, unit sd under the pre-training prior (shifts are test-time
     # options and must not change the scaling).
-    prior = {k: v for k, v in options.items() if k not in ("ood_shift", "id_shift", "noise_var")}
+    prior = {k: v for k, v in options.items() if k not in ("ood_shift", "id_shift", "noise_std")}
     task = make_task(name, **prior)
     s = task.scaling()
     assert s == pooled.scaling()

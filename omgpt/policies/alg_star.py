@@ -8,7 +8,8 @@
 * posterior **median** (linear bandit, newsvendor): the smallest ``a*_γ`` whose posterior CDF reaches
   1/2 (the paper's definition); for vector actions (linear bandit) the median of each coordinate,
   then projected onto the unit ball;
-* posterior **averaging** (pricing): ``Σ_γ P(γ | H_t) a*_γ``.
+* posterior **averaging** (pricing): ``Σ_γ P(γ | H_t) a*_γ``, mapped back onto the actions by
+  ``Task.mean_action`` (the linear bandit's average of unit ``a*`` is renormalised onto the sphere).
 
 Candidates. With a finite pool (``pool_size=``, the paper's setting) the candidates are the pool:
 the posterior is exact. Without one it is a particle approximation (sequential Monte Carlo):
@@ -30,7 +31,8 @@ mean.
 Likelihoods (of the observations given the contexts and actions; each step adds a ``(B, N)`` term to
 the log-weights, kept in float64 and normalised only when used):
 
-* mab, linear bandit, pricing (Gaussian noise of variance ``σ² = noise_var``):
+* mab, linear bandit, pricing (Gaussian noise of standard deviation ``σ = noise_std``, so
+  ``σ² = 0.04`` by default, SPEC §6):
   ``-(O - mean_γ)² / (2σ²)`` with ``mean_γ = r_a``, ``wᵀa``, ``αᵀX - βᵀX · a`` (``a²`` for square demand,
   per candidate in the mixed prior). The paper writes ``exp(-(1/σ²) Σ (O - mean)²)``, which is the
   Gaussian likelihood of noise variance ``σ²/2``: it sharpens the posterior by a factor 2 in log
@@ -44,9 +46,10 @@ the log-weights, kept in float64 and normalised only when used):
   ``clamp((m_γ + ε̄_γ - a) / ε̄_γ, 0, 1)``. The non-perishable variants have the same likelihoods.
 
 The holding cost ``h`` of the newsvendor is known: it is the first feature of every context. A
-candidate's ``a*`` therefore uses the observed ``h`` in place of its own (for particles this is exact
-conditioning, ``h`` being independent of ``(w, ε̄)`` under the prior). The weights, as in the paper,
-come from the observations only and ignore that the context's ``h`` could tell pool environments apart.
+candidate's ``a*`` therefore uses the observed ``h`` in place of its own (exact conditioning, ``h``
+being independent of ``(w, ε̄)`` under the prior). A finite pool fixes only ``(w, ε̄)``; ``h`` is
+redrawn every episode (``Task.observed_params``, SPEC §6), so it tells nothing about the pool member
+and the weights rightly come from the observations only.
 
 Degeneracy: the newsvendor likelihood can rule out every candidate (a particle set with no feasible
 environment; a pool never, since it holds the true one). For an episode where an observation would
@@ -87,7 +90,7 @@ from omgpt.tasks.pricing import Pricing
 SUPPORTED = (MultiArmedBandit, LinearBandit, Pricing, Newsvendor)
 DECISIONS = ("sample", "median", "mean")
 FEASIBILITY_TOL = 1e-3  # float slack of the newsvendor support check: the true environment must stay feasible
-MIN_NOISE_VAR = 1e-6  # noise_var = 0 (a noiseless test shift) would make the Gaussian likelihood a point mass
+MIN_NOISE_VAR = 1e-6  # noise_std = 0 (a noiseless test shift) would make the Gaussian likelihood a point mass
 
 
 def default_decision(task: Task) -> str:
@@ -115,7 +118,7 @@ def log_likelihood(task: Task, cands: Envs, x: Tensor, a: Tensor, o: Tensor, t: 
         sold_out = o >= a[:, 0]  # O = min(D, a) equals a exactly when the demand reached the order
         tail = ((m + e + FEASIBILITY_TOL - a[:, 0]) / e).clamp(0.0, 1.0)  # P(D >= a)
         return torch.where(sold_out, torch.log(tail), exact)
-    var = max(float(task.noise_var), MIN_NOISE_VAR)
+    var = max(float(task.noise_std) ** 2, MIN_NOISE_VAR)
     if isinstance(task, Pricing):
         intercept, slope = task.intercept_slope(cands, x)
         price = a[:, 0]
@@ -272,7 +275,7 @@ class AlgStar(HistoryPolicy):
         a_star = task.optimal_action(self._seen_at(self.candidates, x_flat), x_flat, t).reshape(b, n, -1)  # (B, N, da)
         if self.decision == "mean":
             p = torch.softmax(self.log_w, dim=-1).to(a_star.dtype)
-            return (p[..., None] * a_star).sum(1)
+            return task.mean_action((p[..., None] * a_star).sum(1), x)
         median = torch.stack([weighted_median(a_star[..., i], self.log_w) for i in range(a_star.shape[-1])], dim=-1)
         return task.project(median, x)
 

@@ -13,8 +13,9 @@ Multi-armed bandit (``n_a`` = pulls of arm ``a`` so far, ``r̂_a`` = their mean 
   ``sqrt(2 log T)/min{1, n_a}`` (which never shrinks the bonus).
 * ``ts``: ``a_t = argmax_a r~_a``, ``r~_a ~ N(r̂_a, sqrt(2 log T)/max(1, n_a))`` independently.
   **The second argument is a variance**: the standard deviation is ``(2 log T)^{1/4} / sqrt(max(1, n_a))``.
-  Reasons: (i) the paper and SPEC write ``N(mean, variance)`` throughout (``N(r_a, σ²)`` rewards,
-  ``σ² = 0.2``, is read as a variance in SPEC §2 and the task files); (ii) the paper's LinTS samples
+  Reasons: (i) the paper writes its Gaussians as ``N(mean, σ²)`` (the rewards' ``N(r_a, σ²)``;
+  that their ``0.2`` is the standard deviation is settled by the authors' code, SPEC §6, and changes
+  nothing here); (ii) the paper's LinTS samples
   from ``N(ŵ, sqrt(2 log T) Σ_t^{-1})``, which is unambiguously a covariance, and in one dimension
   with unit actions ``Σ_t^{-1} = 1/(n + σ²) ≈ 1/max(1, n)`` -- the bandit formula is its
   per-arm special case only under the variance reading; (iii) a Gaussian posterior's variance shrinks
@@ -30,7 +31,7 @@ harmless, since arms are exchangeable under the prior. Exact ties after the firs
 identical continuous rewards (probability 0). TS's first pull is the argmax of ``k`` draws from
 ``N(0, sqrt(2 log T))``: a uniformly random arm, from the policy generator.
 
-Linear bandit (``Σ_t = Σ_{τ<t} a_τ a_τᵀ + σ² I_d`` with ``σ²`` the task's noise variance,
+Linear bandit (``Σ_t = Σ_{τ<t} a_τ a_τᵀ + σ² I_d`` with ``σ`` the task's noise standard deviation,
 ``ŵ_t = Σ_t^{-1} Σ_{τ<t} O_τ a_τ`` -- ridge regression; both as the paper writes them):
 
 * ``linucb``: ``a_t ∈ argmax_{‖a‖≤1} ŵ_tᵀa + β_T ‖a‖_{Σ_t^{-1}}`` -- see :func:`maximise_on_ball` for
@@ -264,7 +265,7 @@ class _Ridge(Policy):
         super().reset(envs, horizon, generator)
         d = self.task.dim
         eye = torch.eye(d, dtype=torch.float64, device=self.device)
-        self.gram = (self.task.noise_var * eye).expand(self.batch, d, d).clone()  # Σ_t
+        self.gram = (self.task.noise_std**2 * eye).expand(self.batch, d, d).clone()  # Σ_t
         self.moment = torch.zeros(self.batch, d, dtype=torch.float64, device=self.device)  # Σ O a
         self.beta = exploration_scale(horizon)
 

@@ -3,7 +3,7 @@ Zeevi 2014) and Thompson sampling (TS, Wang et al. 2021: ``ts-pricing``).
 
 All three estimate the linear demand ``D = αᵀX - βᵀX·a + ε`` by ridge regression on
 ``z = (X, a·X) ∈ R^{2d}``: ``(α̂, -β̂) = Σ_t^{-1} Σ_{τ<t} O_τ z_τ`` with
-``Σ_t = Σ_{τ<t} z_τ z_τᵀ + σ² I`` (``σ²`` = the task's noise variance), and price greedily at
+``Σ_t = Σ_{τ<t} z_τ z_τᵀ + σ² I`` (``σ`` = the task's noise standard deviation), and price greedily at
 ``â_t = α̂ᵀX_t / (2 β̂ᵀX_t)``; CILS adds forced exploration when prices stop moving, TS prices
 greedily under parameters sampled around the estimate. They assume linear demand, so they are
 mis-specified on the square-demand variants (SPEC §5).
@@ -31,7 +31,7 @@ class ILSE(HistoryPolicy):
 
     ``Σ`` ``(B, 2d, 2d)`` and ``Σ O z`` ``(B, 2d)`` are accumulated in ``observe`` and solved with one
     batched ``torch.linalg.solve`` per step. They are kept in float64: ``Σ``'s entries grow like
-    ``t·(30·2.5)²`` while its smallest eigenvalue can stay near the ``σ² = 0.2`` ridge, a condition
+    ``t·(30·2.5)²`` while its smallest eigenvalue can stay near the ``σ² = 0.04`` ridge, a condition
     number at which a float32 solve loses most of its digits.
 
     When ``β̂ᵀX ≤ 0`` the estimated revenue ``a(α̂ᵀX - β̂ᵀX·a)`` has no interior maximum (it does not
@@ -49,7 +49,7 @@ class ILSE(HistoryPolicy):
         super().reset(envs, horizon, generator)
         dim = 2 * self.task.context_dim
         eye = torch.eye(dim, dtype=torch.float64, device=self.device)
-        self.gram = (self.task.noise_var * eye).expand(self.batch, dim, dim).clone()  # Σ_t, (B, 2d, 2d)
+        self.gram = (self.task.noise_std**2 * eye).expand(self.batch, dim, dim).clone()  # Σ_t, (B, 2d, 2d)
         self.moment = torch.zeros(self.batch, dim, dtype=torch.float64, device=self.device)  # Σ O z, (B, 2d)
 
     def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:

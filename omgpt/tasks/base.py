@@ -50,7 +50,8 @@ class Task:
 
     Args:
         pool_size: if given, draw this many environments once (with ``pool_seed``) and make the prior
-            uniform over them -- the paper's "finite pool" (contexts stay random).
+            uniform over them -- the paper's "finite pool". Only the hidden parameters are pooled:
+            contexts, and the parameters in :attr:`observed_params`, are drawn as in the full prior.
         pool_seed: seed of the pool draw; fixed so that training and evaluation see the same pool.
     """
 
@@ -64,6 +65,11 @@ class Task:
     discrete: ClassVar[bool] = False  # actions are one-hot vectors; the model's read-out is logits
     horizon: ClassVar[int] = 100  # the paper's default horizon for this task
     benchmarks: ClassVar[tuple[str, ...]] = ()  # policy names of the paper's benchmarks for this task
+    # Environment entries the decision maker is shown in its context (the newsvendor's holding cost,
+    # queueing's cost, revenue management's product catalogue). A finite pool fixes only the hidden
+    # parameters; these are redrawn from the full prior every episode (SPEC §6), otherwise the context
+    # would identify the pool member at t = 1 while Alg* never uses it.
+    observed_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, pool_size: int | None = None, pool_seed: int = 1234):
         if pool_size is not None and pool_size < 1:
@@ -140,16 +146,27 @@ class Task:
         return self.obs_dim + self.context_dim
 
     def sample_envs(self, n: int, generator: torch.Generator) -> Envs:
-        """Draw ``n`` environments from the prior (uniformly from the pool when there is one)."""
+        """Draw ``n`` environments from the prior: with a pool, its hidden parameters uniformly from
+        the pool and the :attr:`observed_params` fresh from the full prior."""
         if self._pool is None:
             return self._sample_prior(n, generator)
         device = generator.device
         idx = torch.randint(self.pool_size, (n,), generator=generator, device=device)
-        return {k: v.to(device)[idx] for k, v in self._pool.items()}
+        envs = {k: v.to(device)[idx] for k, v in self._pool.items()}
+        if self.observed_params:
+            fresh = self._sample_prior(n, generator)
+            envs.update({k: fresh[k] for k in self.observed_params})
+        return envs
 
     def project(self, a: Tensor, x: Tensor | None = None) -> Tensor:
         """Project actions onto the action set ``A`` (a box by default)."""
         return a.clamp(self.action_low, self.action_high)
+
+    def mean_action(self, a: Tensor, x: Tensor | None = None) -> Tensor:
+        """The action to play for an average ``a`` of optimal actions (``alg-star``'s posterior
+        averaging): its projection onto ``A``; tasks whose optimal actions lie on the boundary of ``A``
+        (the linear bandit's unit sphere) put it back there."""
+        return self.project(a, x)
 
     def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
         """Per-step pseudo-regret ``r(X_t, a*_t) - r(X_t, a_t)``, shape ``(B,)``. ``a_star``: the
@@ -240,6 +257,15 @@ def make_episode_task(name: str, options: dict | None, horizon: int) -> Task:
     if factory is not None and "horizon" in inspect.signature(factory.cls.__init__).parameters:
         options.setdefault("horizon", horizon)
     return make_task(name, **options)
+
+
+def check_noise_std(noise_std: float) -> float:
+    """The Gaussian tasks' noise option: a standard deviation ``σ ≥ 0`` (SPEC §6: the paper's
+    ``N(·, 0.2)`` is ``σ = 0.2``, as in the authors' code), finite."""
+    value = float(noise_std)
+    if not (value >= 0 and value < float("inf")):
+        raise OMGPTError(f"noise_std must be a finite non-negative standard deviation, got {noise_std}")
+    return value
 
 
 def uniform(n: int, dims: tuple[int, ...], low: float, high: float, generator: torch.Generator) -> Tensor:

@@ -3,7 +3,7 @@
 No context (``X_t`` is null: contexts are ``(B, 0)`` tensors, so a feature token is the previous
 observation alone). Actions lie in the unit ball ``A = B(0, 1) ⊂ R^d`` (paper: ``d = 2``). Environment
 ``γ = w`` drawn uniformly on the unit sphere ``‖w‖ = 1``. Playing ``a`` yields the reward
-``O_t ~ N(wᵀa, σ²)``, ``σ² = 0.2`` (a variance). The expected reward ``wᵀa`` is maximised over the ball
+``O_t ~ N(wᵀa, σ²)``, ``σ = 0.2`` (a standard deviation: SPEC §6). The expected reward ``wᵀa`` is maximised over the ball
 by ``a* = w``, so the pseudo-regret of a step is ``1 - wᵀa_t`` and the action suboptimality is the
 Euclidean distance ``‖a* - a_t‖`` (the base default).
 
@@ -14,13 +14,11 @@ scale 1) fits: rewards lie within about ``[-2.5, 2.5]`` and the coordinates of `
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Task, register
+from omgpt.tasks.base import Envs, Task, check_noise_std, register
 
 
 NORM_TOL = 1e-6  # float slack of the unit ball (see LinearBandit.project)
@@ -39,7 +37,7 @@ def unit_vectors(n: int, d: int, generator: torch.Generator) -> Tensor:
 class LinearBandit(Task):
     """Args:
         dim: dimension ``d`` of actions and of ``w`` (paper: 2).
-        noise_var: variance of the reward noise (paper: 0.2).
+        noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
     """
 
     loss = "l1"
@@ -48,10 +46,10 @@ class LinearBandit(Task):
     obs_dim = 1
     action_low, action_high = -1.0, 1.0  # the box [-1, 1]^d around the unit ball
 
-    def __init__(self, dim: int = 2, noise_var: float = 0.2, **pool):
+    def __init__(self, dim: int = 2, noise_std: float = 0.2, **pool):
         if dim < 1:
             raise OMGPTError(f"dim must be a positive integer, got {dim}")
-        self.dim, self.noise_var = dim, noise_var
+        self.dim, self.noise_std = dim, check_noise_std(noise_std)
         self.action_dim = dim
         super().__init__(**pool)
 
@@ -64,7 +62,7 @@ class LinearBandit(Task):
 
     def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
         mean = (envs["w"] * a).sum(-1)
-        noise = math.sqrt(self.noise_var) * torch.randn(mean.shape, generator=generator, device=generator.device)
+        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
         return (mean + noise)[:, None]
 
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
@@ -81,6 +79,12 @@ class LinearBandit(Task):
         norm of ``1 ± 1e-7``, and rescaling it would move the oracle off ``a*`` (nonzero regret)."""
         norm = torch.linalg.vector_norm(a, dim=-1, keepdim=True)
         return torch.where(norm > 1.0 + NORM_TOL, a / norm, a)
+
+    def mean_action(self, a: Tensor, x: Tensor | None = None) -> Tensor:
+        """Back onto the unit sphere: the average of unit ``a*`` lies inside the ball, and the posterior-
+        expected reward ``E[w]ᵀa`` is maximised over the ball by ``E[w] / ‖E[w]‖`` (a zero mean stays 0)."""
+        norm = torch.linalg.vector_norm(a, dim=-1, keepdim=True)
+        return torch.where(norm > 0, a / norm.clamp(min=1e-30), a)
 
     def sample_action(self, n: int, generator: torch.Generator) -> Tensor:
         """Uniform in the unit ball: a uniform direction times a radius ``U^{1/d}``, ``(n, dim)``."""

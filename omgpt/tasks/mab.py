@@ -2,7 +2,7 @@
 
 No context (``X_t`` is null: contexts are ``(B, 0)`` tensors, so a feature token is the previous
 observation alone). ``k = 20`` arms; environment ``γ = (r_1, …, r_k)`` with ``r_a ~ N(0, 1)`` i.i.d.
-Playing arm ``a`` yields the reward ``O_t ~ N(r_a, σ²)``, ``σ² = 0.2`` (a variance, as for pricing).
+Playing arm ``a`` yields the reward ``O_t ~ N(r_a, σ²)``, ``σ = 0.2`` (a standard deviation, as for pricing: SPEC §6).
 ``a* = argmax_a r_a``; the pseudo-regret of a step is the reward gap ``r_{a*} - r_{a_t}``, which is
 also the action suboptimality the bandit reports (SPEC §4).
 
@@ -14,21 +14,19 @@ and variance ``1 + σ²`` under any arm-choice rule that ignores ``γ``, so the 
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Task, register
+from omgpt.tasks.base import Envs, Task, check_noise_std, register
 
 
 @register("mab")
 class MultiArmedBandit(Task):
     """Args:
         n_arms: number of arms ``k`` (paper: 20).
-        noise_var: variance of the reward noise (paper: 0.2).
+        noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
     """
 
     loss = "ce"
@@ -38,10 +36,10 @@ class MultiArmedBandit(Task):
     obs_dim = 1
     action_low, action_high = 0.0, 1.0  # one-hot coordinates; not a box the actions fill
 
-    def __init__(self, n_arms: int = 20, noise_var: float = 0.2, **pool):
+    def __init__(self, n_arms: int = 20, noise_std: float = 0.2, **pool):
         if n_arms < 2:
             raise OMGPTError(f"n_arms must be at least 2, got {n_arms}")
-        self.n_arms, self.noise_var = n_arms, noise_var
+        self.n_arms, self.noise_std = n_arms, check_noise_std(noise_std)
         self.action_dim = n_arms
         super().__init__(**pool)
 
@@ -55,7 +53,7 @@ class MultiArmedBandit(Task):
 
     def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
         mean = (envs["r"] * a).sum(-1)
-        noise = math.sqrt(self.noise_var) * torch.randn(mean.shape, generator=generator, device=generator.device)
+        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
         return (mean + noise)[:, None]
 
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:

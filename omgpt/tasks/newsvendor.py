@@ -67,6 +67,7 @@ class Newsvendor(DemandTypes, Task):
 
     loss = "l1"
     benchmarks = ("erm", "fai")  # the paper's benchmarks for this task (appendix D.3)
+    observed_params = ("h",)  # the holding cost is the context's first feature: never pooled (SPEC §6)
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, 30.0

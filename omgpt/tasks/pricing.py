@@ -2,7 +2,7 @@
 the test-time shifts of the environment prior.
 
 Environment ``γ = (α, β)``: ``α ~ U[0.5, 1.5]^d``, ``β ~ U[0.05, 1.05]^d`` (paper: ``d = 6``; 4 / 10 / 20
-in the model-size study). Context ``X_t ~ U[0, 2.5]^d``. Noise ``ε_t ~ N(0, σ²)``, ``σ² = 0.2`` (a
+in the model-size study). Context ``X_t ~ U[0, 2.5]^d``. Noise ``ε_t ~ N(0, σ²)``, ``σ = 0.2`` (a
 variance, as the paper's posterior formulas use it). Observation ``O_t = D_t``; reward is revenue
 ``a · D_t``. Demand at price ``a``:
 
@@ -18,7 +18,8 @@ variance, as the paper's posterior formulas use it). Observation ``O_t = D_t``; 
 Test-time shifts (paper §5.1.4) change only the prior of ``(α, β)``, never the scaling, so a model
 pre-trained on the unshifted prior can be evaluated on them by passing the options at evaluation:
 
-* ``noise_var``: the test noise variance (the paper tests 0.1 / 0.2 / 0.3 against pre-training 0.2);
+* ``noise_std``: the test noise standard deviation (the paper tests 0.1 / 0.2 / 0.3 against
+  pre-training 0.2);
 * ``ood_shift = μ`` (out-of-domain): ``α ~ U[0.5+μ, 1.5+μ]^d``, ``β ~ U[0.05+μ, 1.05+μ]^d``
   (paper: ``μ ∈ {0.1, 0.5, 1}``);
 * ``id_shift = μ`` (in-domain): per environment, draw ``κ_1 ~ U[0.5, 0.5+μ]`` and
@@ -32,14 +33,13 @@ pre-trained on the unshifted prior can be evaluated on them by passing the optio
 """
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, register, uniform
+from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, check_noise_std, register, uniform
 
 DEMAND_TYPES = ("linear", "square", "mixed")
 
@@ -49,7 +49,7 @@ DEMAND_TYPES = ("linear", "square", "mixed")
 class Pricing(DemandTypes, Task):
     """Args:
         dim: context dimension ``d`` (paper: 6; 4 / 10 / 20 in the scaling study).
-        noise_var: variance of the demand noise (paper: 0.2).
+        noise_std: standard deviation ``σ`` of the demand noise (paper: 0.2).
         demand_types: ``"linear"`` (paper), ``"square"`` or ``"mixed"`` (1/2 each, hidden in ``envs["square"]``).
         ood_shift: out-of-domain shift ``μ`` of both parameter ranges (test-time; paper §5.1.4).
         id_shift: in-domain shift ``μ ∈ [0, 1)``: random sub-intervals of length ``1-μ`` (test-time).
@@ -66,7 +66,7 @@ class Pricing(DemandTypes, Task):
     def __init__(
         self,
         dim: int = 6,
-        noise_var: float = 0.2,
+        noise_std: float = 0.2,
         demand_types: str = "linear",
         ood_shift: float = 0.0,
         id_shift: float = 0.0,
@@ -78,9 +78,7 @@ class Pricing(DemandTypes, Task):
             raise OMGPTError(f"id_shift must be in [0, 1), got {id_shift}")
         if self.beta_range[0] + ood_shift <= 0:
             raise OMGPTError(f"ood_shift must keep β positive (> {-self.beta_range[0]}), got {ood_shift}")
-        if noise_var < 0:
-            raise OMGPTError(f"noise_var must be non-negative, got {noise_var}")
-        self.dim, self.noise_var, self.demand_types = dim, noise_var, demand_types
+        self.dim, self.noise_std, self.demand_types = dim, check_noise_std(noise_std), demand_types
         self.ood_shift, self.id_shift = float(ood_shift), float(id_shift)
         self.context_dim = dim
         super().__init__(**pool)
@@ -119,7 +117,7 @@ class Pricing(DemandTypes, Task):
 
     def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
         intercept, slope = self.intercept_slope(envs, x)
-        noise = math.sqrt(self.noise_var) * torch.randn(intercept.shape, generator=generator, device=generator.device)
+        noise = self.noise_std * torch.randn(intercept.shape, generator=generator, device=generator.device)
         return (intercept - slope * self._price_term(envs, a[:, 0]) + noise)[:, None]
 
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
@@ -145,7 +143,7 @@ class Pricing(DemandTypes, Task):
     # order of a*'s sd at d = 6 (the read-out's target), which leaves the played prices (the action
     # tokens, widened by the noisy oracle's ±1 perturbations) at sd 1.0-1.9 in its units across d
     # (1.9: linear, d = 4, first 40 steps) and the targets at 0.2-1.4.
-    # X ~ U[0, 2.5] has mean 1.25, sd 0.72. Shifts and noise_var never change the scaling.
+    # X ~ U[0, 2.5] has mean 1.25, sd 0.72. Shifts and noise_std never change the scaling.
     _SCALING: ClassVar[dict[str, tuple[float, float, float, float]]] = {
         # demand loc / d, demand scale / d, a* loc, a* scale
         "linear": (0.6, 0.3, 1.0, 0.33),

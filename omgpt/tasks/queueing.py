@@ -19,7 +19,7 @@ reward given the state and the action" is the reward itself.
 Context ``X_t = (O_{t-1}, c)`` (SPEC §3; ``c`` is known, so it is part of the context), observation
 ``O_t`` (one number). The environment is ``γ = (λ, c)``, uniform over the 36 points
 ``λ ∈ {0.1, 0.26, 0.42, 0.58, 0.74, 0.9}`` × ``c ∈ {5, 16, 27, 38, 49, 60}`` (the Task base's
-``pool_size`` option draws a pool from these 36 and makes the prior uniform over it).
+``pool_size`` option pools the hidden ``λ``; the known ``c`` is redrawn every episode, SPEC §6).
 
 Actions. The paper trains this task with the squared loss, so the action is a continuous scalar that
 :meth:`Queueing.project` rounds to the nearest grid point (after clipping to ``[0, 1]``); the model
@@ -122,6 +122,7 @@ class Queueing(Task):
             longer.
     """
 
+    observed_params = ("c",)  # the known cost is in the context: a pool fixes only λ
     loss = "mse"
     benchmarks = ("random",)  # the paper's benchmark for this task (appendix D.3)
     context_dim = 2  # (O_{t-1}, c)

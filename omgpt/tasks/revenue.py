@@ -194,6 +194,7 @@ class Revenue(Task):
             per environment and step; the slow reference).
     """
 
+    observed_params = ("r", "A")  # the type table is known (Ada reads it): a pool fixes only the probabilities
     loss = "mse"
     horizon = 50  # the paper's T for revenue management
     benchmarks = ("ada",)  # the paper's benchmark for this task (appendix D.3, algorithm 4)
