@@ -1,10 +1,19 @@
-"""The OMGPT network: a causal sequence model over interleaved feature / action tokens.
+"""The OMGPT network: a causal sequence model over a history's feature and action tokens.
 
-Token layout (SPEC §1, paper appendix A.1): ``(O_0,X_1), a_1, (O_1,X_2), a_2, …, (O_{t-1},X_t)``.
-Feature and action tokens have their own linear embeddings; a linear read-out at every feature token
-predicts ``a*_t``, so one forward pass over a length-``T`` history trains all ``T`` decisions at once.
-With ``obs_head`` (paper §3.5.3) a second read-out at every action token ``a_t`` predicts the
-observation ``O_t`` that playing it will produce, from ``H_t ∪ {a_t}``.
+Two token layouts (``GPTConfig.layout``), both built here from the same ``(features, actions)`` pair:
+
+* ``paper`` (SPEC §1, paper appendix A.1): ``(O_0,X_1), a_1, (O_1,X_2), a_2, …, (O_{t-1},X_t)`` --
+  feature and action tokens interleaved, ``2t-1`` tokens for ``t`` decisions; a linear read-out at
+  every feature token predicts ``a*_t``. With ``obs_head`` (paper §3.5.3) a second read-out at every
+  action token ``a_t`` predicts the observation ``O_t`` that playing it will produce.
+* ``compact``: one token per decision, ``e_f(O_{t-1},X_t) + e_a(a_{t-1})`` (no action term for the
+  first token of a sequence or window), read out at every token: half the sequence, a quarter of the
+  attention. The pair (last action, its outcome) sits in one token, so the model need not learn to
+  pair tokens before it can learn from them. No observation head (the next token holds ``O_t``).
+
+Either way one forward pass over a length-``T`` history trains all ``T`` decisions at once. Positions
+(``GPTConfig.pos_encoding``): a learned table (the paper's), rotary embeddings of queries and keys
+(``rope``), or none (causal attention alone orders the tokens).
 
 Two backbones sit behind one interface, :class:`SequenceModel`: the paper's GPT-2 style transformer
 (:class:`GPT`) and the LSTM of the paper's architecture comparison (appendix "Impact of Network
@@ -13,10 +22,14 @@ teacher-forced pass and incremental decoding; a backbone only says how it turns 
 hidden states (``_run``) and what it carries between decoding calls (``start_cache``/``clear_cache``).
 
 During a rollout the GPT keeps a KV cache (the LSTM its recurrent state), so deciding at step ``t``
-costs only the two new tokens ``a_{t-1}, (O_{t-1}, X_t)`` instead of re-encoding the ``2t-1`` tokens
-of the history (see ``benchmarks/`` for the measured speed-up). The cache lives in plain attributes
-(never in checkpoints, never synchronised by DDP) and takes the dtype of the activations, so it works
-under bf16 autocast.
+costs only the new tokens instead of re-encoding the history (see ``benchmarks/`` for the measured
+speed-up). The cache follows litgpt: :meth:`SequenceModel.start_cache` preallocates it for a batch
+and a number of decisions as non-persistent buffers (never in checkpoints; allocated after DDP has
+listed its buffers, so never synchronised), :meth:`SequenceModel.decode` writes the new tokens at an
+explicit input position, decoding without a started cache or with another batch size raises, and
+:meth:`SequenceModel.clear_cache` releases it (every rollout does, at its end). Keys and values are
+stored in the parameters' dtype and read back in the activations', so decoding works under bf16
+autocast.
 
 Reading order: config, the shared model, attention, MLP, block, GPT, LSTM.
 """
@@ -32,6 +45,8 @@ from torch import Tensor, nn
 from omgpt.tasks.base import Scaling
 
 BACKBONES = ("gpt", "lstm")
+LAYOUTS = ("paper", "compact")
+POS_ENCODINGS = ("learned", "rope", "none")
 
 
 @dataclass
@@ -47,12 +62,30 @@ class GPTConfig:
     backbone: str = "gpt"  # "gpt" (the paper's transformer) or "lstm" (its architecture comparison)
     obs_dim: int = 0  # observation coordinates: the first obs_dim columns of a feature token
     obs_head: bool = False  # also predict O_t at every action token a_t (paper §3.5.3)
+    layout: str = "paper"  # "paper": (O,X) and a tokens interleaved; "compact": one token per step
+    pos_encoding: str = "learned"  # "learned" table (paper), "rope" (rotary), "none"; the LSTM needs none
 
     def __post_init__(self):
-        if self.backbone not in BACKBONES:
-            raise ValueError(f"backbone must be one of {', '.join(BACKBONES)}, got {self.backbone!r}")
+        for name, value, allowed in (("backbone", self.backbone, BACKBONES), ("layout", self.layout, LAYOUTS),
+                                     ("pos_encoding", self.pos_encoding, POS_ENCODINGS)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.obs_head and not 0 < self.obs_dim <= self.feature_dim:
             raise ValueError(f"obs_head needs 0 < obs_dim <= feature_dim, got obs_dim={self.obs_dim}")
+        if self.obs_head and self.layout == "compact":
+            raise ValueError("obs_head needs the paper layout: in the compact one, O_t is part of the next token")
+        if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"rope needs an even head size, got n_embd/n_head = {self.n_embd // self.n_head}")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return 2 if self.layout == "paper" else 1
+
+    @property
+    def max_tokens(self) -> int:
+        """Token positions of the longest history (``2·max_steps`` in the paper layout: the last action
+        token is only needed by the observation head)."""
+        return self.tokens_per_step * self.max_steps
 
 
 def build_model(cfg: GPTConfig, scaling: Scaling | None = None) -> "SequenceModel":
@@ -69,9 +102,9 @@ class SequenceModel(nn.Module):
     Observations are predicted in the scaling of the feature token's observation columns.
 
     A backbone subclass implements ``build_backbone`` (its layers, created between the embeddings and
-    the read-outs), ``_run(tokens, start)`` (hidden states of embedded tokens; ``start=None`` is the
-    causal training pass, ``start=p`` continues the decoding state at token position ``p``),
-    ``start_cache`` and ``clear_cache``.
+    the read-outs), ``_run(tokens, input_pos)`` (hidden states of embedded tokens; ``input_pos=None`` is
+    the causal training pass, ``input_pos=p`` continues the decoding state with tokens at positions
+    ``p, p+1, …``), ``start_cache`` and ``clear_cache``.
     """
 
     def __init__(self, cfg: GPTConfig, scaling: Scaling | None = None):
@@ -107,15 +140,23 @@ class SequenceModel(nn.Module):
     def build_backbone(self, cfg: GPTConfig) -> None:
         raise NotImplementedError
 
-    def _run(self, tokens: Tensor, start: int | None) -> Tensor:
+    def _run(self, tokens: Tensor, input_pos: int | None) -> Tensor:
         raise NotImplementedError
 
-    def start_cache(self, max_steps: int | None = None) -> None:
-        """Prepare the decoding state for an episode of up to ``max_steps`` decisions."""
+    def start_cache(self, batch_size: int, max_steps: int | None = None) -> None:
+        """Allocate the decoding state for ``batch_size`` episodes of up to ``max_steps`` decisions
+        (default: the model's ``max_steps``)."""
         raise NotImplementedError
 
     def clear_cache(self) -> None:
+        """Release the decoding state."""
         raise NotImplementedError
+
+    def _cache_steps(self, max_steps: int | None) -> int:
+        steps = self.cfg.max_steps if max_steps is None else int(max_steps)
+        if not 1 <= steps <= self.cfg.max_steps:
+            raise ValueError(f"a cache for {steps} decisions: the model handles 1..{self.cfg.max_steps}; use a window")
+        return steps
 
     # ---------------------------------------------------------------------------------------------
     def embed_features(self, features: Tensor) -> Tensor:
@@ -142,17 +183,31 @@ class SequenceModel(nn.Module):
             raise ValueError("this model has no observation head (train it with obs_head=True)")
         return self.obs_head(self.ln_f(hidden)) * self.obs_scale + self.obs_loc
 
+    def tokens(self, features: Tensor, actions: Tensor) -> Tensor:
+        """The embedded token sequence of a history in the model's layout -- the one token builder of
+        training, evaluation and analysis. ``features (B, T, feature_dim)`` are ``(O_{t-1}, X_t)``,
+        ``actions (B, T, action_dim)`` are ``a_t``; returns ``(B, 2T, D)`` (paper) or ``(B, T, D)``
+        (compact, where token ``t`` adds ``a_{t-1}`` and the first token has no action term)."""
+        f, a = self.embed_features(features), self.embed_actions(actions)  # (B, T, D) each
+        if self.cfg.layout == "paper":
+            B, T, D = f.shape
+            return torch.stack([f, a], dim=2).reshape(B, 2 * T, D)  # (O_0,X_1), a_1, (O_1,X_2), ...
+        return f + F.pad(a[:, :-1], (0, 0, 1, 0))  # a shifted one step right, zeros first
+
     def forward(self, features: Tensor, actions: Tensor, observations: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher-forced pass. ``features (B, T, feature_dim)``, ``actions (B, T, action_dim)`` ->
-        predicted ``a*_t`` at every step, ``(B, T, action_dim)``; prediction ``t`` sees only the
-        ``2t-1`` tokens up to feature token ``t``. With ``observations=True`` also the predicted
-        ``O_t`` at every action token, ``(B, T, obs_dim)``, each seeing the ``2t`` tokens up to ``a_t``."""
-        B, T, _ = features.shape
+        predicted ``a*_t`` at every step, ``(B, T, action_dim)``; prediction ``t`` sees only
+        ``(O_{τ-1}, X_τ)`` for ``τ ≤ t`` and ``a_τ`` for ``τ < t``. With ``observations=True`` (paper
+        layout) also the predicted ``O_t`` at every action token, ``(B, T, obs_dim)``, which sees ``a_t``
+        too."""
+        T = features.shape[1]
         if T > self.cfg.max_steps:
             raise ValueError(f"history of {T} steps exceeds the model's max_steps={self.cfg.max_steps}; use a window")
-        f, a = self.embed_features(features), self.embed_actions(actions)  # (B, T, D) each
-        tokens = torch.stack([f, a], dim=2).reshape(B, 2 * T, -1)  # (O_0,X_1), a_1, (O_1,X_2), ...
-        hidden = self._run(tokens, None)  # (B, 2T, D)
+        if observations and self.cfg.layout != "paper":
+            raise ValueError("observations need the paper layout's action tokens")
+        hidden = self._run(self.tokens(features, actions), None)  # (B, L, D)
+        if self.cfg.layout == "compact":
+            return self.read_out(hidden)
         pred = self.read_out(hidden[:, 0::2])  # read out a* at feature tokens
         return (pred, self.read_obs(hidden[:, 1::2])) if observations else pred
 
@@ -161,14 +216,19 @@ class SequenceModel(nn.Module):
         return self(features, actions, observations=True)[1]
 
     def decode(self, t: int, feature: Tensor, prev_action: Tensor | None) -> Tensor:
-        """Action at step ``t`` (0-based) from the cache plus the new tokens ``a_{t-1}`` (absent at
-        ``t = 0``) and ``(O_{t-1}, X_t)``; ``feature (B, feature_dim)``, ``prev_action (B, action_dim)``."""
-        new = [self.embed_features(feature)[:, None]]
-        if t > 0:
-            new.insert(0, self.embed_actions(prev_action)[:, None])
-        tokens = torch.cat(new, dim=1)  # (B, 1 or 2, D)
-        hidden = self._run(tokens, start=max(0, 2 * t - 1))
-        return self.read_out(hidden[:, -1])
+        """Action at step ``t`` (0-based) from the started cache plus what step ``t`` adds:
+        ``(O_{t-1}, X_t)`` and ``a_{t-1}`` (none at ``t = 0``); ``feature (B, feature_dim)``,
+        ``prev_action (B, action_dim)``. The new tokens are written at input position ``2t - 1``
+        (paper layout: ``a_{t-1}``, then the feature token) or ``t`` (compact)."""
+        f = self.embed_features(feature)[:, None]  # (B, 1, D)
+        if t == 0:
+            tokens = f
+        elif self.cfg.layout == "compact":
+            tokens = f + self.embed_actions(prev_action)[:, None]
+        else:
+            tokens = torch.cat([self.embed_actions(prev_action)[:, None], f], dim=1)  # (B, 2, D)
+        input_pos = t if self.cfg.layout == "compact" else max(0, 2 * t - 1)
+        return self.read_out(self._run(tokens, input_pos)[:, -1])
 
     # ---------------------------------------------------------------------------------------------
     def optimizer_groups(self, weight_decay: float) -> list[dict]:
@@ -183,6 +243,20 @@ class SequenceModel(nn.Module):
 
 # -------------------------------------------------------------------------------------------------
 # The transformer (the paper's backbone).
+def rope_tables(n_positions: int, head_dim: int, base: float = 10_000.0) -> tuple[Tensor, Tensor]:
+    """Rotary embedding tables ``cos, sin``, each ``(n_positions, head_dim / 2)`` (Su et al. 2021)."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (hd/2,)
+    angles = torch.arange(n_positions, dtype=torch.float32)[:, None] * inv_freq  # (P, hd/2)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate the two halves of every head of ``x (B, H, L, hd)`` by the angles of its positions
+    (``cos, sin (L, hd/2)``): a query-key product then depends on the positions' difference only."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -191,26 +265,42 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_drop = nn.Dropout(cfg.dropout)
-        self.cache: tuple[Tensor, Tensor] | None = None  # (k, v), each (B, n_head, max_tokens, head_dim)
-        self.cache_len = 0  # max_tokens of the cache to allocate at the next start
+        # The KV cache: (B, n_head, max_tokens, head_dim) each while decoding, else None (see start_cache).
+        self.register_buffer("k_cache", None, persistent=False)
+        self.register_buffer("v_cache", None, persistent=False)
 
-    def forward(self, x: Tensor, start: int | None = None) -> Tensor:
-        """``start=None``: full causal pass (training). ``start=p``: the tokens sit at positions
-        ``p, p+1, …`` and attend to the cached keys of positions ``< p`` as well (decoding)."""
+    def start_cache(self, batch_size: int, max_tokens: int) -> None:
+        w = self.qkv.weight
+        shape = (batch_size, self.n_head, max_tokens, w.shape[1] // self.n_head)
+        self.k_cache = torch.zeros(shape, dtype=w.dtype, device=w.device)
+        self.v_cache = torch.zeros(shape, dtype=w.dtype, device=w.device)
+
+    def clear_cache(self) -> None:
+        self.k_cache = self.v_cache = None
+
+    def forward(self, x: Tensor, input_pos: int | None = None, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """``input_pos=None``: full causal pass (training). ``input_pos=p``: the tokens sit at positions
+        ``p, p+1, …``; their keys and values are written to the cache there, and they attend to every
+        cached position before them as well (decoding). ``rope``: the positions' rotary tables."""
         B, L, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)
         q, k, v = (z.view(B, L, self.n_head, D // self.n_head).transpose(1, 2) for z in (q, k, v))  # (B, H, L, hd)
-        if start is None:
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if input_pos is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         else:
-            if start == 0 or self.cache is None or self.cache[0].shape[0] != B:
-                shape = (B, self.n_head, self.cache_len, D // self.n_head)
-                self.cache = (k.new_zeros(shape), v.new_zeros(shape))
-            ck, cv = self.cache
-            ck[:, :, start : start + L], cv[:, :, start : start + L] = k, v
-            k, v = ck[:, :, : start + L], cv[:, :, : start + L]
-            # New token i (position start+i) may see every position <= start+i.
-            mask = None if L == 1 else torch.ones(L, start + L, dtype=torch.bool, device=x.device).tril(start)
+            if self.k_cache is None:
+                raise RuntimeError("decoding needs a started KV cache: call start_cache(batch_size, max_steps) first")
+            if self.k_cache.shape[0] != B:
+                raise RuntimeError(f"the KV cache was started for a batch of {self.k_cache.shape[0]}, not {B}")
+            end = input_pos + L
+            if end > self.k_cache.shape[2]:
+                raise RuntimeError(f"token positions up to {end} exceed the KV cache's {self.k_cache.shape[2]}")
+            self.k_cache[:, :, input_pos:end], self.v_cache[:, :, input_pos:end] = k, v
+            k, v = self.k_cache[:, :, :end].to(q.dtype), self.v_cache[:, :, :end].to(q.dtype)
+            # New token i (position input_pos+i) may see every position <= input_pos+i.
+            mask = None if L == 1 else torch.ones(L, end, dtype=torch.bool, device=x.device).tril(input_pos)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         y = y.transpose(1, 2).reshape(B, L, D)
         return self.resid_drop(self.proj(y))
@@ -237,14 +327,15 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: Tensor, start: int | None = None) -> Tensor:
-        x = x + self.attn(self.ln1(x), start)
+    def forward(self, x: Tensor, input_pos: int | None = None, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), input_pos, rope)
         return x + self.mlp(self.ln2(x))
 
 
 class GPT(SequenceModel):
-    """The paper's backbone: learned positional embeddings (``2·max_steps`` token positions) and
-    pre-LayerNorm causal self-attention blocks; decoding keeps a KV cache per block."""
+    """The paper's backbone: pre-LayerNorm causal self-attention blocks over the token positions
+    (a learned table of ``max_tokens`` positions, rotary embeddings, or none); decoding keeps a KV
+    cache per block."""
 
     def __init__(self, cfg: GPTConfig, scaling: Scaling | None = None):
         super().__init__(cfg, scaling)
@@ -253,27 +344,35 @@ class GPT(SequenceModel):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
 
     def build_backbone(self, cfg: GPTConfig) -> None:
-        self.pos_emb = nn.Embedding(2 * cfg.max_steps, cfg.n_embd)
+        self.pos_emb = nn.Embedding(cfg.max_tokens, cfg.n_embd) if cfg.pos_encoding == "learned" else None
+        cos, sin = rope_tables(cfg.max_tokens, cfg.n_embd // cfg.n_head) if cfg.pos_encoding == "rope" else (None, None)
+        self.register_buffer("rope_cos", cos, persistent=False)  # derived from the config: not in checkpoints
+        self.register_buffer("rope_sin", sin, persistent=False)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
 
-    def _run(self, tokens: Tensor, start: int | None) -> Tensor:
-        first = 0 if start is None else start
-        pos = torch.arange(first, first + tokens.shape[1], device=tokens.device)
-        x = self.drop(tokens + self.pos_emb(pos))
+    def _run(self, tokens: Tensor, input_pos: int | None) -> Tensor:
+        first, L = (0 if input_pos is None else input_pos), tokens.shape[1]
+        x, rope = tokens, None
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(first, first + L, device=tokens.device))
+        if self.rope_cos is not None:
+            rope = self.rope_cos[first : first + L], self.rope_sin[first : first + L]
+        x = self.drop(x)
         for block in self.blocks:
-            x = block(x, start)
+            x = block(x, input_pos, rope)
         return x
 
-    def start_cache(self, max_steps: int | None = None) -> None:
-        """Prepare the KV cache for an episode of up to ``max_steps`` decisions (``2·max_steps-1`` tokens)."""
-        n = 2 * (max_steps or self.cfg.max_steps) - 1
+    def start_cache(self, batch_size: int, max_steps: int | None = None) -> None:
+        """Preallocate every block's KV cache for ``batch_size`` episodes of up to ``max_steps``
+        decisions (``tokens_per_step · max_steps`` token positions)."""
+        n = self.cfg.tokens_per_step * self._cache_steps(max_steps)
         for block in self.blocks:
-            block.attn.cache, block.attn.cache_len = None, n
+            block.attn.start_cache(batch_size, n)
 
     def clear_cache(self) -> None:
         for block in self.blocks:
-            block.attn.cache = None
+            block.attn.clear_cache()
 
 
 # -------------------------------------------------------------------------------------------------
@@ -289,25 +388,31 @@ class LSTM(SequenceModel):
     """
 
     def build_backbone(self, cfg: GPTConfig) -> None:
+        if cfg.pos_encoding != "learned":  # "learned" is the config default; the LSTM has no table at all
+            raise ValueError(f"the LSTM backbone takes no pos_encoding (got {cfg.pos_encoding!r}): the recurrence orders the tokens")
         self.drop = nn.Dropout(cfg.dropout)
         between = cfg.dropout if cfg.n_layer > 1 else 0.0  # nn.LSTM's dropout acts between layers only
         self.lstm = nn.LSTM(cfg.n_embd, cfg.n_embd, num_layers=cfg.n_layer, bias=cfg.bias, batch_first=True, dropout=between)
-        self.state: tuple[Tensor, Tensor] | None = None  # (h, c), each (n_layer, B, n_embd)
-        self.state_len = 0  # tokens the state has consumed
+        self.clear_cache()
 
-    def _run(self, tokens: Tensor, start: int | None) -> Tensor:
-        if start is None:
+    def _run(self, tokens: Tensor, input_pos: int | None) -> Tensor:
+        if input_pos is None:
             return self.lstm(self.drop(tokens))[0]
-        if start == 0:
-            self.state, self.state_len = None, 0
-        if start != self.state_len:
-            raise RuntimeError(f"LSTM decoding is sequential: the state is at token {self.state_len}, not {start}")
+        if self.batch_size is None:
+            raise RuntimeError("decoding needs a started state: call start_cache(batch_size, max_steps) first")
+        if tokens.shape[0] != self.batch_size:
+            raise RuntimeError(f"the LSTM state was started for a batch of {self.batch_size}, not {tokens.shape[0]}")
+        if input_pos != self.state_len:
+            raise RuntimeError(f"LSTM decoding is sequential: the state is at token {self.state_len}, not {input_pos}")
         hidden, self.state = self.lstm(self.drop(tokens), self.state)
         self.state_len += tokens.shape[1]
         return hidden
 
-    def start_cache(self, max_steps: int | None = None) -> None:
-        self.clear_cache()
+    def start_cache(self, batch_size: int, max_steps: int | None = None) -> None:
+        self._cache_steps(max_steps)  # the same limits as the GPT's cache
+        self.state, self.state_len, self.batch_size = None, 0, batch_size
 
     def clear_cache(self) -> None:
-        self.state, self.state_len = None, 0
+        self.state: tuple[Tensor, Tensor] | None = None  # (h, c), each (n_layer, B, n_embd)
+        self.state_len = 0  # tokens the state has consumed
+        self.batch_size: int | None = None  # the batch the state was started for; None: not decoding

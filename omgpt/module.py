@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import time
 
 import lightning as L
 import torch
@@ -46,6 +47,10 @@ class OMGPTModule(L.LightningModule):
         window: context window ``W`` (paper §3.5.1): the model sees at most ``W`` steps, in training
             (a random ``W``-step slice of longer histories), validation and rollouts; its positional
             table covers ``W`` steps, so it can act for any horizon. ``None``: the whole ``horizon``.
+        layout: ``paper`` (feature and action tokens interleaved, the paper's) or ``compact`` (one token
+            per decision step; see :mod:`omgpt.model`).
+        pos_encoding: ``learned`` (the paper's table), ``rope`` or ``none``; the LSTM takes ``learned``
+            (the default, which it ignores).
     """
 
     def __init__(
@@ -68,6 +73,8 @@ class OMGPTModule(L.LightningModule):
         obs_head: bool = False,
         obs_loss_weight: float = 1.0,
         window: int | None = None,
+        layout: str = "paper",
+        pos_encoding: str = "learned",
     ):
         super().__init__()
         if horizon < 1:
@@ -82,10 +89,13 @@ class OMGPTModule(L.LightningModule):
             raise OMGPTError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
-        cfg = GPTConfig(
-            self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=window or horizon,
-            backbone=backbone, obs_dim=self.task.obs_dim, obs_head=obs_head,
-        )
+        try:
+            cfg = GPTConfig(
+                self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=window or horizon,
+                backbone=backbone, obs_dim=self.task.obs_dim, obs_head=obs_head, layout=layout, pos_encoding=pos_encoding,
+            )
+        except ValueError as e:  # an impossible combination of options: one line for the user
+            raise OMGPTError(str(e)) from None
         self.model = build_model(cfg, self.task.scaling())
         self.val_regret = MeanCurve(horizon)
         self.val_subopt = MeanCurve(horizon)
@@ -156,9 +166,11 @@ class OMGPTModule(L.LightningModule):
         g = torch.Generator(device=self.device).manual_seed(stream_seed(self.hparams.val_seed, 1, int(idx[0])))
         policy = make_policy("omgpt", self.task, model=self.model, window=self.hparams.window)
         history = rollout(self.task, envs, policy, self.hparams.horizon, g)
-        self.model.clear_cache()
         self.val_regret.update(history.cumulative_regret())
         self.val_subopt.update(history.suboptimality)
+
+    def on_fit_start(self) -> None:
+        self._fit_start = time.perf_counter()
 
     def on_validation_epoch_end(self) -> None:
         # compute() already reduced over ranks; sync_dist only silences Lightning's DDP warning.
@@ -167,6 +179,8 @@ class OMGPTModule(L.LightningModule):
         # the paper authors' checkpoint rule: lowest mean + one standard deviation across environments
         self.log("val/regret_ucb", regret[-1] + self.val_regret.std()[-1], sync_dist=True)
         self.log("val/suboptimality", subopt[-1], sync_dist=True)
+        if hasattr(self, "_fit_start"):  # training wall-clock of this invocation, for plots against time
+            self.log("time/wall_minutes", (time.perf_counter() - self._fit_start) / 60, sync_dist=True)
         self.val_regret.reset()
         self.val_subopt.reset()
 

@@ -106,14 +106,17 @@ def rollout(
 
     envs = task.start(envs, generator)
     policy.reset(envs, horizon, policy_generator)
-    for t in range(horizon):
-        x = task.sample_context(envs, t, generator)
-        a = task.project(policy.act(t, x).to(x.dtype), x)
-        a_star = task.optimal_action(envs, x, t)
-        o = task.observe(envs, x, a, t, generator)
-        policy.observe(t, a, o)
-        contexts[:, t], actions[:, t], observations[:, t], optimal[:, t] = x, a, o, a_star
-        regrets[:, t] = task.regret(envs, x, a, t, a_star)
-        subopt[:, t] = task.suboptimality(envs, x, a, t, a_star)
-        task.step(envs, x, a, o, t)
+    try:
+        for t in range(horizon):
+            x = task.sample_context(envs, t, generator)
+            a = task.project(policy.act(t, x).to(x.dtype), x)
+            a_star = task.optimal_action(envs, x, t)
+            o = task.observe(envs, x, a, t, generator)
+            policy.observe(t, a, o)
+            contexts[:, t], actions[:, t], observations[:, t], optimal[:, t] = x, a, o, a_star
+            regrets[:, t] = task.regret(envs, x, a, t, a_star)
+            subopt[:, t] = task.suboptimality(envs, x, a, t, a_star)
+            task.step(envs, x, a, o, t)
+    finally:
+        policy.close()  # e.g. OMGPT's KV cache: held only while its episodes run
     return History(contexts, actions, observations, optimal, regrets, subopt, envs=envs)

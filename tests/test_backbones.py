@@ -76,34 +76,8 @@ def test_both_backbones_share_the_interface_the_policy_and_module_use():
     OMGPTModule(task="pricing", horizon=8, backbone="lstm", n_embd=18, n_head=4)  # n_head is the GPT's concern
 
 
-@pytest.mark.parametrize("name", ["pricing", "newsvendor-censored"])
-def test_lstm_cached_decoding_equals_full_recompute(name):
-    task, T = make_task(name), 40
-    model = tiny_lstm(task, max_steps=T)
-    cached, raw_cached = play(task, model, T)
-    model.train()
-    full, raw_full = play(task, model, T, use_cache=False)
-    assert not model.training
-    assert (raw_cached - raw_full).abs().max() <= TOL
-    assert (cached.actions - full.actions).abs().max() <= TOL
-    assert raw_cached.std(dim=1).mean() > 0.3  # the decisions vary within an episode
-    # Teacher forcing on the played history reproduces the decisions (the rollout is the forward pass).
-    with torch.no_grad():
-        assert (model(cached.features(), cached.actions) - raw_cached).abs().max() <= TOL
-
-
-def test_lstm_windowed_cache_equals_explicit_windowed_recompute():
-    """W = 10 on a 40-step episode: the state for t < W, the re-encoded window after."""
-    task, T, W = make_task("pricing"), 40, 10
-    model = tiny_lstm(task, max_steps=W)
-    history, raw = play(task, model, T, window=W)
-    with torch.no_grad():
-        explicit = torch.stack([model(*history.truncate(t + 1).tokens(window=W))[:, -1] for t in range(T)], dim=1)
-    assert (explicit - raw).abs().max() <= TOL
-    _, raw_full = play(task, model, T, window=W, use_cache=False)
-    assert (raw_full - raw).abs().max() <= TOL
-    with pytest.raises(ValueError, match="max_steps"):
-        play(task, model, T)  # without the window the history exceeds what it was trained for
+# Cached = uncached decoding, windows, teacher forcing and causality for the LSTM: tests/test_model.py
+# (parametrised over every backbone, layout and position encoding).
 
 
 def test_lstm_decoding_is_sequential_and_causal():
@@ -117,7 +91,7 @@ def test_lstm_decoding_is_sequential_and_causal():
         a2[:, 5:] += 1.0
         out = model(f2, a2)
         assert (out[:, :6] - base[:, :6]).abs().max() <= 1e-6 and (out[:, 6:] - base[:, 6:]).abs().min() > 0
-        model.start_cache(T)
+        model.start_cache(2, T)
         model.decode(0, f[:, 0], None)
         with pytest.raises(RuntimeError, match="sequential"):
             model.decode(2, f[:, 2], a[:, 1])  # skipped step 1

@@ -7,6 +7,8 @@ A policy is anything with
 * ``act(t, x) -> actions`` -- the action for every environment at step ``t`` (0-based) given the
   context ``x`` ``(B, context_dim)``; returns ``(B, action_dim)``. The rollout projects onto ``A``.
 * ``observe(t, actions, observations)`` -- what was played and what was seen.
+* ``close()`` -- the episodes are over: release what they held (OMGPT's KV cache). The rollout calls
+  it whether or not the episodes finished.
 
 so one rollout loop (:func:`omgpt.rollout.rollout`) draws every curve: OMGPT, oracles, benchmarks.
 """
@@ -38,6 +40,9 @@ class Policy:
         raise NotImplementedError
 
     def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 

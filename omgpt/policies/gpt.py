@@ -12,10 +12,11 @@ from omgpt.policies.base import HistoryPolicy, register_policy
 class GPTPolicy(HistoryPolicy):
     """Acts with a trained network: :class:`~omgpt.model.GPT` or :class:`~omgpt.model.LSTM`.
 
-    Each step feeds only the new tokens ``a_{t-1}, (O_{t-1}, X_t)`` through the decoding cache (the
-    GPT's KV cache, the LSTM's recurrent state). With a context window ``W`` the model sees only the
-    last ``W`` steps (paper §3.5.1); past ``W`` the cache no longer matches the shifted window, so
-    those steps re-encode the ``2W-1`` window tokens.
+    Each step feeds only what it adds, ``a_{t-1}`` and ``(O_{t-1}, X_t)``, through the decoding cache
+    (the GPT's KV cache, the LSTM's recurrent state), started in :meth:`reset` for the batch and
+    released in :meth:`close`. With a context window ``W`` the model sees only the last ``W`` steps
+    (paper §3.5.1); past ``W`` the cache no longer matches the shifted window, so those steps
+    re-encode the window's tokens.
 
     Args:
         model: the network (``OMGPTModule.model``); it is put in eval mode while acting.
@@ -36,7 +37,7 @@ class GPTPolicy(HistoryPolicy):
             what = f"window {self.window}" if self.window and self.window < horizon else f"horizon {horizon}"
             raise ValueError(f"{what} exceeds the model's max_steps={self.model.cfg.max_steps}; use a window <= {self.model.cfg.max_steps}")
         self.model.eval()
-        self.model.start_cache(limit)
+        self.model.start_cache(self.batch, limit)
         param = next(self.model.parameters())
         self.xs, self.actions, self.observations = (z.to(param.device) for z in (self.xs, self.actions, self.observations))
 
@@ -54,3 +55,6 @@ class GPTPolicy(HistoryPolicy):
             features = torch.cat([obs, self.xs[:, lo : t + 1]], dim=-1)
             a = model(features, self.actions[:, lo : t + 1])[:, -1]
         return self.task.action_from_output(a.float().to(x.device), self.generator, self.greedy)
+
+    def close(self) -> None:
+        self.model.clear_cache()

@@ -1,0 +1,135 @@
+"""The CPU training-recipe study: one lever at a time on the demo's setting, against wall-clock time.
+
+    python -m analysis.recipe run VARIANT [VARIANT ...] [--jobs 2] [--runs-dir runs/recipe]
+    python -m analysis.recipe report [--runs-dir runs/recipe] [--out results/recipe]
+
+A variant is ``configs/recipe/<VARIANT>.yaml``, a config layered on ``configs/demo.yaml`` that changes
+one thing (its first comment line says which lever); ``baseline`` is the demo itself. ``run`` trains
+each as ``omgpt fit --config configs/demo.yaml --config configs/recipe/VARIANT.yaml`` (the command the
+report quotes), ``--jobs`` at a time, one CPU thread each. ``report`` reads every finished run's
+validation curve -- ``val/regret`` (mean final regret on the 128 validation environments) and
+``val/suboptimality`` (the mean action error ``|a - a*|`` at ``t = T``) against the logged training
+wall-clock ``time/wall_minutes`` -- and writes ``report.md``, ``recipe.json``, ``curves.png`` and a
+copy of each run's metrics (``metrics/VARIANT.csv``, so the report redraws from committed data).
+Validation environments are fixed and shared by all variants; they are not the test environments any
+claim is made on (``omgpt evaluate`` draws fresh ones).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ROOT / "configs" / "recipe"
+
+
+def fit_command(variant: str, runs_dir: Path) -> list[str]:
+    return ["omgpt", "fit", "--config", "configs/demo.yaml", "--config", f"configs/recipe/{variant}.yaml",
+            "--trainer.logger.init_args.save_dir", str(runs_dir), "--trainer.logger.init_args.name", variant,
+            "--trainer.enable_progress_bar", "false"]
+
+
+def train(variant: str, runs_dir: Path) -> int:
+    if not (VARIANTS / f"{variant}.yaml").is_file():
+        raise SystemExit(f"omgpt: error: no variant {variant!r}; available: {', '.join(available())}")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    cmd = [sys.executable, "-m", "omgpt", *fit_command(variant, runs_dir)[1:]]
+    with open(runs_dir / f"{variant}.log", "w") as log:
+        return subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in VARIANTS.glob("*.yaml"))
+
+
+def lever(variant: str) -> str:
+    """The variant config's first comment line: which lever it moves."""
+    first = (VARIANTS / f"{variant}.yaml").read_text().splitlines()[0]
+    return first.lstrip("# ").strip()
+
+
+def read_curve(metrics: Path) -> list[dict]:
+    """Validation points ``{step, minutes, regret, subopt}`` of one run's CSV log."""
+    rows = []
+    for r in csv.DictReader(metrics.open()):
+        if r.get("val/regret") and r.get("time/wall_minutes"):
+            rows.append({"step": int(r["step"]) + 1, "minutes": round(float(r["time/wall_minutes"]), 3),
+                         "regret": round(float(r["val/regret"]), 3), "subopt": round(float(r["val/suboptimality"]), 4)})
+    return rows
+
+
+def report(runs_dir: Path, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    results = {}
+    for variant in available():
+        logs = sorted((runs_dir / variant).glob("version_*/metrics.csv"))
+        if logs:  # the newest run of the variant; keep a copy beside the report
+            shutil.copy(logs[-1], out / "metrics" / f"{variant}.csv")
+        if (out / "metrics" / f"{variant}.csv").is_file():
+            curve = read_curve(out / "metrics" / f"{variant}.csv")
+            if curve:
+                results[variant] = {"lever": lever(variant), "command": " ".join(fit_command(variant, Path("runs/recipe"))),
+                                    "curve": curve, "best_regret": min(p["regret"] for p in curve),
+                                    "final": curve[-1]}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    for variant, r in sorted(results.items()):
+        style = "-" if variant == "baseline" else ("--" if "compact" not in variant else "-")
+        minutes = [p["minutes"] for p in r["curve"]]
+        axes[0].plot(minutes, [p["regret"] for p in r["curve"]], style, marker=".", label=variant, lw=2.5 if variant == "baseline" else 1.2)
+        axes[1].plot(minutes, [p["subopt"] for p in r["curve"]], style, marker=".", label=variant, lw=2.5 if variant == "baseline" else 1.2)
+    axes[0].set(xlabel="training wall-clock (minutes, this machine)", ylabel="validation regret at T", yscale="log")
+    axes[1].set(xlabel="training wall-clock (minutes, this machine)", ylabel="validation |a - a*| at t = T", yscale="log")
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("Newsvendor, full prior, T = 50: one lever at a time on the demo's recipe")
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=110)
+    (out / "recipe.json").write_text(json.dumps(results, indent=1))
+    lines = ["# The CPU recipe study", "", __doc__.split("\n\n")[2].replace("\n", " "), "",
+             "![curves](curves.png)", "",
+             "| variant | lever | steps | minutes | best val. regret | final val. regret | final \\|a − a*\\| at T |",
+             "|---|---|---|---|---|---|---|"]
+    for variant, r in sorted(results.items(), key=lambda kv: kv[1]["final"]["regret"]):
+        f = r["final"]
+        lines.append(f"| `{variant}` | {r['lever']} | {f['step']} | {f['minutes']:.1f} | {r['best_regret']:.2f} | {f['regret']:.2f} | {f['subopt']:.3f} |")
+    lines += ["", "Commands (from the repository root; `python -m analysis.recipe run VARIANT` runs the same):", ""]
+    lines += [f"* `{v}`: `{r['command']}`" for v, r in sorted(results.items())]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out / 'report.md'}, {out / 'curves.png'} ({len(results)} variants)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.recipe", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("variants", nargs="+", help=f"of: {', '.join(available())}")
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--runs-dir", default="runs/recipe")
+    rep = sub.add_parser("report")
+    rep.add_argument("--runs-dir", default="runs/recipe")
+    rep.add_argument("--out", default="results/recipe")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            codes = list(pool.map(lambda v: train(v, ROOT / args.runs_dir), args.variants))
+        for v, c in zip(args.variants, codes):
+            print(f"{v}: {'done' if c == 0 else f'failed ({c}): see {args.runs_dir}/{v}.log'}")
+        return max(codes)
+    report(ROOT / args.runs_dir, ROOT / args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""Training throughput of the two token layouts, eager and compiled, against this machine's matmul peak.
+
+    python benchmarks/throughput.py [--steps 30] [--threads 1] [--batch 64] [--horizon 50] [--no-compile]
+        [--device cpu] [--json FILE]
+
+At the demo's size (configs/demo.yaml: 4 layers, 64 dims, batch 64, T = 50) one training step --
+forward, the task loss, backward, AdamW -- on one pre-generated batch (no data generation: that is
+``benchmarks/streaming.py``), for every combination of
+
+* layout: ``paper`` (feature and action tokens interleaved, ``2T`` tokens) or ``compact`` (one token
+  per decision step, ``T`` tokens);
+* ``model.compile()`` off or on (torch.compile's inductor; on CPU it emits C++).
+
+It prints the steady-state steps/s (the median of ``--steps`` timed steps after warm-up), the decisions
+per second (``B·T`` predictions trained per step: what both layouts have in common) and tokens per
+second, the model FLOPs per step (``6·N·tokens`` for the weights plus ``12·n_layer·L²·D`` per sequence
+for attention, forward and backward), and what fraction of this machine's measured peak (the best of
+a few ``1024×1024`` float32 matmuls at the same thread count) that makes. The ratios in the last
+column are against the eager paper layout, measured in this one run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from omgpt.bench import demo_config, machine
+
+
+def matmul_peak_flops(device: str, size: int = 1024, repeats: int = 5) -> float:
+    """The best FLOP/s of a ``size``-cube float32 matmul: what this machine's cores can do at best."""
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def step_flops(module, batch: int, horizon: int) -> float:
+    """Model FLOPs of one training step (forward + backward = 3 forward passes)."""
+    cfg = module.model.cfg
+    tokens = cfg.tokens_per_step * horizon
+    weights = sum(p.numel() for n, p in module.model.named_parameters() if "pos_emb" not in n)
+    attention = 12 * cfg.n_layer * tokens**2 * cfg.n_embd  # QKᵀ and AV, forward and backward
+    return batch * (6 * weights * tokens + attention)
+
+
+def seconds_per_step(module, batch: dict, steps: int, device: str) -> float:
+    """Median wall-clock seconds of one training step, after three warm-up steps (compilation)."""
+    opt = torch.optim.AdamW(module.model.parameters(), lr=1e-3)
+    times = []
+    for i in range(steps + 3):
+        start = time.perf_counter()
+        loss = module.loss(module.model(batch["features"], batch["actions"]), batch["targets"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if i >= 3:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    from datamodules.history import HistoryStream
+    from omgpt.module import OMGPTModule
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--horizon", type=int, default=50)
+    p.add_argument("--no-compile", action="store_true", help="skip the compiled variants")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", help="also write the numbers here")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = demo_config()["model"]
+    peak = matmul_peak_flops(args.device)
+    print(f"{machine()}; {args.threads} thread(s); matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(f"demo size {cfg['n_layer']}L/{cfg['n_embd']}d, batch {args.batch}, T = {args.horizon}")
+    rows, base = [], None
+    for layout in ("paper", "compact"):
+        for compiled in (False,) if args.no_compile else (False, True):
+            torch.manual_seed(0)
+            module = OMGPTModule(**{**cfg, "horizon": args.horizon, "layout": layout}).to(args.device)
+            task = module.task
+            batch = next(iter(HistoryStream(task, batch_size=args.batch, n_batches=1, horizon=args.horizon, seed=0, epoch=0, rank=0)))
+            batch = {k: v.to(args.device) for k, v in batch.items()}
+            if compiled:
+                module.model.compile()
+            sec = seconds_per_step(module, batch, args.steps, args.device)
+            flops = step_flops(module, args.batch, args.horizon)
+            base = base or sec
+            row = {"layout": layout, "compiled": compiled, "steps_per_s": 1 / sec,
+                   "decisions_per_s": args.batch * args.horizon / sec,
+                   "tokens_per_s": args.batch * module.model.cfg.tokens_per_step * args.horizon / sec,
+                   "gflop_per_step": flops / 1e9, "peak_fraction": flops / sec / peak, "speedup": base / sec}
+            rows.append(row)
+    print(f"{'layout':8} {'compile':7} {'steps/s':>8} {'decisions/s':>12} {'tokens/s':>10} {'GFLOP/step':>10} {'of peak':>8} {'speed-up':>8}")
+    for r in rows:
+        print(f"{r['layout']:8} {str(r['compiled']):7} {r['steps_per_s']:8.2f} {r['decisions_per_s']:12.0f} {r['tokens_per_s']:10.0f} "
+              f"{r['gflop_per_step']:10.3f} {r['peak_fraction']:8.1%} {r['speedup']:7.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "threads": args.threads, "peak_gflops": peak / 1e9, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
