@@ -224,7 +224,10 @@ class OMGPTModule(L.LightningModule):
 
 def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTModule:
     """Load a trained module from a Lightning checkpoint, safely (``weights_only=True``: a downloaded
-    checkpoint cannot run code). Missing, unreadable or foreign files raise :class:`OMGPTError`."""
+    checkpoint cannot run code). A folder stands for its ``model.ckpt`` (``pretrained/<name>/``).
+    Missing, unreadable or foreign files raise :class:`OMGPTError`."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.ckpt")
     if not os.path.isfile(path):
         raise OMGPTError(f"checkpoint not found: {path}")
     try:
