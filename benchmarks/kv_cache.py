@@ -1,11 +1,13 @@
 """KV-cached rollout vs re-encoding the whole history at every step (``GPTPolicy(use_cache=...)``).
 
-    python benchmarks/kv_cache.py [--sizes tiny,demo,paper] [--batch 256] [--horizon 100] [--device cpu]
+    python benchmarks/kv_cache.py [--sizes tiny,demo,paper] [--layouts paper,compact] [--batch 256]
+        [--horizon 100] [--device cpu]
 
 For each model size, plays the same ``B`` newsvendor environments for ``T`` steps with the same
-seeds twice -- decoding the two new tokens per step through the KV cache, and re-running the model
-over the ``2t-1`` tokens of the history at every step -- and prints both wall times, the speed-up
-and the largest difference between the two runs' actions, measured in this one run.
+seeds twice -- decoding the new tokens of each step through the KV cache, and re-running the model
+over the whole history at every step -- and prints both wall times, the speed-up and the largest
+difference between the two runs' actions, measured in this one run, for each token layout (paper:
+two tokens per step, ``2t-1`` re-encoded; compact: one, ``t`` re-encoded).
 
 Why the speed-up grows with the model and with ``T``: the cached rollout feeds ``2T`` tokens through
 the network, the re-encoding one ``Σ_t (2t-1) = T²`` (plus attention, cubic in ``T``), so when the
@@ -49,13 +51,15 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(size: str, batch: int, horizon: int, device: str = "cpu", repeats: int = 1, task_name: str = "newsvendor") -> dict:
+def measure(size: str, batch: int, horizon: int, device: str = "cpu", repeats: int = 1, task_name: str = "newsvendor",
+            layout: str = "paper") -> dict:
     """Times both rollouts ``repeats`` times, alternating, and keeps each one's fastest run (the least
     disturbed by other work on the machine)."""
     n_layer, n_head, n_embd = SIZES[size]
     task = make_task(task_name)
     torch.manual_seed(0)
-    cfg = GPTConfig(task.feature_dim, task.action_dim, n_layer=n_layer, n_head=n_head, n_embd=n_embd, dropout=0.0, max_steps=horizon)
+    cfg = GPTConfig(task.feature_dim, task.action_dim, n_layer=n_layer, n_head=n_head, n_embd=n_embd, dropout=0.0,
+                    max_steps=horizon, layout=layout)
     model = GPT(cfg, task.scaling()).to(device).eval()
     envs = {k: v.to(device) for k, v in task.sample_envs(batch, torch.Generator().manual_seed(0)).items()}
     play(task, model, {k: v[: min(batch, 8)] for k, v in envs.items()}, min(horizon, 5), True, device)  # warm-up
@@ -66,7 +70,7 @@ def measure(size: str, batch: int, horizon: int, device: str = "cpu", repeats: i
         seconds, a_full = play(task, model, envs, horizon, False, device)
         full.append(seconds)
     return {
-        "size": size, "layers": n_layer, "heads": n_head, "dims": n_embd, "params": model.num_params(),
+        "size": size, "layout": layout, "layers": n_layer, "heads": n_head, "dims": n_embd, "params": model.num_params(),
         "batch": batch, "horizon": horizon, "device": str(device),
         "cached_s": min(cached), "full_s": min(full), "speedup": min(full) / min(cached),
         "max_abs_diff": float((a_cached - a_full).abs().max()),
@@ -74,7 +78,7 @@ def measure(size: str, batch: int, horizon: int, device: str = "cpu", repeats: i
 
 
 def report(r: dict) -> str:
-    return (f"{r['size']:<6} {r['layers']:>2}L/{r['heads']:>2}H/{r['dims']:>3}d {r['params'] / 1e6:>6.2f}M  B={r['batch']:<4} T={r['horizon']:<4}"
+    return (f"{r['size']:<6} {r['layout']:<8} {r['layers']:>2}L/{r['heads']:>2}H/{r['dims']:>3}d {r['params'] / 1e6:>6.2f}M  B={r['batch']:<4} T={r['horizon']:<4}"
             f" cached {r['cached_s']:>8.2f}s  full recompute {r['full_s']:>8.2f}s  speed-up {r['speedup']:>6.1f}x"
             f"  max|a_cached - a_full| {r['max_abs_diff']:.1e}")
 
@@ -82,6 +86,7 @@ def report(r: dict) -> str:
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="tiny,demo,paper", help=f"comma-separated, from {', '.join(SIZES)}")
+    p.add_argument("--layouts", default="paper", help="comma-separated token layouts: paper, compact")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--horizon", type=int, default=100)
     p.add_argument("--paper-batch", type=int, help="batch for the paper size only (its full recompute takes ~30 min on a 2-core CPU at B=256)")
@@ -94,8 +99,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     results = []
     for size in a.sizes.split(","):
         batch = a.paper_batch if size == "paper" and a.paper_batch else a.batch
-        results.append(measure(size, batch, a.horizon, a.device, a.repeats))
-        print(report(results[-1]), flush=True)
+        for layout in a.layouts.split(","):
+            results.append(measure(size, batch, a.horizon, a.device, a.repeats, layout=layout))
+            print(report(results[-1]), flush=True)
     return results
 
 
