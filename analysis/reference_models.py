@@ -1,0 +1,142 @@
+"""Pre-trained reference models: train one with the CPU recipe, ship its weights and a card.
+
+    python -m analysis.reference_models train NAME [--minutes 90] [--runs-dir runs/pretrained]
+    python -m analysis.reference_models card NAME [--runs 200] [--seed 1] [--runs-dir runs/pretrained]
+
+A reference model is ``configs/pretrained/NAME.yaml`` (the task, its horizon and the recipe, layered on
+``configs/scale/cpu.yaml`` where it says so). ``train`` fits it for at most ``--minutes`` of wall-clock
+(Lightning's ``max_time``), one CPU thread, resuming from the run's ``last.ckpt`` when one exists, so
+a budget can be spent across sessions. ``card`` takes the checkpoint the run kept (lowest
+``val/regret_ucb``), writes ``pretrained/NAME/model.ckpt`` -- weights and hyper-parameters only, no
+optimizer state, so it stays small -- evaluates it on ``--runs`` fresh test environments against
+``alg-star`` (where the task has a likelihood), every benchmark of the task and the oracle, and writes
+``pretrained/NAME/card.md`` and ``card.json``: the command, steps, wall-clock, the validation curve,
+the test table, and a 10-run spot check that ``tests/test_pretrained.py`` reproduces.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs" / "pretrained"
+SPOT_RUNS, SPOT_SEED = 10, 7  # the card's reproducible spot check
+
+
+def fit_args(name: str, runs_dir: Path) -> list[str]:
+    return ["fit", "--config", f"configs/pretrained/{name}.yaml", "--trainer.logger.init_args.save_dir", str(runs_dir),
+            "--trainer.logger.init_args.name", name, "--trainer.logger.init_args.version", "0",
+            "--trainer.enable_progress_bar", "false"]
+
+
+def run_dir(name: str, runs_dir: Path) -> Path:
+    return runs_dir / name / "version_0"
+
+
+def train(name: str, runs_dir: Path, minutes: float) -> int:
+    if not (CONFIGS / f"{name}.yaml").is_file():
+        raise SystemExit(f"omgpt: error: no reference model {name!r}; available: {', '.join(available())}")
+    args = fit_args(name, runs_dir) + ["--trainer.max_time", f"00:00:{int(minutes)}:00"]
+    last = run_dir(name, runs_dir) / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        args += ["--ckpt_path", str(last)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    with open(runs_dir / f"{name}.log", "a") as log:
+        return subprocess.call([sys.executable, "-m", "omgpt", *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+
+
+def validation_curve(folder: Path) -> list[dict]:
+    rows = []
+    for metrics in sorted(folder.glob("metrics*.csv")):
+        for r in csv.DictReader(metrics.open()):
+            if r.get("val/regret"):
+                rows.append({"step": int(r["step"]) + 1, "regret": round(float(r["val/regret"]), 3),
+                             "subopt": round(float(r["val/suboptimality"]), 4),
+                             "cpu_minutes": round(float(r["time/cpu_minutes"]), 2) if r.get("time/cpu_minutes") else None})
+    return rows
+
+
+def export(ckpt: Path, out: Path) -> Path:
+    """Weights and hyper-parameters of a Lightning checkpoint, nothing else, as ``out/model.ckpt``."""
+    full = torch.load(ckpt, map_location="cpu", weights_only=True)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"],
+                "global_step": full.get("global_step")}, out / "model.ckpt")
+    return out / "model.ckpt"
+
+
+def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
+    from omgpt.evaluate import run_evaluation
+    from omgpt.module import load_module
+    from omgpt.policies import policies_for
+
+    folder = run_dir(name, runs_dir)
+    kept = sorted(p for p in (folder / "checkpoints").glob("*.ckpt") if p.name != "last.ckpt")
+    if not kept:
+        raise SystemExit(f"omgpt: error: {folder} has no kept checkpoint; train {name} first")
+    out = ROOT / "pretrained" / name
+    model_ckpt = export(kept[-1], out)
+    module = load_module(str(model_ckpt))
+    task = module.task
+    policies = ["omgpt", *(["alg-star"] if "alg-star" in policies_for(task) else []), *task.benchmarks, "oracle"]
+    summary = run_evaluation(task.name, {}, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False)
+    spot = run_evaluation(task.name, {}, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
+    curve = validation_curve(folder)
+    info = {"name": name, "task": task.name, "horizon": module.hparams.horizon, "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
+            "kept_checkpoint": kept[-1].name, "steps": torch.load(model_ckpt, weights_only=True).get("global_step"),
+            "cpu_minutes": curve[-1]["cpu_minutes"] if curve else None, "validation": curve,
+            "test": summary, "spot_check": {"runs": SPOT_RUNS, "seed": SPOT_SEED,
+                                            "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}}
+    (out / "card.json").write_text(json.dumps(info, indent=1))
+    rows = sorted(summary["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"])
+    star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
+    lines = [f"# Reference model `{name}`", "", f"Task `{task.name}`, horizon {info['horizon']}; trained with",
+             "", f"    {info['command']}", "",
+             f"{info['steps']} steps, {info['cpu_minutes']} CPU-minutes on one core; kept checkpoint `{info['kept_checkpoint']}` "
+             "(lowest validation mean + one sd of regret).", "",
+             f"## Test: {runs} fresh environments (seed {seed})", "",
+             "| policy | final regret | 90% CI | × alg-star | \\|a − a*\\| at T |", "|---|---|---|---|---|"]
+    for pol, s in rows:
+        ratio = f"{s['final_regret']['mean'] / star:.2f}" if star else "—"
+        lo, hi = s["final_regret"]["ci90"]
+        lines.append(f"| {pol} | {s['final_regret']['mean']:.2f} | [{lo:.2f}, {hi:.2f}] | {ratio} | {s['final_suboptimality']['mean']:.3f} |")
+    lines += ["", "## Validation curve (128 fixed validation environments)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
+    lines += [f"| {p['step']} | {p['cpu_minutes']} | {p['regret']:.2f} | {p['subopt']:.3f} |" for p in curve]
+    lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name} --policies {','.join(policies)} --runs {runs} --seed {seed}`"]
+    (out / "card.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.reference_models", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("name")
+    t.add_argument("--minutes", type=float, default=90)
+    t.add_argument("--runs-dir", default="runs/pretrained")
+    c = sub.add_parser("card")
+    c.add_argument("name")
+    c.add_argument("--runs", type=int, default=200)
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--runs-dir", default="runs/pretrained")
+    args = p.parse_args(argv)
+    if args.cmd == "train":
+        return train(args.name, ROOT / args.runs_dir, args.minutes)
+    card(args.name, ROOT / args.runs_dir, args.runs, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
