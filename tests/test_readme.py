@@ -46,5 +46,5 @@ def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "evaluate/summary.json").read_text())
-    assert {"omgpt", "erm", "fai", "oracle"} <= set(summary["policies"])
-    assert "figure:" in done.stdout and "beat" in done.stdout
+    assert {"omgpt", "alg-star", "erm", "fai", "oracle"} <= set(summary["policies"])
+    assert "figure:" in done.stdout and "beat" in done.stdout and "Bayes-optimal alg-star" in done.stdout
