@@ -48,6 +48,11 @@ def train(variant: str, runs_dir: Path, nice: int = 0) -> int:
                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
 
 
+def finished(log: Path) -> bool:
+    """Only runs that trained to their end are reported: Lightning says so in the fit's log."""
+    return log.is_file() and "`Trainer.fit` stopped" in log.read_text(errors="replace")
+
+
 def available() -> list[str]:
     return sorted(p.stem for p in VARIANTS.glob("*.yaml"))
 
@@ -78,7 +83,7 @@ def report(runs_dir: Path, out: Path) -> None:
     results = {}
     for variant in available():
         logs = sorted((runs_dir / variant).glob("version_*/metrics.csv"))
-        if logs:  # the newest run of the variant; keep a copy beside the report
+        if logs and finished(runs_dir / f"{variant}.log"):  # the newest run; keep a copy beside the report
             shutil.copy(logs[-1], out / "metrics" / f"{variant}.csv")
         if (out / "metrics" / f"{variant}.csv").is_file():
             curve = read_curve(out / "metrics" / f"{variant}.csv")

@@ -29,10 +29,14 @@ def test_report_plots_validation_against_cpu_time(tmp_path):
         rows += [f"{99 + 100 * i},{1.5 * (i + 1)},{2.0 * (i + 1)},{r},{r / 20},"  for i, r in enumerate(regrets)]
         rows += ["150,,,,,0.3"]  # a training row: not a validation point
         (log / "metrics.csv").write_text("\n".join(rows) + "\n")
+        (runs / f"{variant}.log").write_text("`Trainer.fit` stopped: `max_epochs=2` reached.\n")
+    unfinished = runs / "compact-rope" / "version_0"  # still training: never reported
+    unfinished.mkdir(parents=True)
+    (unfinished / "metrics.csv").write_text("step,time/cpu_minutes,val/regret,val/suboptimality\n99,1.0,1.0,0.1\n")
     recipe.report(runs, tmp_path / "out")
     data = json.loads((tmp_path / "out" / "recipe.json").read_text())
     assert data["compact"]["final"] == {"step": 200, "minutes": 3.0, "regret": 20.0, "subopt": 1.0}
-    assert data["baseline"]["best_regret"] == 25.0
+    assert data["baseline"]["best_regret"] == 25.0 and "compact-rope" not in data
     rows = [line for line in (tmp_path / "out" / "report.md").read_text().splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == ["compact", "baseline"]  # sorted by final regret
     assert (tmp_path / "out" / "curves.png").stat().st_size > 0
