@@ -177,6 +177,7 @@ class OMGPTModule(L.LightningModule):
             checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state_all()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        resume_after_last_batch(checkpoint)
         rng = checkpoint.get("rng")
         if rng is not None:
             torch.set_rng_state(rng["torch"])
@@ -199,6 +200,30 @@ class OMGPTModule(L.LightningModule):
 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def resume_after_last_batch(checkpoint: dict) -> None:
+    """Make a checkpoint written at the end of an epoch's last training batch (a step checkpoint:
+    ``ModelCheckpoint(every_n_train_steps=N)`` at a multiple of N) resume where it was written.
+
+    Lightning (2.6) restores that state as "epoch finished": it skips the epoch's validation and
+    end-of-epoch hooks, and it keeps the batch counter unless the next epoch has the same number of
+    batches, so a longer next epoch (the mixed phase) would train too few. Marked instead as "batch
+    completed, validation about to start" -- the counters it would have a moment later -- the resumed
+    fit runs the epoch's validation and epoch end, then the next epoch from its first batch, exactly as
+    the uninterrupted run. Called from ``on_load_checkpoint``, before Lightning restores its loops."""
+    fit = (checkpoint.get("loops") or {}).get("fit_loop") or {}
+    batches, val = fit.get("epoch_loop.batch_progress"), fit.get("epoch_loop.val_loop.batch_progress")
+    epochs = fit.get("epoch_progress")
+    if batches is None or val is None or epochs is None:
+        return
+    b, e = batches["total"], epochs["total"]
+    at_batch_end = b["ready"] == b["started"] == b["processed"] == b["completed"] + 1
+    mid_epoch = e["ready"] == e["started"] == e["processed"] + 1
+    if batches["is_last_batch"] and at_batch_end and mid_epoch:
+        b["completed"] += 1
+        batches["current"]["completed"] += 1
+        val["total"].update(ready=1, started=1, processed=0, completed=0)  # "restarted mid-validation"
 
 
 def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTModule:
