@@ -168,13 +168,15 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt.reset()
 
     # ---------------------------------------------------------------------------------------------
-    # ---------------------------------------------------------------------------------------------
     # Lightning does not checkpoint the global RNGs; dropout draws from torch's, so without them a
     # resumed run would train on different dropout masks than an uninterrupted one.
+    # Only rank 0's checkpoint is written: every rank restores its RNGs, so they must be the same on
+    # every rank -- they are, seeded alike and drawn alike; for CUDA that holds for each rank's own
+    # device (rank k draws dropout masks on device k), so save the current device's state only.
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": random.getstate()}
         if torch.cuda.is_available():
-            checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+            checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         resume_after_last_batch(checkpoint)
@@ -182,8 +184,8 @@ class OMGPTModule(L.LightningModule):
         if rng is not None:
             torch.set_rng_state(rng["torch"])
             random.setstate(rng["python"])
-            if "cuda" in rng and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
-                torch.cuda.set_rng_state_all(rng["cuda"])
+            if isinstance(rng.get("cuda"), torch.Tensor) and torch.cuda.is_available():
+                torch.cuda.set_rng_state(rng["cuda"])
 
     def configure_optimizers(self):
         hp = self.hparams

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 import yaml
 
 from omgpt.module import load_module
-from tests.ddp_probe import params_hash
+from tests.ddp_probe import kill_when_stalled, params_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 9  # 5 + 2 + 2
@@ -72,20 +70,9 @@ def kill_at(tmp: Path, run: str, step: int, *extra: str, where: str = "train", *
     step, or ``where="validation"`` in the validation that follows it -- SIGKILL it there, and return
     its last.ckpt."""
     stall = tmp / run / "stall"
-    log = tmp / f"{run}.log"
     stall_args = ("--trainer.callbacks+=tests.ddp_probe.Stall", "--trainer.callbacks.out", str(stall),
                   "--trainer.callbacks.at_step", str(step), "--trainer.callbacks.where", where)  # fmt: skip
-    proc = start(fit_command(tmp, run, *stall_args, *extra, **fit), log)
-    try:
-        deadline = time.monotonic() + 120
-        while not (stall / "stalled").exists():
-            assert proc.poll() is None, f"{run} ended before reaching step {step}:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"{run} did not reach step {step}"
-            time.sleep(0.2)
-    finally:  # never leave a stalled fit behind
-        proc.send_signal(signal.SIGKILL)
-        returncode = proc.wait(timeout=30)
-    assert returncode == -signal.SIGKILL
+    kill_when_stalled(fit_command(tmp, run, *stall_args, *extra, **fit), tmp / f"{run}.log", stall, cwd=ROOT, env=env())
     (last,) = (tmp / run / "runs").rglob("last.ckpt")
     return last
 
