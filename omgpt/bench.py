@@ -15,7 +15,6 @@ checks that everything runs). The helpers the Trainer-based benchmarks share liv
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import platform

@@ -18,9 +18,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from omgpt import checks
 from omgpt.cli import _Parser, _task_options
 from omgpt.errors import OMGPTError
