@@ -208,12 +208,9 @@ class OMGPTModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         # Called before Lightning loads the weights, for every checkpoint path a fit or validation
         # resolves (the last/best aliases included): a mismatch is one line here, not a traceback there.
-        check_resumable(checkpoint, dict(self.hparams), getattr(self.trainer, "ckpt_path", None) if self._trainer else None)
-        own = {k: v.shape for k, v in self.state_dict().items()}
-        theirs = {k: v.shape for k, v in checkpoint["state_dict"].items()}
-        wrong = sorted(k for k in own.keys() & theirs.keys() if own[k] != theirs[k]) + sorted(own.keys() ^ theirs.keys())
-        if wrong:
-            raise OMGPTError(f"the checkpoint's weights do not fit the model its settings describe ({wrong[0]}{', ...' if len(wrong) > 1 else ''})")
+        path = getattr(self.trainer, "ckpt_path", None) if self._trainer else None
+        check_resumable(checkpoint, dict(self.hparams), path)
+        check_weights(checkpoint, self, path)
         resume_after_last_batch(checkpoint)
         rng = checkpoint.get("rng")
         if rng is not None:
@@ -255,6 +252,16 @@ def check_resumable(checkpoint: dict, settings: dict, path: str | None = None) -
     if changed:
         shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {settings[k]!r})" for k in changed[:3])
         raise OMGPTError(f"{name} was trained with {shown}{', ...' if len(changed) > 3 else ''}; use the settings it was trained with")
+
+
+def check_weights(checkpoint: dict, module: OMGPTModule, path: str | None = None) -> None:
+    """The checkpoint's tensors are the ones ``module`` has, of the same shapes."""
+    own = {k: v.shape for k, v in module.state_dict().items()}
+    theirs = {k: v.shape for k, v in checkpoint["state_dict"].items()}
+    wrong = sorted(k for k in own.keys() & theirs.keys() if own[k] != theirs[k]) + sorted(own.keys() ^ theirs.keys())
+    if wrong:
+        name = f"checkpoint {path}" if path else "the checkpoint"
+        raise OMGPTError(f"{name}: its weights do not fit the model its settings describe ({wrong[0]}{', ...' if len(wrong) > 1 else ''})")
 
 
 def _plain(value):
@@ -301,13 +308,10 @@ def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTMod
     hparams = {k: v for k, v in ckpt["hyper_parameters"].items() if not k.startswith("_")}
     unknown = sorted(set(hparams) - set(inspect.signature(OMGPTModule.__init__).parameters))
     if unknown:
-        raise OMGPTError(f"{path} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
+        raise OMGPTError(f"checkpoint {path} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
     module = OMGPTModule(**hparams)
-    try:
-        module.load_state_dict(ckpt["state_dict"])
-    except RuntimeError as e:  # 'Error(s) in loading state_dict ...:' then one line per problem
-        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-        raise OMGPTError(f"{path} does not match the model its hyper-parameters describe: {lines[min(1, len(lines) - 1)]}") from None
+    check_weights(ckpt, module, path)
+    module.load_state_dict(ckpt["state_dict"])
     bad = [k for k, v in ckpt["state_dict"].items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
         raise OMGPTError(f"{path} has non-finite weights ({bad[0]}{', ...' if len(bad) > 1 else ''}): its fit diverged")
