@@ -37,21 +37,16 @@ from hypothesis import strategies as st
 
 from omgpt.cli import cli_main
 from omgpt.files import atomic_write, write_json
-from tests.test_safety import fit_args, one_line_error, snapshot
+from tests.test_safety import fit_args, last_ckpt, one_line_error, snapshot, trained  # noqa: F401 (trained: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    """A finished tiny newsvendor fit (2 layers, 16 dims, horizon 12); returns its last.ckpt."""
-    tmp = tmp_path_factory.mktemp("fit")
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(sys, "argv", ["omgpt"])
-        assert cli_main(fit_args(tmp / "runs")) == 0
-    (last,) = (tmp / "runs").rglob("last.ckpt")
-    return last
+def ckpt(trained) -> Path:
+    """The last.ckpt of test_safety's finished tiny newsvendor fit (2 layers, 16 dims, horizon 12)."""
+    return last_ckpt(trained)
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +100,11 @@ def test_a_malicious_last_ckpt_never_runs_whatever_torchs_default(ckpt_path, tmp
     assert last.read_bytes() == before
 
 
-def test_a_truncated_last_ckpt_is_one_line_for_the_last_alias(trained, tmp_path, capsys, monkeypatch):
+def test_a_truncated_last_ckpt_is_one_line_for_the_last_alias(ckpt, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     last = tmp_path / "runs/omgpt/run/checkpoints/last.ckpt"
     last.parent.mkdir(parents=True)
-    last.write_bytes(trained.read_bytes()[: trained.stat().st_size // 3])
+    last.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 3])
     assert cli_main(fit_args(tmp_path / "runs", "--trainer.logger.init_args.version", "run", "--ckpt_path", "last")) == 2
     assert "cannot read checkpoint" in one_line_error(capsys)
 
@@ -126,25 +121,24 @@ FOREIGN = {
 
 
 @pytest.mark.parametrize("defect", list(FOREIGN))
-def test_foreign_checkpoints_are_one_line_for_evaluate_and_fit(defect, trained, earlier, tmp_path, capsys, monkeypatch):
+def test_foreign_checkpoints_are_one_line_for_evaluate_and_fit(defect, trained, ckpt, earlier, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     edit, message = FOREIGN[defect]
-    bad = edited(trained, tmp_path / "x.ckpt", edit)
+    bad = edited(ckpt, tmp_path / "x.ckpt", edit)
     before = snapshot(earlier)
     assert cli_main(["evaluate", "--policies", "omgpt,oracle", "--ckpt", str(bad), "--runs", "2", "--horizon", "3", "--out", str(earlier)]) == 2
     assert message in one_line_error(capsys)
     assert snapshot(earlier) == before
-    runs = trained.parents[3]
-    run_before = snapshot(runs)
-    assert cli_main(fit_args(runs, "--ckpt_path", str(bad))) == 2
+    run_before = snapshot(trained)
+    assert cli_main(fit_args(trained, "--ckpt_path", str(bad))) == 2
     assert message in one_line_error(capsys)
-    assert_kept(run_before, runs)
+    assert_kept(run_before, trained)
 
 
-def test_a_resumed_fit_refuses_settings_that_conflict_with_the_checkpoint(trained, tmp_path, capsys, monkeypatch):
+def test_a_resumed_fit_refuses_settings_that_conflict_with_the_checkpoint(ckpt, tmp_path, capsys, monkeypatch):
     """LightningCLI would silently replace --model.n_embd 32 by the checkpoint's 16."""
     monkeypatch.setattr(sys, "argv", ["omgpt"])
-    assert cli_main(fit_args(tmp_path / "runs", "--ckpt_path", str(trained), "--model.n_embd", "32")) == 2
+    assert cli_main(fit_args(tmp_path / "runs", "--ckpt_path", str(ckpt), "--model.n_embd", "32")) == 2
     assert "model.n_embd=16 (this run: 32)" in one_line_error(capsys)
     assert not (tmp_path / "runs").exists()
 
@@ -171,8 +165,8 @@ def test_a_finite_loss_with_a_non_finite_update_never_reaches_the_weights_or_a_c
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == int(stopped.group(2))
 
 
-def test_a_diverged_checkpoint_is_refused_not_evaluated_into_nan(trained, tmp_path, capsys):
-    bad = edited(trained, tmp_path / "nan.ckpt", lambda c: next(v for v in c["state_dict"].values() if v.is_floating_point()).fill_(float("nan")))
+def test_a_diverged_checkpoint_is_refused_not_evaluated_into_nan(ckpt, tmp_path, capsys):
+    bad = edited(ckpt, tmp_path / "nan.ckpt", lambda c: next(v for v in c["state_dict"].values() if v.is_floating_point()).fill_(float("nan")))
     out = tmp_path / "eval"
     assert cli_main(["evaluate", "--policies", "omgpt,oracle", "--ckpt", str(bad), "--runs", "2", "--horizon", "3", "--out", str(out)]) == 2
     assert "non-finite weights" in one_line_error(capsys)
@@ -284,13 +278,13 @@ if not torch.cuda.is_available():  # with a GPU, `--trainer.accelerator gpu` is 
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_bad_values_are_one_line_exit_2_and_leave_earlier_outputs_alone(case, trained, earlier, tmp_path, capsys, monkeypatch):
+def test_bad_values_are_one_line_exit_2_and_leave_earlier_outputs_alone(case, trained, ckpt, earlier, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     monkeypatch.chdir(ROOT)
     args, message = BAD_INPUTS[case]
     (tmp_path / "file").write_text("a file")
-    args = [a.format(ckpt=trained, file=tmp_path / "file") for a in args]
-    runs = trained.parents[3]
+    args = [a.format(ckpt=ckpt, file=tmp_path / "file") for a in args]
+    runs = trained
     if args[0] == "FIT":
         args = fit_args(runs, *args[1:])
     elif "--out" not in args and args[0] not in ("test", "bench", "experiment", "demo"):
