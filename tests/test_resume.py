@@ -1,12 +1,14 @@
-"""Fault tolerance: a fit killed with SIGKILL mid-epoch and resumed from ``last.ckpt`` ends exactly
-where an uninterrupted run with the same seed ends.
+"""Fault tolerance: a fit killed with SIGKILL -- mid-epoch, or at an epoch boundary -- and resumed
+from ``last.ckpt`` ends exactly where an uninterrupted run with the same seed ends. (Killed and
+resumed under 2-process DDP: tests/test_ddp.py.)
 
 Everything runs through ``python -m omgpt fit`` in subprocesses, with ``configs/trainer/fault_tolerant.yaml``
 (its step interval shortened to 2). The fit is the tiny newsvendor one, streaming fresh histories
 (``history_pool: null``), dropout 0.05, 3 epochs: epoch 0 has 5 batches at horizon 6; epochs 1 and
 2 are Algorithm 1's mixed phase (self-rollouts, 2 batches each) at horizons 9 and 12. It is killed
 twice: at step 2 (mid-epoch 0: the stream, optimizer and RNG must continue) and, after the first
-resume, at step 6 (mid-epoch 1: also the curriculum stage and the epoch's self-rollout set).
+resume, at step 6 (mid-epoch 1: also the curriculum stage and the epoch's self-rollout set). The
+epoch-boundary test runs epochs of 1, 2 and 2 batches and kills at both kinds of boundary.
 
 The comparison is exact (bit-identical weights, batches and validation metrics), not a tolerance:
 one thread, CPU, every random stream seeded -- nothing legitimately differs between the runs.
