@@ -35,16 +35,26 @@ def number(name: str, value: Any, *, integer: bool = False, low: float | None = 
     if value is None and none:
         return None
     try:
-        if isinstance(value, bool):
-            raise ValueError
-        x = float(_integer_text(value) if integer and isinstance(value, str) else value.strip() if isinstance(value, str) else value)
+        parsed = _parse(value)
+        x = float(parsed)
     except (TypeError, ValueError, OverflowError):
         x = math.nan
     if (not math.isfinite(x) or (integer and x != int(x))
             or (low is not None and (x <= low if low_open else x < low))
             or (high is not None and (x >= high if high_open else x > high))):
         raise OMGPTError(f"{name} must be {_wanted(integer, low, high, low_open, high_open)}, got {value!r}")
-    return int(x) if integer else x
+    return (parsed if isinstance(parsed, int) else int(x)) if integer else x
+
+
+def _parse(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError  # true is not 1 here
+    if isinstance(value, str):
+        try:
+            return int(value)  # "12" exactly (a float would round a long integer)
+        except ValueError:
+            return float(value)  # "1e-3", "1e3", "nan"
+    return value
 
 
 def _wanted(integer: bool, low, high, low_open: bool, high_open: bool) -> str:
@@ -65,14 +75,6 @@ def _wanted(integer: bool, low, high, low_open: bool, high_open: bool) -> str:
 
 def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
-
-
-def _integer_text(text: str) -> int | float:
-    text = text.strip()
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)  # "1e3" is an integer; "1.5" fails the integer check
 
 
 def seed(name: str, value: Any) -> int:
@@ -136,8 +138,11 @@ def _declared_type(cls: type, key: str) -> type | None:
         if parameter is None:
             continue
         hint = parameter.annotation
-        names = [t.strip() for t in hint.split("|")] if isinstance(hint, str) else [getattr(hint, "__name__", "")]
-        names = [n for n in names if n != "None"]
+        if hint is inspect.Parameter.empty:
+            names = []
+        else:
+            names = [t.strip() for t in hint.split("|")] if isinstance(hint, str) else [getattr(hint, "__name__", "")]
+            names = [n for n in names if n != "None"]
         if len(names) == 1 and names[0] in _SCALARS:
             return _SCALARS[names[0]]
         default = parameter.default

@@ -161,14 +161,13 @@ class OMGPTModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer) -> None:
         if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
             return  # fp16 loss scaling skips steps with overflowing gradients itself
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        if grads and not bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()):
+        if not _all_finite(p.grad for p in self.parameters() if p.grad is not None):
             what = "gradient" if getattr(self, "_loss_finite", True) else "training loss"
             raise FloatingPointError(f"non-finite {what} at step {self.global_step}")
 
     def optimizer_step(self, *args, **kwargs) -> None:
         super().optimizer_step(*args, **kwargs)
-        if not bool(torch.stack([torch.isfinite(p).all() for p in self.parameters()]).all()):
+        if not _all_finite(self.parameters()):
             raise FloatingPointError(f"non-finite weights after the update at step {self.global_step}")
 
     # ---------------------------------------------------------------------------------------------
@@ -248,7 +247,7 @@ def check_resumable(checkpoint: dict, settings: dict, path: str | None = None) -
     unknown = sorted(set(trained) - set(settings))
     if unknown:
         raise OMGPTError(f"{name} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
-    changed = [k for k in trained if _plain(trained[k]) != _plain(settings[k])]
+    changed = [k for k in trained if _comparable(trained[k]) != _comparable(settings[k])]
     if changed:
         shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {settings[k]!r})" for k in changed[:3])
         raise OMGPTError(f"{name} was trained with {shown}{', ...' if len(changed) > 3 else ''}; use the settings it was trained with")
@@ -264,13 +263,19 @@ def check_weights(checkpoint: dict, module: OMGPTModule, path: str | None = None
         raise OMGPTError(f"{name}: its weights do not fit the model its settings describe ({wrong[0]}{', ...' if len(wrong) > 1 else ''})")
 
 
-def _plain(value):
+def _comparable(value):
     """Settings as compared: tuples as lists, an empty mapping as none (``task_options: {}`` = unset)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()} or None
+        return {k: _comparable(v) for k, v in value.items()} or None
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_comparable(v) for v in value]
     return value
+
+
+def _all_finite(tensors) -> bool:
+    """One device sync for all of them."""
+    flags = [torch.isfinite(t).all() for t in tensors if t.is_floating_point()]
+    return not flags or bool(torch.stack(flags).all())
 
 
 def resume_after_last_batch(checkpoint: dict) -> None:
@@ -312,7 +317,6 @@ def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTMod
     module = OMGPTModule(**hparams)
     check_weights(ckpt, module, path)
     module.load_state_dict(ckpt["state_dict"])
-    bad = [k for k, v in ckpt["state_dict"].items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
-    if bad:
-        raise OMGPTError(f"{path} has non-finite weights ({bad[0]}{', ...' if len(bad) > 1 else ''}): its fit diverged")
+    if not _all_finite(ckpt["state_dict"].values()):
+        raise OMGPTError(f"checkpoint {path} has non-finite weights: its fit diverged")
     return module.eval()
