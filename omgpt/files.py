@@ -114,7 +114,7 @@ def output_folder(out: str | Path, produces: tuple[str, ...], command: str) -> I
     ``produces``), which is replaced; anything else is refused before any work starts, so a command
     never deletes files it did not write. Creating the temporary folder up front also finds an
     unwritable ``out`` before the work, not after it."""
-    out = Path(out)
+    out = Path(out).absolute()  # ("." has no name to put a sibling beside)
     _check_replaceable(out, produces, command)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
