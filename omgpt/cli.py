@@ -21,6 +21,7 @@ from omgpt.files import SafeCheckpointIO, read_checkpoint
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 LIGHTNING_COMMANDS = ("fit", "validate")  # no `test`: the module has no test step; `omgpt evaluate` tests
+CKPT_ALIASES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves inside fit
 
 
 class OMGPTCLI(LightningCLI):
@@ -44,7 +45,7 @@ class OMGPTCLI(LightningCLI):
         if config.get("seed_everything") not in (None, True, False):  # Lightning's own check ends in a traceback
             checks.seed("seed_everything", config.get("seed_everything"))
         ckpt = config.get("ckpt_path")
-        if ckpt and ckpt not in ("last", "best", "hpc", "registry"):
+        if ckpt and ckpt not in CKPT_ALIASES:
             # Before LightningCLI copies the checkpoint's hyper-parameters over the config: a setting
             # that differs would otherwise be silently replaced. (The aliases are resolved only inside
             # fit; OMGPTModule.on_load_checkpoint checks them there.)
@@ -64,6 +65,24 @@ class OMGPTCLI(LightningCLI):
         if type(self.trainer.strategy.checkpoint_io) is not TorchCheckpointIO:
             raise OMGPTError("omgpt fit saves and loads checkpoints with its own CheckpointIO; remove the --trainer.plugins checkpoint IO")
         self.trainer.strategy.checkpoint_io = SafeCheckpointIO()
+
+    # LightningCLI runs a subcommand through the CLI's method of that name when there is one.
+    def fit(self, **kwargs) -> None:
+        _resolving_aliases(self.trainer.fit, **kwargs)
+
+    def validate(self, **kwargs) -> None:
+        _resolving_aliases(self.trainer.validate, **kwargs)
+
+
+def _resolving_aliases(run, **kwargs) -> None:
+    """Lightning resolves a ``--ckpt_path`` alias inside fit and raises a ValueError when it names no
+    checkpoint (``best`` in a new process, ``hpc`` without an HPC checkpoint): one line instead."""
+    try:
+        run(**kwargs)
+    except ValueError as e:
+        if kwargs.get("ckpt_path") in CKPT_ALIASES and "ckpt_path=" in str(e):
+            raise OMGPTError(str(e).replace("`", "")) from None
+        raise
 
 
 def build_cli(args: ArgsType = None) -> OMGPTCLI:

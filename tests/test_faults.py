@@ -283,6 +283,8 @@ BAD_INPUTS = {
     "lr NaN": (["FIT", "--model.lr", ".nan"], "model.lr must be a positive number"),
     "seed_everything -1": (["FIT", "--seed_everything", "-1"], "seed_everything must be an integer"),
     "data seed -1": (["FIT", "--data.seed", "-1"], "data.seed must be an integer"),
+    "--ckpt_path best in a new process": (["FIT", "--ckpt_path", "best"], "ckpt_path=\"best\""),
+    "--ckpt_path hpc without one": (["FIT", "--ckpt_path", "hpc"], "no HPC checkpoint"),
 }
 if not torch.cuda.is_available():  # with a GPU, `--trainer.accelerator gpu` is a valid setting
     BAD_INPUTS["accelerator gpu without a GPU"] = (["FIT", "--trainer.accelerator", "gpu"], "gpu")
