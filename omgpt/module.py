@@ -88,6 +88,8 @@ class OMGPTModule(L.LightningModule):
             raise OMGPTError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
         if backbone == "gpt" and n_embd % n_head:
             raise OMGPTError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
+        if backbone == "gpt":  # its positional table holds 2·T·n_embd weights, with AdamW's two moments 3x that
+            checks.memory(3 * 4 * 2 * (window or horizon) * n_embd, f"a GPT for histories of {window or horizon} steps")
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
         cfg = GPTConfig(

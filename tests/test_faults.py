@@ -270,6 +270,7 @@ BAD_INPUTS = {
     "--out cannot be made": (["evaluate", "--task", "pricing", "--policies", "oracle", "--out", "/proc/omgpt/x"], "cannot write --out"),
     "runs beyond memory": (["evaluate", "--task", "pricing", "--policies", "oracle", "--runs", "1000000000", "--horizon", "3"], "of memory"),
     "horizon beyond memory": (["evaluate", "--task", "newsvendor", "--policies", "oracle", "--horizon", "10000000"], "of memory"),
+    "horizon beyond memory (fit)": (["FIT", "--model.horizon", "1000000000"], "of memory"),
     "omgpt test": (["test", "--config", "configs/newsvendor.yaml"], "unknown command 'test'"),
     "token sizes of another dim (probe)": (["probe", "--ckpt", "{ckpt}", "--option", "dim=10", "--n-train", "8", "--n-test", "4"], "change the token sizes"),
     "zero perplexity": (["tsne", "--ckpt", "{ckpt}", "--perplexity", "0"], "--perplexity: must be a positive number"),
