@@ -17,7 +17,6 @@ mis-specified: evaluate a ``demand_types=mixed`` checkpoint with ``demand_types=
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import torch
 from torch import Tensor
 
 from analysis.report import mean_band_ci
+from omgpt.files import save_figure, write_json
 from omgpt.rollout import History
 
 RIDGE_LAMBDA = 0.1  # paper §5.1.6
@@ -59,14 +59,17 @@ def ridge_predictions(contexts: np.ndarray, actions: np.ndarray, observations: n
     return pred
 
 
+DEMAND_FILES = ("demand_prediction.json", "demand_prediction.png")
+
+
 def demand_report(predictions: dict[str, np.ndarray], expected: np.ndarray, observed: np.ndarray, meta: dict, out: str | Path) -> dict:
-    """Write ``demand_prediction.json`` and ``demand_prediction.png`` into ``out``; return the summary.
+    """Write ``demand_prediction.json`` and ``demand_prediction.png`` (:data:`DEMAND_FILES`) into the
+    folder ``out``; return the summary.
 
     ``predictions``: method name -> ``(runs, T)`` predicted demand (column ``n`` after ``n`` samples);
     ``expected`` / ``observed``: the expected and realised demand, ``(runs, T)``. ``meta`` is copied
     into the JSON (task, horizon, runs, seed, ...)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     ns = np.arange(1, expected.shape[1])
     methods = {}
     for name, pred in predictions.items():
@@ -74,16 +77,13 @@ def demand_report(predictions: dict[str, np.ndarray], expected: np.ndarray, obse
         stats = mean_band_ci(err)
         methods[name] = {
             "mse": stats["mean"].tolist(),
-            "ci90": stats["ci90"].tolist(),
+            "ci90": None if stats["ci90"] is None else stats["ci90"].tolist(),  # None: one run
             "mse_observed": ((pred[:, 1:] - observed[:, 1:]) ** 2).mean(0).tolist(),
         }
     summary = {**meta, "target": "expected demand E[O_n | X_n, a_n]", "ridge_lambda": RIDGE_LAMBDA, "n": ns.tolist(), "methods": methods}
-    tmp = out / "demand_prediction.json.tmp"  # never leave a half-written report
-    tmp.write_text(json.dumps(summary, indent=2))
-    tmp.replace(out / "demand_prediction.json")
+    write_json(summary, out / "demand_prediction.json")
     plot_demand_errors(summary, out / "demand_prediction.png")
     print(format_demand_table(summary))
-    print(f"wrote {out / 'demand_prediction.json'}, {out / 'demand_prediction.png'}")
     return summary
 
 
@@ -109,10 +109,7 @@ def plot_demand_errors(summary: dict, path: Path) -> None:
     draw_demand_errors(ax, summary)
     ax.set_title(f"demand prediction: {summary.get('task', '')}, {summary.get('runs', '?')} runs (90% CI)", fontsize=10)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
 
 
 def draw_demand_errors(ax, summary: dict) -> None:
@@ -120,7 +117,8 @@ def draw_demand_errors(ax, summary: dict) -> None:
     ns = np.asarray(summary["n"])
     for name, m in summary["methods"].items():
         (line,) = ax.plot(ns, m["mse"], label=name)
-        lo, hi = np.asarray(m["ci90"])
-        ax.fill_between(ns, lo, hi, color=line.get_color(), alpha=0.2)
+        if m["ci90"] is not None:
+            lo, hi = np.asarray(m["ci90"])
+            ax.fill_between(ns, lo, hi, color=line.get_color(), alpha=0.2)
     ax.set(xlabel="observed samples n", ylabel="squared error vs expected demand", yscale="log")
     ax.legend()

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from analysis.demand_prediction import draw_demand_errors
-from analysis.report import draw_curves, save_figure
+from analysis.report import draw_curves
+from omgpt.files import save_figure
 
 
 def _plt():

@@ -33,7 +33,7 @@ would be played, and which hides predictions below ``I'`` -- is reported in the 
 """
 from __future__ import annotations
 
-from analysis.report import save_figure
+from omgpt.files import save_figure
 
 from pathlib import Path
 

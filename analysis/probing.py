@@ -26,9 +26,6 @@ stars right of the last layer.
 """
 from __future__ import annotations
 
-from analysis.report import save_figure
-
-import json
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +33,7 @@ import torch
 
 from analysis.capture import Collected, collect
 from omgpt.errors import OMGPTError
+from omgpt.files import save_figure
 
 RIDGE_ALPHAS = np.logspace(-3, 4, 15)
 TARGETS = ("type", "params", "action", "demand_at_x")
@@ -169,18 +167,3 @@ def plot_probes(result: dict, path: str | Path, title: str | None = None) -> Pat
     fig.suptitle(title or f"Linear probes at X_{step} ({result.get('task', '')}, {result.get('n_train')} train / {result.get('n_test')} test histories)")
     fig.tight_layout()
     return save_figure(fig, path)
-
-
-def write_json(obj: dict, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, default=_jsonable) + "\n")
-    return path
-
-
-def _jsonable(x):
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    if isinstance(x, (np.ndarray, torch.Tensor)):
-        return x.tolist()
-    return str(x)

@@ -6,27 +6,43 @@ what the paper shades) and a bootstrap 90% confidence interval of the mean.
 from __future__ import annotations
 
 import csv
-import json
+import io
 from pathlib import Path
 
 import numpy as np
 
+from omgpt.files import save_figure, write_json, write_text
 from omgpt.rollout import History
 
 BOOTSTRAP_SAMPLES = 2000
 
 
-def mean_band_ci(values: np.ndarray, seed: int = 0) -> dict[str, np.ndarray]:
-    """``values (runs, T)`` -> per-step ``mean``, ``band90`` (lo, hi) and bootstrap ``ci90`` (lo, hi)."""
-    rng = np.random.default_rng(seed)
+def mean_band_ci(values: np.ndarray, seed: int = 0) -> dict[str, np.ndarray | None]:
+    """``values (runs, T)`` -> per-step ``mean``, ``band90`` (lo, hi) and bootstrap ``ci90`` (lo, hi).
+    One run has no confidence interval of its mean (resampling it gives it back, a zero-width
+    interval that would claim certainty): ``ci90`` is then ``None``."""
     runs = values.shape[0]
-    idx = rng.integers(0, runs, size=(BOOTSTRAP_SAMPLES, runs))
-    boot_means = values[idx].mean(axis=1)  # (samples, T)
+    ci = None
+    if runs >= 2:
+        idx = np.random.default_rng(seed).integers(0, runs, size=(BOOTSTRAP_SAMPLES, runs))
+        ci = np.percentile(values[idx].mean(axis=1), [5, 95], axis=0)  # of the (samples, T) means
+    return {"mean": values.mean(axis=0), "band90": np.percentile(values, [5, 95], axis=0), "ci90": ci}
+
+
+def final_regret(stats: dict) -> dict:
+    """The summary's ``final_regret`` from a policy's regret statistics: the last step's mean, CI
+    (``None`` for a single run) and band."""
+    ci = stats["ci90"]
     return {
-        "mean": values.mean(axis=0),
-        "band90": np.percentile(values, [5, 95], axis=0),
-        "ci90": np.percentile(boot_means, [5, 95], axis=0),
+        "mean": float(stats["mean"][-1]),
+        "ci90": None if ci is None else [float(v) for v in ci[:, -1]],
+        "band90": [float(v) for v in stats["band90"][:, -1]],
     }
+
+
+def interval(pair: list | None) -> str:
+    """``[lo, hi]`` for a table; ``undefined`` where there is none (one run)."""
+    return "undefined" if pair is None else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
 
 
 def summarise(histories: dict[str, History]) -> dict[str, dict[str, dict[str, np.ndarray]]]:
@@ -40,10 +56,13 @@ def summarise(histories: dict[str, History]) -> dict[str, dict[str, dict[str, np
     }
 
 
+REPORT_FILES = ("summary.json", "curves.csv", "regret.png")
+
+
 def write_report(histories: dict[str, History], task: str, horizon: int, runs: int, seed: int, out: str | Path, title: str | None = None) -> dict:
-    """Write ``summary.json``, ``curves.csv`` and ``regret.png`` into ``out``, print the table, return the summary."""
+    """Write ``summary.json``, ``curves.csv`` and ``regret.png`` (:data:`REPORT_FILES`) into the
+    folder ``out``, print the table, return the summary."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     stats = summarise(histories)
     summary = {
         "task": task,
@@ -51,22 +70,14 @@ def write_report(histories: dict[str, History], task: str, horizon: int, runs: i
         "runs": runs,
         "seed": seed,
         "policies": {
-            name: {
-                "final_regret": {
-                    "mean": float(s["regret"]["mean"][-1]),
-                    "ci90": [float(v) for v in s["regret"]["ci90"][:, -1]],
-                    "band90": [float(v) for v in s["regret"]["band90"][:, -1]],
-                },
-                "final_suboptimality": {"mean": float(s["suboptimality"]["mean"][-1])},
-            }
+            name: {"final_regret": final_regret(s["regret"]), "final_suboptimality": {"mean": float(s["suboptimality"]["mean"][-1])}}
             for name, s in stats.items()
         },
     }
-    _atomic_write(out / "summary.json", json.dumps(summary, indent=2))
+    write_json(summary, out / "summary.json")
     _write_curves(stats, out / "curves.csv")
     plot_regret(stats, out / "regret.png", title or f"{task}: {runs} runs")
     print(format_table(summary))
-    print(f"wrote {out / 'summary.json'}, {out / 'curves.csv'}, {out / 'regret.png'}")
     return summary
 
 
@@ -78,30 +89,32 @@ def format_table(summary: dict) -> str:
     lines = [f"{summary['task']}, horizon {summary['horizon']}, {summary['runs']} runs (seed {summary['seed']})", head, "-" * len(head)]
     for name, p in rows:
         r = p["final_regret"]
-        ci, band = r["ci90"], r["band90"]
         lines.append(
-            f"{name:<{width}}  {r['mean']:>12.2f}  {f'[{ci[0]:.2f}, {ci[1]:.2f}]':>18}  "
-            f"{f'[{band[0]:.2f}, {band[1]:.2f}]':>18}  {p['final_suboptimality']['mean']:>13.3f}"
+            f"{name:<{width}}  {r['mean']:>12.2f}  {interval(r['ci90']):>18}  "
+            f"{interval(r['band90']):>18}  {p['final_suboptimality']['mean']:>13.3f}"
         )
+    if summary["runs"] < 2:
+        lines.append("(a 90% CI of the mean needs at least 2 runs: undefined for 1)")
     return "\n".join(lines)
 
 
 def _write_curves(stats: dict, path: Path) -> None:
-    """Long format: one row per (policy, step) with mean / band / CI of regret and suboptimality."""
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.writer(f)
-        cols = [f"{m}_{k}" for m in ("regret", "suboptimality") for k in ("mean", "band05", "band95", "ci05", "ci95")]
-        w.writerow(["policy", "step", *cols])
-        for name, s in stats.items():
-            horizon = len(s["regret"]["mean"])
-            for t in range(horizon):
-                row = []
-                for m in ("regret", "suboptimality"):
-                    st = s[m]
-                    row += [st["mean"][t], st["band90"][0, t], st["band90"][1, t], st["ci90"][0, t], st["ci90"][1, t]]
-                w.writerow([name, t + 1, *(f"{v:.6g}" for v in row)])
-    tmp.replace(path)
+    """Long format: one row per (policy, step) with mean / band / CI of regret and suboptimality (the
+    CI columns empty for a single run)."""
+    text = io.StringIO()
+    w = csv.writer(text)
+    cols = [f"{m}_{k}" for m in ("regret", "suboptimality") for k in ("mean", "band05", "band95", "ci05", "ci95")]
+    w.writerow(["policy", "step", *cols])
+    for name, s in stats.items():
+        horizon = len(s["regret"]["mean"])
+        for t in range(horizon):
+            row = []
+            for m in ("regret", "suboptimality"):
+                st = s[m]
+                ci = (None, None) if st["ci90"] is None else (st["ci90"][0, t], st["ci90"][1, t])
+                row += [st["mean"][t], st["band90"][0, t], st["band90"][1, t], *ci]
+            w.writerow([name, t + 1, *("" if v is None else f"{v:.6g}" for v in row)])
+    write_text(path, text.getvalue())
 
 
 def plot_regret(stats: dict, path: Path, title: str) -> None:
@@ -118,10 +131,7 @@ def plot_regret(stats: dict, path: Path, title: str) -> None:
     ax_r.set_title(title)
     ax_s.set_title("action suboptimality")
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
 
 
 def draw_curves(ax, stats: dict, key: str) -> None:
@@ -140,21 +150,3 @@ def draw_curves(ax, stats: dict, key: str) -> None:
     else:
         ax.set(xlabel="t", ylabel="action suboptimality |a_t - a*_t|")
         ax.set_yscale("symlog", linthresh=0.1)
-
-
-def save_figure(fig, path: str | Path) -> Path:
-    """Save a matplotlib figure as PNG (creating its folder) and close it."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file so an interrupted run never leaves a half-written report."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 from pathlib import Path
+
+from omgpt.files import save_figure, write_json
 
 
 def read_val_curve(run_dir: str | Path, metric: str = "val/regret") -> list[tuple[int, float]]:
@@ -35,8 +36,7 @@ def plot_curves(curves: dict[str, list[tuple[int, float]]], references: dict[str
     ax.set(xlabel="training step", ylabel="validation regret at T (mean)", title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,8 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     curves = {label: read_val_curve(d) for label, d in (r.split("=", 1) for r in a.run)}
     refs = {label: float(v) for label, v in (r.split("=", 1) for r in a.reference)}
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "curves.json").write_text(json.dumps({"runs": curves, "references": refs}, indent=1))
+    write_json({"runs": curves, "references": refs}, out / "curves.json", indent=1)
     plot_curves(curves, refs, out / "val_regret.png", a.title)
     print(f"wrote {out / 'curves.json'} and {out / 'val_regret.png'}")
 

@@ -20,7 +20,7 @@ not depend on t-SNE's layout.
 """
 from __future__ import annotations
 
-from analysis.report import save_figure
+from omgpt.files import save_figure
 
 from pathlib import Path
 

@@ -71,7 +71,8 @@ class EmbeddingProbe(Callback):
 
     def probe(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict:
         from analysis.capture import collect
-        from analysis.probing import plot_probes, probe_collected, write_json
+        from analysis.probing import plot_probes, probe_collected
+        from omgpt.files import write_json
 
         model, task = pl_module.model, pl_module.task
         step = min(self.step or model.cfg.max_steps, model.cfg.max_steps)

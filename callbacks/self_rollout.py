@@ -1,6 +1,8 @@
 """Algorithm 1's mixed phase: train on the model's own rollouts (paper appendix B.2)."""
 from __future__ import annotations
 
+import copy
+
 import torch
 from lightning.pytorch.callbacks import Callback
 
@@ -24,9 +26,11 @@ class SelfRolloutRefresh(Callback):
 
     Rollouts are generated when Lightning asks the datamodule for the epoch's train dataloader (see
     ``HistoryDataModule``), i.e. with the weights at the end of the previous epoch, on the seed
-    ``(seed, epoch, rank)`` -- each rank plays its own environments. The epoch's rollouts are kept in
-    this callback's state, so a run resumed mid-epoch trains on exactly the same set; resumed at an
-    epoch boundary it regenerates them from the restored weights and seed, which gives the same set.
+    ``(seed, epoch, rank)`` -- each rank plays its own environments. They are a pure function of those
+    weights and that seed, so the checkpoint keeps the weights they were played with (the same on
+    every rank; only rank 0's callback state is saved, so saving rank 0's rollouts would hand them to
+    every rank): a run resumed mid-epoch replays each rank's own set with them, exactly; resumed at an
+    epoch boundary it plays the next epoch's from the restored weights, as the uninterrupted run did.
 
     Args:
         start_epoch: first epoch of the mixed phase (0-based; the paper's ``M0 = 50`` iterations).
@@ -47,6 +51,7 @@ class SelfRolloutRefresh(Callback):
         self.batches_per_epoch, self.rollout_batch = batches_per_epoch, rollout_batch
         self.epoch: int | None = None  # the epoch self.histories were played for
         self.histories: dict[str, torch.Tensor] | None = None
+        self.weights: dict[str, torch.Tensor] | None = None  # the model's weights when they were played
         self._trainer = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -60,14 +65,20 @@ class SelfRolloutRefresh(Callback):
         if epoch < self.start_epoch:
             return None
         if self.epoch != epoch or self.histories is None:
-            self.histories, self.epoch = self._play(epoch), epoch
+            replay = self.weights if self.epoch == epoch else None  # resumed mid-epoch: the epoch's weights
+            self.histories, self.epoch = self._play(epoch, replay), epoch
         return SelfRollouts(self.histories, self.kappa, self.batches_per_epoch)
 
     @torch.no_grad()
-    def _play(self, epoch: int) -> dict[str, torch.Tensor]:
+    def _play(self, epoch: int, weights: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         trainer = self._trainer
         module, dm = trainer.lightning_module, trainer.datamodule
         model, task = module.model, module.task
+        if weights is None:
+            self.weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        else:
+            model = copy.deepcopy(model)
+            model.load_state_dict(weights)
         was_training = model.training
         g = torch.Generator(device=module.device).manual_seed(stream_seed(dm.hparams.seed, ROLLOUT_KEY, epoch, trainer.global_rank))
         policy = make_policy("omgpt", task, model=model, window=module.hparams.get("window"))
@@ -80,7 +91,8 @@ class SelfRolloutRefresh(Callback):
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "histories": self.histories}
+        return {"epoch": self.epoch, "weights": self.weights}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.epoch, self.histories = state_dict["epoch"], state_dict["histories"]
+        self.epoch, self.weights = state_dict["epoch"], state_dict.get("weights")
+        self.histories = state_dict.get("histories")  # only in checkpoints written before the weights were kept

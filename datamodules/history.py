@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
@@ -190,9 +191,11 @@ class HistoryDataModule(L.LightningDataModule):
         val_batch_size: int = 256,
     ):
         super().__init__()
-        for name, value in (("horizon", horizon), ("batch_size", batch_size), ("batches_per_epoch", batches_per_epoch), ("val_runs", val_runs), ("history_pool", history_pool or 1)):
-            if value < 1:
-                raise OMGPTError(f"data.{name} must be a positive integer, got {value}")
+        for name, value in (("horizon", horizon), ("batch_size", batch_size), ("batches_per_epoch", batches_per_epoch),
+                            ("val_runs", val_runs), ("val_batch_size", val_batch_size), ("chunk", chunk), ("history_pool", history_pool)):
+            checks.number(f"data.{name}", value, integer=True, low=1, none=name == "history_pool")
+        checks.number("data.num_workers", num_workers, integer=True, low=0)
+        checks.seed("data.seed", seed)
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
         if data_policy == "omgpt":
@@ -208,6 +211,7 @@ class HistoryDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         hp = self.hparams
         if stage == "fit" and hp.history_pool and self.pool is None:
+            checks.memory(checks.history_bytes(self.task, hp.history_pool, self.horizon), f"a pool of {hp.history_pool} histories of {self.horizon} steps")
             g = torch.Generator().manual_seed(stream_seed(hp.seed, POOL_KEY))
             self.pool = generate_histories(self.task, hp.history_pool, self.horizon, hp.data_policy, hp.data_policy_options or {}, g)
             self.pool["self_rollout"] = torch.zeros(hp.history_pool, dtype=torch.bool)

@@ -15,9 +15,7 @@ checks that everything runs). The helpers the Trainer-based benchmarks share liv
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
-import json
 import os
 import platform
 import sys
@@ -28,7 +26,9 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
+from omgpt.files import write_json, writable_file
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -206,17 +206,17 @@ def main(argv: list[str] | None = None) -> int:
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="smaller sizes: well under 3 minutes on a 2-core CPU")
     size.add_argument("--smoke", action="store_true", help="the smallest sizes: seconds, only checks that everything runs")
-    p.add_argument("--device", default="cpu", help="torch device for the model benchmarks, e.g. cuda")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads on CPU (default 1: steadier timings)")
+    p.add_argument("--device", type=checks.device_arg, default="cpu", help="torch device for the model benchmarks, e.g. cuda")
+    p.add_argument("--threads", type=checks.positive_int, default=1, help="torch intra-op threads on CPU (default 1: steadier timings)")
     p.add_argument("--json", help="also write every measurement to this JSON file")
     a = p.parse_args(argv)
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        raise OMGPTError("--device cuda: no CUDA device is available")
+    if a.json:
+        writable_file(a.json, "--json")  # now, not after the whole run
     start = time.perf_counter()
     results = run("smoke" if a.smoke else "quick" if a.quick else "full", a.device, a.threads)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
     if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=1))
+        write_json(results, a.json, indent=1)
     return 0
 
 

@@ -1,22 +1,27 @@
-"""Command line: ``omgpt fit|validate|test`` (LightningCLI) and ``omgpt evaluate|demo``.
+"""Command line: ``omgpt fit|validate`` (LightningCLI) and ``omgpt evaluate|demo|experiment|bench|
+probe|tsne|manipulate``.
 
-Errors a user can cause end with one line on stderr and exit code 2, never a traceback.
+Errors a user can cause end with one line on stderr and exit code 2, never a traceback: every value is
+checked by :mod:`omgpt.checks` before the work starts, every file is written by :mod:`omgpt.files`.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
 from jsonargparse import ArgumentError
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType, LightningCLI
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
+from omgpt.files import SafeCheckpointIO, read_checkpoint
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-LIGHTNING_COMMANDS = ("fit", "validate", "test")
+LIGHTNING_COMMANDS = ("fit", "validate")  # no `test`: the module has no test step; `omgpt evaluate` tests
+CKPT_ALIASES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves inside fit
 
 
 class OMGPTCLI(LightningCLI):
@@ -34,17 +39,50 @@ class OMGPTCLI(LightningCLI):
         except ArgumentError as e:
             raise OMGPTError(_clean(str(e))) from None
         command = self.config.get("subcommand")
-        ckpt = self.config[command].get("ckpt_path") if command else None
-        if ckpt and ckpt not in ("last", "best", "hpc", "registry"):
-            _check_checkpoint(ckpt, self.config[command]["model"]["task"])
+        if not command:
+            return
+        config = self.config[command]
+        if config.get("seed_everything") not in (None, True, False):  # Lightning's own check ends in a traceback
+            checks.seed("seed_everything", config.get("seed_everything"))
+        ckpt = config.get("ckpt_path")
+        if ckpt and ckpt not in CKPT_ALIASES:
+            # Before LightningCLI copies the checkpoint's hyper-parameters over the config: a setting
+            # that differs would otherwise be silently replaced. (The aliases are resolved only inside
+            # fit; OMGPTModule.on_load_checkpoint checks them there.)
+            from omgpt.module import check_resumable
+
+            check_resumable(read_checkpoint(ckpt, mmap=True), config["model"].as_dict(), ckpt)
 
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
         except OMGPTError:
             raise
-        except (ValueError, TypeError, KeyError, ImportError) as e:  # a bad value reaching a constructor
+        except (ValueError, TypeError, KeyError, ImportError, MisconfigurationException) as e:  # a bad value reaching a constructor
             raise OMGPTError(_clean(str(e))) from None
+        # Every checkpoint this trainer writes or reads -- step and epoch-end saves, the --ckpt_path
+        # file and the last/best/hpc aliases -- goes through the atomic writer and the safe reader.
+        if type(self.trainer.strategy.checkpoint_io) is not TorchCheckpointIO:
+            raise OMGPTError("omgpt fit saves and loads checkpoints with its own CheckpointIO; remove the --trainer.plugins checkpoint IO")
+        self.trainer.strategy.checkpoint_io = SafeCheckpointIO()
+
+    # LightningCLI runs a subcommand through the CLI's method of that name when there is one.
+    def fit(self, **kwargs) -> None:
+        _resolving_aliases(self.trainer.fit, **kwargs)
+
+    def validate(self, **kwargs) -> None:
+        _resolving_aliases(self.trainer.validate, **kwargs)
+
+
+def _resolving_aliases(run, **kwargs) -> None:
+    """Lightning resolves a ``--ckpt_path`` alias inside fit and raises a ValueError when it names no
+    checkpoint (``best`` in a new process, ``hpc`` without an HPC checkpoint): one line instead."""
+    try:
+        run(**kwargs)
+    except ValueError as e:
+        if kwargs.get("ckpt_path") in CKPT_ALIASES and "ckpt_path=" in str(e):
+            raise OMGPTError(str(e).replace("`", "")) from None
+        raise
 
 
 def build_cli(args: ArgsType = None) -> OMGPTCLI:
@@ -67,25 +105,6 @@ def build_cli(args: ArgsType = None) -> OMGPTCLI:
     )
 
 
-def _check_checkpoint(path: str, task: str) -> None:
-    """A ``--ckpt_path`` must exist, be a complete checkpoint (read safely: ``weights_only``, and
-    ``mmap`` so no tensor data is read) and come from a run of the same task -- otherwise Lightning
-    fails deep inside ``fit`` with a traceback."""
-    import torch
-
-    if not os.path.isfile(path):
-        raise OMGPTError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as e:  # truncated, corrupted, or not a torch file at all
-        raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise OMGPTError(f"{path} is not a Lightning checkpoint (no state_dict)")
-    trained_on = (ckpt.get("hyper_parameters") or {}).get("task")
-    if trained_on is not None and trained_on != task:
-        raise OMGPTError(f"checkpoint {path} was trained on task {trained_on!r}, not {task!r}")
-
-
 # --------------------------------------------------------------------------------------------------
 def _task_options(pairs: list[str]) -> dict:
     """``["pool_size=4", "censored=true"]`` -> ``{"pool_size": 4, "censored": True}`` (YAML scalars)."""
@@ -96,18 +115,11 @@ def _task_options(pairs: list[str]) -> dict:
         if "=" not in pair:
             raise OMGPTError(f"--option expects KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = yaml.safe_load(value)  # the values themselves are checked by make_task
+        except yaml.YAMLError:
+            raise OMGPTError(f"--option {pair!r}: the value is not valid YAML") from None
     return out
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,13 +135,13 @@ def evaluate_command(argv: list[str]) -> int:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option, repeatable")
     p.add_argument("--policies", help="comma-separated policy names, e.g. omgpt,oracle,erm,fai")
     p.add_argument("--ckpt", help="checkpoint of a trained OMGPT (needed for the omgpt policy)")
-    p.add_argument("--runs", type=_positive, default=100, help="test environments (default 100)")
-    p.add_argument("--horizon", type=_positive, help="steps per run (default: the checkpoint's or the task's horizon)")
-    p.add_argument("--window", type=_positive, help="OMGPT context window W (default: whole history)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the test environments and their noise")
-    p.add_argument("--out", default="runs/evaluate", help="output folder (summary.json, curves.csv, regret.png)")
-    p.add_argument("--batch-size", type=_positive, default=50, help="runs rolled out together")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
+    p.add_argument("--runs", type=checks.positive_int, default=100, help="test environments (default 100; a 90%% CI needs >= 2)")
+    p.add_argument("--horizon", type=checks.positive_int, help="steps per run (default: the checkpoint's or the task's horizon)")
+    p.add_argument("--window", type=checks.positive_int, help="OMGPT context window W (default: whole history)")
+    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the test environments and their noise")
+    p.add_argument("--out", default="runs/evaluate", help="output folder (summary.json, curves.csv, regret.png), written as a whole")
+    p.add_argument("--batch-size", type=checks.positive_int, default=50, help="runs rolled out together")
+    p.add_argument("--device", type=checks.device_arg, default="cpu", help="torch device, e.g. cuda")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--demand-prediction", action="store_true",
                    help="instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)")
@@ -157,9 +169,9 @@ def demo_command(argv: list[str]) -> int:
 
     p = _Parser(prog="omgpt demo", description="Pre-train a small OMGPT on CPU and compare it with the benchmarks.")
     p.add_argument("--out", default="runs/demo", help="output folder")
-    p.add_argument("--max-steps", type=_positive, help="override the demo's training steps (for quick checks)")
-    p.add_argument("--runs", type=_positive, default=100, help="test environments (default 100)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=checks.positive_int, help="override the demo's training steps (for quick checks)")
+    p.add_argument("--runs", type=checks.positive_int, default=100, help="test environments (default 100)")
+    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the test environments")
     a = p.parse_args(argv)
     return run_demo(out=a.out, max_steps=a.max_steps, runs=a.runs, seed=a.seed)
 
@@ -173,12 +185,12 @@ def experiment_command(argv: list[str]) -> int:
     p.add_argument("--scale", default="cpu", choices=("cpu", "paper"), help="cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)")
     p.add_argument("--out", help="report folder (default results/NAME; results/NAME-paper at paper scale)")
     p.add_argument("--models-dir", help="trained models, shared across experiments (default runs/experiments/models)")
-    p.add_argument("--jobs", type=_positive, default=1, help="models trained at once, one process each (one CPU thread each when > 1)")
-    p.add_argument("--runs", type=_positive, help="test runs per panel (default: the experiment's, 100)")
-    p.add_argument("--horizon", type=_positive, help="override every model's training horizon (quick runs)")
+    p.add_argument("--jobs", type=checks.positive_int, default=1, help="models trained at once, one process each (one CPU thread each when > 1)")
+    p.add_argument("--runs", type=checks.positive_int, help="test runs per panel (default: the experiment's, 100)")
+    p.add_argument("--horizon", type=checks.positive_int, help="override every model's training horizon (quick runs)")
     p.add_argument("--fit-config", action="append", default=[], metavar="YAML", help="a config layered on every model's fit (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the test environments")
-    p.add_argument("--device", default="cpu", help="evaluation device (training uses the trainer's accelerator)")
+    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the test environments")
+    p.add_argument("--device", type=checks.device_arg, default="cpu", help="evaluation device (training uses the trainer's accelerator)")
     p.add_argument("--train-only", action="store_true", help="train the models and stop")
     a = p.parse_args(argv)
     if a.list:
@@ -210,11 +222,10 @@ def bench_command(argv: list[str]) -> int:
 
 COMMANDS = {"evaluate": evaluate_command, "demo": demo_command, "experiment": experiment_command, "bench": bench_command, **{n: _interpret(n) for n in ("probe", "tsne", "manipulate")}}
 
-USAGE = """usage: omgpt {fit,validate,test,evaluate,demo,experiment,probe,tsne,manipulate,bench} ...
+USAGE = """usage: omgpt {fit,validate,evaluate,demo,experiment,probe,tsne,manipulate,bench} ...
 
   fit        pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml)
-  validate   online validation of a checkpoint (LightningCLI)
-  test       (LightningCLI)
+  validate   online validation of a checkpoint on the validation environments (LightningCLI)
   evaluate   roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png
   demo       the embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks
   experiment one paper figure end to end: train, evaluate, draw, report (omgpt experiment --list)
@@ -236,15 +247,22 @@ def cli_main(args: ArgsType = None) -> int:
             return COMMANDS[argv[0]](argv[1:])
         if argv[0] not in LIGHTNING_COMMANDS:
             raise OMGPTError(f"unknown command {argv[0]!r}; choose from {', '.join(LIGHTNING_COMMANDS + tuple(COMMANDS))}")
-        try:
-            build_cli(None if args is None else argv)
-        except FloatingPointError as e:  # OMGPTModule stops on a non-finite loss, before any update with it
-            raise OMGPTError(f"{e}; training stopped (lower the learning rate?); checkpoints written before it are unchanged") from None
+        build_cli(None if args is None else argv)
         return 0
+    except FloatingPointError as e:  # OMGPTModule stops before a non-finite update reaches the weights
+        return _error(f"{e}; training stopped (lower the learning rate?); checkpoints written before it are unchanged")
+    except MisconfigurationException as e:  # Lightning's word for a bad trainer setting, found inside fit
+        return _error(_clean(str(e)))
     except OMGPTError as e:
-        msg = str(e).strip().splitlines()
-        print(f"omgpt: error: {msg[0] if msg else e.__class__.__name__}", file=sys.stderr)
-        return 2
+        return _error(str(e) or type(e).__name__)
+    except OSError as e:  # a file or folder the command cannot read or write (permissions, disk full, ...)
+        return _error(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+
+
+def _error(message: str) -> int:
+    lines = message.strip().splitlines()
+    print(f"omgpt: error: {lines[0] if lines else message}", file=sys.stderr)
+    return 2
 
 
 def _clean(message: str) -> str:

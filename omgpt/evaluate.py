@@ -10,16 +10,22 @@ observation head against ridge regression, per number of observed samples.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from tqdm.auto import tqdm
 
-from analysis.report import write_report
+from analysis.demand_prediction import DEMAND_FILES, demand_report, expected_demand, ridge_predictions
+from analysis.report import REPORT_FILES, write_report
 from datamodules.history import stream_seed
+from omgpt import checks
 from omgpt.errors import OMGPTError
+from omgpt.files import output_folder
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
 from omgpt.tasks import TASKS, Task, make_episode_task, make_task
 
+EVALUATE_FILES = REPORT_FILES + DEMAND_FILES  # what `omgpt evaluate` writes into --out, with or without --demand-prediction
 
 def evaluate_policies(
     task: Task,
@@ -35,6 +41,9 @@ def evaluate_policies(
 
     Returns one :class:`History` per policy with all runs concatenated (on the CPU).
     """
+    one = task.sample_envs(1, torch.Generator(device=device).manual_seed(0))
+    checks.memory(runs * sum(v.element_size() * v.numel() for v in one.values()), f"drawing {runs} test environments", device)
+    checks.memory(len(policies) * checks.history_bytes(task, runs, horizon), f"keeping {len(policies)} policies' histories of {runs} runs x {horizon} steps")
     env_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 0))
     envs = task.sample_envs(runs, env_gen)
     chunks = [(lo, min(runs, lo + batch_size)) for lo in range(0, runs, batch_size)]
@@ -47,7 +56,12 @@ def evaluate_policies(
             part = {k: v[lo:hi] for k, v in envs.items()}
             task_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 1, i))
             policy_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 2, i))
-            results[name].append(rollout(task, part, policy, horizon, task_gen, policy_gen).to("cpu"))
+            history = rollout(task, part, policy, horizon, task_gen, policy_gen).to("cpu")
+            # A NaN here (a diverged checkpoint, an option the task cannot use) would be averaged
+            # into the report as a number, or written as invalid JSON: refuse it.
+            checks.finite(f"policy {name!r} on task {task.name!r} {task.options() or ''}".rstrip(), actions=history.actions,
+                          observations=history.observations, regrets=history.regrets)
+            results[name].append(history)
             bar.update(hi - lo)
     bar.close()
     return {name: _concat(parts) for name, parts in results.items()}
@@ -128,8 +142,11 @@ def run_evaluation(
     specs = {name: (gpt_options if name == "omgpt" else {}) for name in policies}
     for name in specs:  # fail on unknown / inapplicable names before any rollout starts
         make_policy(name, task, **specs[name])
-    histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
-    return write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=out)
+    with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
+        histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
+        summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder)
+    print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
+    return summary
 
 
 @torch.no_grad()
@@ -171,7 +188,6 @@ def run_demand_prediction(
     :mod:`analysis.demand_prediction`). Needs a pricing checkpoint trained with ``obs_head``;
     ``task_name``, if given, must be the checkpoint's task (``task_options`` override its options, e.g.
     ``demand_types=square`` for a mixed-demand checkpoint)."""
-    from analysis.demand_prediction import demand_report, expected_demand, ridge_predictions
     from omgpt.tasks.pricing import Pricing
 
     if ckpt is None:
@@ -189,11 +205,15 @@ def run_demand_prediction(
     if horizon > model.cfg.max_steps and (window is None or window > model.cfg.max_steps):
         raise OMGPTError(f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}")
     options = {"model": model, "window": window} if policy == "omgpt" else {}
-    history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
-    predictions = {
-        "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
-        "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
-    }
-    meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window, "ckpt": str(ckpt)}
-    expected = expected_demand(task, history).double().numpy()
-    return demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, out)
+    make_policy(policy, task, **options)  # an unknown or inapplicable name fails before any rollout
+    with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
+        history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
+        predictions = {
+            "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
+            "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
+        }
+        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window, "ckpt": str(ckpt)}
+        expected = expected_demand(task, history).double().numpy()
+        summary = demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, folder)
+    print(f"wrote {', '.join(str(Path(out) / f) for f in DEMAND_FILES)}")
+    return summary

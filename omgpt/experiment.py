@@ -43,6 +43,7 @@ import torch
 import yaml
 
 from omgpt.errors import OMGPTError
+from omgpt.files import output_folder, write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "configs" / "experiments"
@@ -50,6 +51,7 @@ BASE_CONFIG = ROOT / "configs" / "base.yaml"  # loaded first by every `omgpt fit
 SCALES = {"cpu": ROOT / "configs" / "scale" / "cpu.yaml", "paper": ROOT / "configs" / "scale" / "paper.yaml"}
 FIGURES = ("curves", "advantage", "alg-star-match", "demand-prediction")
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
+EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
 
 
 # --------------------------------------------------------------------------------------------------
@@ -197,7 +199,7 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
         raise OMGPTError(f"training model {name!r} wrote no checkpoint in {run_dir}")
     record = {"model": name, "key": key, "ckpt": str(ckpt.relative_to(run_dir)), "train_seconds": round(time.perf_counter() - start, 1),
               "command": _fit_command(args), **_training_summary(run_dir)}
-    done.write_text(json.dumps(record, indent=2))
+    write_json(record, done)
     record["ckpt"] = str(ckpt)
     print(f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record.get('best_val_regret')}", flush=True)
     return record
@@ -298,10 +300,11 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
 
 
 def _policy_numbers(stats: dict, history, task=None) -> dict:
-    r, s = stats["regret"], stats["suboptimality"]
+    from analysis.report import final_regret
+
     return {
-        "final_regret": {"mean": float(r["mean"][-1]), "ci90": r["ci90"][:, -1].tolist(), "band90": r["band90"][:, -1].tolist()},
-        "final_suboptimality": {"mean": float(s["mean"][-1])},
+        "final_regret": final_regret(stats["regret"]),
+        "final_suboptimality": {"mean": float(stats["suboptimality"]["mean"][-1])},
         **({"optimal_reward": float(optimal_reward(task, history).mean())} if task is not None else {}),
         "curves": {k: {"mean": _rounded(v["mean"]), "band90": _rounded(v["band90"])} for k, v in stats.items()},
     }
@@ -423,31 +426,34 @@ def run_experiment(
     command = _command(name, scale, out, models_dir, runs if runs != exp.get("runs", 100) else None, horizon, fit_configs, seed, device)
     print(f"omgpt experiment {name} ({exp['title']}), scale {scale}: {len(exp['models'])} model(s), {len(exp['panels'])} panel(s)")
     start = time.perf_counter()
-    records = train_all(exp, models_path, fit_configs, jobs)
     if train_only:
+        train_all(exp, models_path, fit_configs, jobs)
         return None
-    kind = exp.get("figure", "curves")
-    panels = []
-    for panel in exp["panels"]:
-        print(f"  evaluating {panel['title']} ({panel['task']} {panel['task_options'] or ''}, horizon {panel['horizon']}, {runs} runs)", flush=True)
-        if kind == "demand-prediction":
-            panels.append({"title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
-                           "model": panel["model"], "demand_prediction": demand_prediction_panel(panel, records, runs, seed, device)})
-            continue
-        numbers, histories = evaluate_panel(panel, records, runs, seed, device, rewards=kind == "advantage")
-        numbers["figure_file"] = panel["figure_file"]
-        if kind == "alg-star-match":
-            numbers["alg_star_match"] = alg_star_match(panel, histories["omgpt"], seed)
-        panels.append(numbers)
-    result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
-              "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": kind,
-              "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1)}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    from analysis.experiment_figures import draw
+    # The report folder is built aside and replaces OUT only when complete; its temporary folder is
+    # made before the training, so an unwritable OUT fails now and not hours later.
+    with output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder:
+        records = train_all(exp, models_path, fit_configs, jobs)
+        kind = exp.get("figure", "curves")
+        panels = []
+        for panel in exp["panels"]:
+            print(f"  evaluating {panel['title']} ({panel['task']} {panel['task_options'] or ''}, horizon {panel['horizon']}, {runs} runs)", flush=True)
+            if kind == "demand-prediction":
+                panels.append({"title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
+                               "model": panel["model"], "demand_prediction": demand_prediction_panel(panel, records, runs, seed, device)})
+                continue
+            numbers, histories = evaluate_panel(panel, records, runs, seed, device, rewards=kind == "advantage")
+            numbers["figure_file"] = panel["figure_file"]
+            if kind == "alg-star-match":
+                numbers["alg_star_match"] = alg_star_match(panel, histories["omgpt"], seed)
+            panels.append(numbers)
+        result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
+                  "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": kind,
+                  "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1)}
+        from analysis.experiment_figures import draw
 
-    result["figures"] = draw(result, out_dir)
-    _write(out_dir / "experiment.json", json.dumps(result, indent=1))
-    _write(out_dir / "report.md", report(result))
+        result["figures"] = draw(result, folder)
+        write_json(result, folder / "experiment.json", indent=1)
+        write_text(folder / "report.md", report(result))
     print(summary_lines(result))
     print(f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)")
     return result
@@ -464,12 +470,6 @@ def _command(name, scale, out, models_dir, runs, horizon, fit_configs, seed, dev
     parts += ["--seed", str(seed)] if seed else []
     parts += ["--device", device] if device != "cpu" else []
     return " ".join(parts)
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -498,6 +498,8 @@ def summary_lines(result: dict) -> str:
 
 def report(result: dict) -> str:
     """``report.md``: claim, command, per-panel tables and verdicts, figures, the models trained."""
+    from analysis.report import interval
+
     lines = [f"# {result['title']}", ""]
     if result["source"]:
         lines += [f"Paper: {result['source']}", ""]
@@ -514,8 +516,7 @@ def report(result: dict) -> str:
             lines += ["| policy | mean final regret | 90% CI of mean | 90% band | final suboptimality |", "|---|---|---|---|---|"]
             for label, p in sorted(panel["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"]):
                 r = p["final_regret"]
-                lines.append(f"| {label} | {r['mean']:.2f} | [{r['ci90'][0]:.2f}, {r['ci90'][1]:.2f}] | "
-                             f"[{r['band90'][0]:.2f}, {r['band90'][1]:.2f}] | {p['final_suboptimality']['mean']:.3f} |")
+                lines.append(f"| {label} | {r['mean']:.2f} | {interval(r['ci90'])} | {interval(r['band90'])} | {p['final_suboptimality']['mean']:.3f} |")
             lines.append("")
         if headline(panel):
             lines += [f"**{headline(panel)}**", ""]

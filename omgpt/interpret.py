@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from omgpt.cli import _Parser, _positive, _task_options
+from omgpt import checks
+from omgpt.cli import _Parser, _task_options
 from omgpt.errors import OMGPTError
+from omgpt.files import output_folder, write_json
 
 
 def _load(path: str, device: str = "cpu"):
@@ -33,14 +32,17 @@ def _load(path: str, device: str = "cpu"):
 
 
 def _task(module, options: list[str]):
-    """The checkpoint's task, with test-time ``--option key=value`` overrides (e.g. a noise level)."""
+    """The checkpoint's task, with test-time ``--option key=value`` overrides (e.g. a noise level)
+    that keep the token sizes the model reads and writes."""
     if not options:
         return module.task
+    from omgpt.evaluate import check_token_sizes
     from omgpt.tasks import make_episode_task
 
-    base = dict(module.hparams.task_options or {})
-    base.update(_task_options(options))
-    return make_episode_task(module.hparams.task, base, module.hparams.horizon)
+    overrides = _task_options(options)
+    task = make_episode_task(module.hparams.task, {**(module.hparams.task_options or {}), **overrides}, module.hparams.horizon)
+    check_token_sizes(task, overrides, module.model)
+    return task
 
 
 def _step(module, step: int | None) -> int:
@@ -53,15 +55,12 @@ def _step(module, step: int | None) -> int:
 
 def _common(p: _Parser, out: str) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option override, repeatable")
-    p.add_argument("--seed", type=int, default=0, help="seed of the environments and their noise")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
-    p.add_argument("--out", default=out, help=f"output folder (default {out})")
+    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the environments and their noise")
+    p.add_argument("--device", type=checks.device_arg, default="cpu", help="torch device, e.g. cuda")
+    p.add_argument("--out", default=out, help=f"output folder (default {out}), written as a whole")
 
 
-def _write(obj: dict, path: Path) -> None:
-    from analysis.probing import write_json
-
-    write_json(obj, path)
+TSNE_FILES = ("tsne.png", "tsne.json", "training_ood.png", "training_ood.json")  # both modes of `omgpt tsne`
 
 
 # --------------------------------------------------------------------------------------------------
@@ -70,19 +69,20 @@ def probe_command(argv: list[str]) -> int:
 
     p = _Parser(prog="omgpt probe", description="Linear probes of every layer's embedding (paper §5.3).")
     p.add_argument("--ckpt", required=True, help="checkpoint of a trained OMGPT")
-    p.add_argument("--n-train", type=_positive, default=1024, help="histories to fit the probes (paper: 1024)")
-    p.add_argument("--n-test", type=_positive, default=256, help="held-out histories (paper: 256)")
+    p.add_argument("--n-train", type=checks.positive_int, default=1024, help="histories to fit the probes (paper: 1024)")
+    p.add_argument("--n-test", type=checks.positive_int, default=256, help="held-out histories (paper: 256)")
     p.add_argument("--step", type=int, help="probe the feature token of X_step, 1-based (default: the horizon; paper: 100)")
     p.add_argument("--policy", default="omgpt", help="who plays the histories (default: the model itself)")
     _common(p, "runs/probe")
     a = p.parse_args(argv)
     module = _load(a.ckpt, a.device)
     task, step = _task(module, a.option), _step(module, a.step)
-    result = run_probes(module.model, task, a.n_train, a.n_test, step, a.policy, a.seed)
-    result["ckpt"] = str(a.ckpt)
+    with output_folder(a.out, ("probe.png", "probe.json"), "omgpt probe") as folder:
+        result = run_probes(module.model, task, a.n_train, a.n_test, step, a.policy, a.seed)
+        result["ckpt"] = str(a.ckpt)
+        plot_probes(result, folder / "probe.png")
+        write_json(result, folder / "probe.json")
     out = Path(a.out)
-    plot_probes(result, out / "probe.png")
-    _write(result, out / "probe.json")
     width = max(len(k) for k in result["errors"])
     print(f"normalised held-out error per layer at X_{step} (1 = chance / the mean):")
     for name, curve in result["errors"].items():
@@ -109,20 +109,19 @@ def tsne_command(argv: list[str]) -> int:
     p = _Parser(prog="omgpt tsne", description="t-SNE of every layer (paper §5.3) or of histories across checkpoints (appendix B).")
     p.add_argument("--ckpt", action="append", required=True, help="checkpoint; repeat it for --mode training (oldest first)")
     p.add_argument("--mode", choices=("layers", "training"), default="layers", help="layers: one checkpoint's embeddings; training: histories of several checkpoints vs Alg*")
-    p.add_argument("--samples", type=_positive, default=500, help="layers: histories (paper: 500, half of each demand type)")
+    p.add_argument("--samples", type=checks.positive_int, default=500, help="layers: histories (paper: 500, half of each demand type)")
     p.add_argument("--step", type=int, help="layers: the feature token of X_step (default: the horizon)")
     p.add_argument("--label", default=None, help="layers: colour by 'type' (mixed demand types; default there), 'action' (a*_t, default otherwise) or 'model' (the model's read-out)")
     p.add_argument("--layers", help="layers: which layers, e.g. 0,1,2,10,11,12 (default: all)")
     p.add_argument("--policy", default="omgpt", help="layers: who plays the histories (default: the model itself)")
-    p.add_argument("--perplexity", type=float, default=30.0)
-    p.add_argument("--sequences", type=_positive, default=30, help="training: sequences per checkpoint (paper: 30)")
-    p.add_argument("--steps", type=_positive, default=20, help="training: steps stacked into a point (paper: 20)")
+    p.add_argument("--perplexity", type=checks.positive_float, default=30.0, help="t-SNE perplexity (capped below a third of the points)")
+    p.add_argument("--sequences", type=checks.positive_int, default=30, help="training: sequences per checkpoint (paper: 30)")
+    p.add_argument("--steps", type=checks.positive_int, default=20, help="training: steps stacked into a point (paper: 20)")
     p.add_argument("--no-alg-star", action="store_true", help="training: leave Alg* out")
     _common(p, "runs/tsne")
     a = p.parse_args(argv)
-    out = Path(a.out)
     if a.mode == "training":
-        return _training_ood(a, out)
+        return _training_ood(a, Path(a.out))
     if len(a.ckpt) != 1:
         raise OMGPTError("--mode layers takes exactly one --ckpt (use --mode training for several)")
     from analysis.capture import collect
@@ -131,26 +130,28 @@ def tsne_command(argv: list[str]) -> int:
     module = _load(a.ckpt[0], a.device)
     task, step = _task(module, a.option), _step(module, a.step)
     layers = _parse_layers(a.layers, module.model.cfg.n_layer)
-    data = collect(module.model, task, a.samples, step, a.policy, seed=a.seed)
-    label = a.label or ("type" if "square" in data.labels else "action")
-    if label == "type":
-        if "square" not in data.labels:
-            raise OMGPTError(f"--label type needs a task with mixed demand types (task {task.name!r} has one type); use --label action")
-        values, categorical, name, classes = data.labels["square"].long(), True, "demand type", {0: "linear", 1: "square"}
-    elif label == "action":
-        values, categorical, name, classes = data.optimal_action, False, f"a*_{step}", None
-    elif label == "model":
-        values, categorical, name, classes = data.prediction, False, f"model's a_{step}", None
-    else:
-        raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {label!r}")
-    result = tsne_layers(data.hidden, values, categorical, layers, a.perplexity, a.seed)
-    plot_tsne_layers(result, out / "tsne.png", name, classes, title=f"t-SNE of the embedding of X_{step} per layer ({task.name}, {a.samples} histories)")
-    _write({
-        "ckpt": a.ckpt[0], "task": task.name, "task_options": task.options(), "step": step, "samples": a.samples, "label": label,
-        "policy": a.policy, "seed": a.seed, "layers": result["layers"], "knn_score": result["knn"],
-        "knn_score_meaning": "leave-one-out 10-NN accuracy of the label in the 2-D map" if categorical else "leave-one-out 10-NN R^2 of the label in the 2-D map",
-        "coords": {str(k): c for k, c in zip(result["layers"], result["coords"])}, "labels": result["labels"],
-    }, out / "tsne.json")
+    if a.label not in (None, "type", "action", "model"):
+        raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {a.label!r}")
+    with output_folder(a.out, TSNE_FILES, "omgpt tsne") as folder:
+        data = collect(module.model, task, a.samples, step, a.policy, seed=a.seed)
+        label = a.label or ("type" if "square" in data.labels else "action")
+        if label == "type":
+            if "square" not in data.labels:
+                raise OMGPTError(f"--label type needs a task with mixed demand types (task {task.name!r} has one type); use --label action")
+            values, categorical, name, classes = data.labels["square"].long(), True, "demand type", {0: "linear", 1: "square"}
+        elif label == "action":
+            values, categorical, name, classes = data.optimal_action, False, f"a*_{step}", None
+        else:
+            values, categorical, name, classes = data.prediction, False, f"model's a_{step}", None
+        result = tsne_layers(data.hidden, values, categorical, layers, a.perplexity, a.seed)
+        plot_tsne_layers(result, folder / "tsne.png", name, classes, title=f"t-SNE of the embedding of X_{step} per layer ({task.name}, {a.samples} histories)")
+        write_json({
+            "ckpt": a.ckpt[0], "task": task.name, "task_options": task.options(), "step": step, "samples": a.samples, "label": label,
+            "policy": a.policy, "seed": a.seed, "layers": result["layers"], "knn_score": result["knn"],
+            "knn_score_meaning": "leave-one-out 10-NN accuracy of the label in the 2-D map" if categorical else "leave-one-out 10-NN R^2 of the label in the 2-D map",
+            "coords": {str(k): c for k, c in zip(result["layers"], result["coords"])}, "labels": result["labels"],
+        }, folder / "tsne.json")
+    out = Path(a.out)
     print("layer  " + "  ".join(f"{k:>5}" for k in result["layers"]))
     print("10-NN  " + "  ".join(f"{v:5.2f}" for v in result["knn"]))
     print(f"wrote {out / 'tsne.png'} and {out / 'tsne.json'}")
@@ -169,9 +170,10 @@ def _training_ood(a, out: Path) -> int:
         raise OMGPTError(f"the checkpoints were trained on different tasks: {sorted(tasks)}")
     task = _task(modules[0][1], a.option)
     models = [(n, m.model) for n, (_, m) in zip(names, modules)]
-    result = training_ood(models, task, a.sequences, a.steps, a.seed, alg_star=not a.no_alg_star, perplexity=a.perplexity)
-    plot_training_ood(result, out / "training_ood.png")
-    _write({k: v for k, v in result.items() if k != "points"} | {"ckpts": list(a.ckpt), "task": task.name}, out / "training_ood.json")
+    with output_folder(out, TSNE_FILES, "omgpt tsne") as folder:
+        result = training_ood(models, task, a.sequences, a.steps, a.seed, alg_star=not a.no_alg_star, perplexity=a.perplexity)
+        plot_training_ood(result, folder / "training_ood.png")
+        write_json({k: v for k, v in result.items() if k != "points"} | {"ckpts": list(a.ckpt), "task": task.name}, folder / "training_ood.json")
     for name in result["groups"]:
         d = result["distance_to_alg_star"].get(name)
         print(f"  {name:<24} mean |a - a*| {result['mean_suboptimality'][name]:.3f}" + (f"   distance to Alg* {d:.2f}" if d is not None else ""))
@@ -186,10 +188,10 @@ def manipulate_command(argv: list[str]) -> int:
 
     p = _Parser(prog="omgpt manipulate", description="Context manipulation: optimal decision inference (paper §5.3.2).")
     p.add_argument("--ckpt", required=True, help="checkpoint (paper: the non-perishable newsvendor)")
-    p.add_argument("--n", type=_positive, default=1000, help="environments (paper: 1000)")
+    p.add_argument("--n", type=checks.positive_int, default=1000, help="environments (paper: 1000)")
     p.add_argument("--step", type=int, default=50, help="the manipulated step t, 1-based (paper: 50; capped at the horizon)")
-    p.add_argument("--low", type=float, default=0.0, help="manipulated context ~ U[low, high] (paper: [0, 10])")
-    p.add_argument("--high", type=float, default=10.0)
+    p.add_argument("--low", type=checks.arg(checks.number), default=0.0, help="manipulated context ~ U[low, high] (paper: [0, 10])")
+    p.add_argument("--high", type=checks.arg(checks.number), default=10.0)
     p.add_argument("--columns", default=None, help="context columns replaced: 'state' (the inventory; default when the task has one), 'all', or indices like 0,2")
     p.add_argument("--policy", default="omgpt", help="who plays the histories up to t (default: the model itself)")
     _common(p, "runs/manipulate")
@@ -197,11 +199,12 @@ def manipulate_command(argv: list[str]) -> int:
     module = _load(a.ckpt, a.device)
     task = _task(module, a.option)
     step = _step(module, min(a.step, module.model.cfg.max_steps) if a.step >= 1 else a.step)
-    result = manipulate(module.model, task, a.n, step, a.low, a.high, a.columns, a.policy, a.seed)
+    with output_folder(a.out, ("manipulation.png", "manipulation.json"), "omgpt manipulate") as folder:
+        result = manipulate(module.model, task, a.n, step, a.low, a.high, a.columns, a.policy, a.seed)
+        plot_manipulation(result, folder / "manipulation.png")
+        summary = {k: v for k, v in result.items() if k != "arrays"} | {"ckpt": str(a.ckpt)}
+        write_json(summary, folder / "manipulation.json")
     out = Path(a.out)
-    plot_manipulation(result, out / "manipulation.png")
-    summary = {k: v for k, v in result.items() if k != "arrays"} | {"ckpt": str(a.ckpt)}
-    _write(summary, out / "manipulation.json")
     b, af, ch = result["tf_minus_a_star_before"], result["tf_minus_a_star_after"], result["optimal_change"]
     print(f"a*(X') - a*(X): median {ch['median']:.2f}, |change| > 0.5 in {result['fraction_changed']:.0%} of environments")
     if "optimal_quantity_change" in result:

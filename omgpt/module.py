@@ -1,6 +1,7 @@
 """OMGPTModule: the supervised pre-training logic (paper §3.3) around the plain ``GPT`` network."""
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import random
@@ -11,12 +12,16 @@ import torch
 from torch import Tensor
 
 from datamodules.history import stream_seed
+from omgpt import checks
 from omgpt.errors import OMGPTError
+from omgpt.files import read_checkpoint
 from omgpt.metrics import MeanCurve
 from omgpt.model import BACKBONES, GPTConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_episode_task
+
+POSITIVE_INT, UNIT = dict(integer=True, low=1), dict(low=0, high=1, high_open=True)  # bounds for checks.number
 
 
 class OMGPTModule(L.LightningModule):
@@ -77,16 +82,23 @@ class OMGPTModule(L.LightningModule):
         pos_encoding: str = "learned",
     ):
         super().__init__()
-        if horizon < 1:
-            raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
+        for name, value, bounds in (
+            ("horizon", horizon, POSITIVE_INT), ("n_layer", n_layer, POSITIVE_INT), ("n_head", n_head, POSITIVE_INT),
+            ("n_embd", n_embd, POSITIVE_INT), ("window", window, dict(POSITIVE_INT, none=True)),
+            ("warmup_steps", warmup_steps, dict(integer=True, low=0)), ("lr", lr, dict(low=0, low_open=True)),
+            ("weight_decay", weight_decay, dict(low=0)), ("dropout", dropout, UNIT), ("min_lr_ratio", min_lr_ratio, dict(low=0, high=1)),
+            ("obs_loss_weight", obs_loss_weight, dict(low=0)), *((f"betas[{i}]", b, UNIT) for i, b in enumerate(betas)),
+        ):  # fmt: skip
+            checks.number(f"model.{name}", value, **bounds)
+        checks.seed("model.val_seed", val_seed)
         if schedule not in ("constant", "cosine"):
             raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
         if backbone not in BACKBONES:
             raise OMGPTError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
-        if window is not None and window < 1:
-            raise OMGPTError(f"window must be a positive integer, got {window}")
         if backbone == "gpt" and n_embd % n_head:
             raise OMGPTError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
+        if backbone == "gpt":  # its positional table holds 2·T·n_embd weights, with AdamW's two moments 3x that
+            checks.memory(3 * 4 * 2 * (window or horizon) * n_embd, f"a GPT for histories of {window or horizon} steps")
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
         try:
@@ -149,11 +161,28 @@ class OMGPTModule(L.LightningModule):
             self.log("train/obs_loss", obs_loss)
         else:
             loss = self.loss(self.model(batch["features"], batch["actions"]), batch["targets"])
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"non-finite training loss at step {self.global_step}")
+        self._loss_finite = bool(torch.isfinite(loss))  # judged with the gradients, before the update
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/horizon", float(horizon), on_step=False, on_epoch=True, sync_dist=True)
         return loss
+
+    # The guard against a diverging fit: no update with a non-finite gradient reaches the weights, and
+    # no non-finite weight reaches a checkpoint. A finite loss does not make a finite update (at
+    # --model.lr 1e5 the gradients overflow while the loss is still finite), so the gradients are
+    # checked before every optimizer step -- after DDP's all-reduce, so every rank decides alike --
+    # and the weights right after it, before any hook or checkpoint callback sees them. Either
+    # stops the fit (FloatingPointError: one line from the CLI), leaving every checkpoint as it was.
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+            return  # fp16 loss scaling skips steps with overflowing gradients itself
+        if not _all_finite(p.grad for p in self.parameters() if p.grad is not None):
+            what = "gradient" if getattr(self, "_loss_finite", True) else "training loss"
+            raise FloatingPointError(f"non-finite {what} at step {self.global_step}")
+
+    def optimizer_step(self, *args, **kwargs) -> None:
+        super().optimizer_step(*args, **kwargs)
+        if not _all_finite(self.parameters()):
+            raise FloatingPointError(f"non-finite weights after the update at step {self.global_step}")
 
     # ---------------------------------------------------------------------------------------------
     def validation_step(self, batch: Tensor, batch_idx: int) -> None:
@@ -189,21 +218,29 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt.reset()
 
     # ---------------------------------------------------------------------------------------------
-    # ---------------------------------------------------------------------------------------------
     # Lightning does not checkpoint the global RNGs; dropout draws from torch's, so without them a
     # resumed run would train on different dropout masks than an uninterrupted one.
+    # Only rank 0's checkpoint is written: every rank restores its RNGs, so they must be the same on
+    # every rank -- they are, seeded alike and drawn alike; for CUDA that holds for each rank's own
+    # device (rank k draws dropout masks on device k), so save the current device's state only.
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": random.getstate()}
         if torch.cuda.is_available():
-            checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+            checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # Called before Lightning loads the weights, for every checkpoint path a fit or validation
+        # resolves (the last/best aliases included): a mismatch is one line here, not a traceback there.
+        path = getattr(self.trainer, "ckpt_path", None) if self._trainer else None
+        check_resumable(checkpoint, dict(self.hparams), path)
+        check_weights(checkpoint, self, path)
+        resume_after_last_batch(checkpoint)
         rng = checkpoint.get("rng")
         if rng is not None:
             torch.set_rng_state(rng["torch"])
             random.setstate(rng["python"])
-            if "cuda" in rng and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
-                torch.cuda.set_rng_state_all(rng["cuda"])
+            if isinstance(rng.get("cuda"), torch.Tensor) and torch.cuda.is_available():
+                torch.cuda.set_rng_state(rng["cuda"])
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -222,23 +259,91 @@ class OMGPTModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
+def check_resumable(checkpoint: dict, settings: dict, path: str | None = None) -> None:
+    """A fit resumed, or a validation run, from ``checkpoint`` must use the model settings it was
+    trained with (``settings``: this run's ``model`` arguments): the weights only fit those, and a
+    changed one would otherwise be silently replaced by the checkpoint's (LightningCLI copies them
+    over the config) or silently ignored. Differences are one :class:`OMGPTError` naming them."""
+    name = f"checkpoint {path}" if path else "the checkpoint"
+    trained = {k: v for k, v in (checkpoint.get("hyper_parameters") or {}).items() if not k.startswith("_")}
+    if trained.get("task") not in (None, settings.get("task")):
+        raise OMGPTError(f"{name} was trained on task {trained['task']!r}, not {settings.get('task')!r}")
+    unknown = sorted(set(trained) - set(settings))
+    if unknown:
+        raise OMGPTError(f"{name} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
+    changed = [k for k in trained if _comparable(trained[k]) != _comparable(settings[k])]
+    if changed:
+        shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {settings[k]!r})" for k in changed[:3])
+        raise OMGPTError(f"{name} was trained with {shown}{', ...' if len(changed) > 3 else ''}; use the settings it was trained with")
+
+
+def check_weights(checkpoint: dict, module: OMGPTModule, path: str | None = None) -> None:
+    """The checkpoint's tensors are the ones ``module`` has, of the same shapes."""
+    own = {k: v.shape for k, v in module.state_dict().items()}
+    theirs = {k: v.shape for k, v in checkpoint["state_dict"].items()}
+    wrong = sorted(k for k in own.keys() & theirs.keys() if own[k] != theirs[k]) + sorted(own.keys() ^ theirs.keys())
+    if wrong:
+        name = f"checkpoint {path}" if path else "the checkpoint"
+        raise OMGPTError(f"{name}: its weights do not fit the model its settings describe ({wrong[0]}{', ...' if len(wrong) > 1 else ''})")
+
+
+def _comparable(value):
+    """Settings as compared: tuples as lists, an empty mapping as none (``task_options: {}`` = unset)."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()} or None
+    if isinstance(value, (list, tuple)):
+        return [_comparable(v) for v in value]
+    return value
+
+
+def _all_finite(tensors) -> bool:
+    """One device sync for all of them."""
+    flags = [torch.isfinite(t).all() for t in tensors if t.is_floating_point()]
+    return not flags or bool(torch.stack(flags).all())
+
+
+def resume_after_last_batch(checkpoint: dict) -> None:
+    """Make a checkpoint written at the end of an epoch's last training batch (a step checkpoint:
+    ``ModelCheckpoint(every_n_train_steps=N)`` at a multiple of N) resume where it was written.
+
+    Lightning (2.6) restores that state as "epoch finished": it skips the epoch's validation and
+    end-of-epoch hooks, and it keeps the batch counter unless the next epoch has the same number of
+    batches, so a longer next epoch (the mixed phase) would train too few. Marked instead as "batch
+    completed, validation about to start" -- the counters it would have a moment later -- the resumed
+    fit runs the epoch's validation and epoch end, then the next epoch from its first batch, exactly as
+    the uninterrupted run. Called from ``on_load_checkpoint``, before Lightning restores its loops."""
+    fit = (checkpoint.get("loops") or {}).get("fit_loop") or {}
+    batches, val = fit.get("epoch_loop.batch_progress"), fit.get("epoch_loop.val_loop.batch_progress")
+    epochs = fit.get("epoch_progress")
+    if batches is None or val is None or epochs is None:
+        return
+    b, e = batches["total"], epochs["total"]
+    at_batch_end = b["ready"] == b["started"] == b["processed"] == b["completed"] + 1
+    mid_epoch = e["ready"] == e["started"] == e["processed"] + 1
+    if batches["is_last_batch"] and at_batch_end and mid_epoch:
+        b["completed"] += 1
+        batches["current"]["completed"] += 1
+        val["total"].update(ready=1, started=1, processed=0, completed=0)  # "restarted mid-validation"
+
+
 def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTModule:
-    """Load a trained module from a Lightning checkpoint, safely (``weights_only=True``: a downloaded
-    checkpoint cannot run code). A folder stands for its ``model.ckpt`` (``pretrained/<name>/``).
-    Missing, unreadable or foreign files raise :class:`OMGPTError`."""
+    """Load a trained module from a Lightning checkpoint, safely (:func:`omgpt.files.read_checkpoint`:
+    a downloaded checkpoint cannot run code). A folder stands for its ``model.ckpt``
+    (``pretrained/<name>/``). Missing, unreadable, foreign or diverged checkpoints -- hyper-parameters
+    this module does not take, tensors of the wrong shape, non-finite weights -- raise
+    :class:`OMGPTError`."""
     if os.path.isdir(path):
         path = os.path.join(path, "model.ckpt")
-    if not os.path.isfile(path):
-        raise OMGPTError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # truncated, corrupted, or not a torch file at all
-        raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
-        raise OMGPTError(f"{path} is not an OMGPT checkpoint (no state_dict / hyper_parameters)")
+    ckpt = read_checkpoint(path, map_location)
+    if "hyper_parameters" not in ckpt:
+        raise OMGPTError(f"{path} is not an OMGPT checkpoint (no hyper_parameters)")
     hparams = {k: v for k, v in ckpt["hyper_parameters"].items() if not k.startswith("_")}
+    unknown = sorted(set(hparams) - set(inspect.signature(OMGPTModule.__init__).parameters))
+    if unknown:
+        raise OMGPTError(f"checkpoint {path} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
     module = OMGPTModule(**hparams)
-    missing, unexpected = module.load_state_dict(ckpt["state_dict"], strict=False)
-    if missing or unexpected:
-        raise OMGPTError(f"{path} does not match OMGPTModule (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    check_weights(ckpt, module, path)
+    module.load_state_dict(ckpt["state_dict"])
+    if not _all_finite(ckpt["state_dict"].values()):
+        raise OMGPTError(f"checkpoint {path} has non-finite weights: its fit diverged")
     return module.eval()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.tasks.base import Envs, Task
 
 
@@ -92,6 +93,7 @@ def rollout(
         raise ValueError(f"horizon must be positive, got {horizon}")
     batch = next(iter(envs.values())).shape[0]
     device = generator.device
+    checks.memory(checks.history_bytes(task, batch, horizon), f"a rollout of {batch} environments for {horizon} steps", device)
     if policy_generator is None:
         policy_generator = torch.Generator(device=device).manual_seed(
             int(torch.randint(2**62, (), generator=generator, device=device))

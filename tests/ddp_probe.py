@@ -15,6 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -101,24 +104,35 @@ class Probe(Callback):
 
 
 class Stall(Callback):
-    """Blocks the fit at the start of the step after ``global_step == at_step`` (whose step checkpoint
-    has been written by then: checkpoint callbacks run last in ``on_train_batch_end``), after touching
-    ``<out>/stalled`` -- so a test can SIGKILL the process at a known point mid-epoch."""
+    """Blocks the fit once ``global_step == at_step`` (whose step checkpoint has been written by then:
+    checkpoint callbacks run last in ``on_train_batch_end``), after touching ``<out>/stalled<rank>`` --
+    so a test can SIGKILL the process (:func:`kill_when_stalled`) at a known point: ``where="train"`` at the start of the next step
+    (mid-epoch), ``where="validation"`` at the start of the validation that follows the step (an
+    epoch's last batch: killed at the epoch boundary, before the epoch-end checkpoint)."""
 
-    def __init__(self, out: str, at_step: int = -1):
-        self.out, self.at_step = Path(out), at_step
+    def __init__(self, out: str, at_step: int = -1, where: str = "train"):
+        if where not in ("train", "validation"):
+            raise ValueError(f"where must be 'train' or 'validation', got {where!r}")
+        self.out, self.at_step, self.where = Path(out), at_step, where
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if trainer.global_step == self.at_step:
-            for cb in trainer.callbacks:  # keep what the probe saw so far: this process will not end
-                if isinstance(cb, Probe):
-                    cb.dump(trainer, pl_module)
-            self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "stalled").write_text(str(trainer.global_step))
-            import time
+        if self.where == "train" and trainer.global_step == self.at_step:
+            self.stall(trainer, pl_module)
 
-            while True:
-                time.sleep(1)
+    def on_validation_start(self, trainer, pl_module):
+        if self.where == "validation" and trainer.global_step == self.at_step and not trainer.sanity_checking:
+            self.stall(trainer, pl_module)
+
+    def stall(self, trainer, pl_module) -> None:
+        for cb in trainer.callbacks:  # keep what the probe saw so far: this process will not end
+            if isinstance(cb, Probe):
+                cb.dump(trainer, pl_module)
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / f"stalled{trainer.global_rank}").write_text(str(trainer.global_step))
+        import time
+
+        while True:
+            time.sleep(1)
 
 
 class Poison(Callback):
@@ -139,3 +153,19 @@ class Poison(Callback):
 
 def file_hash(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def kill_when_stalled(cmd: list[str], log: Path, stall: Path, ranks: int = 1, **popen) -> None:
+    """Run ``cmd`` (a fit with :class:`Stall` writing into ``stall``) until every one of its ``ranks``
+    processes has stalled, then SIGKILL its whole process group (a DDP fit's ranks included)."""
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, **popen)
+    try:
+        deadline = time.monotonic() + 180
+        while not all((stall / f"stalled{r}").exists() for r in range(ranks)):
+            assert proc.poll() is None, f"{cmd} ended before it stalled:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"{cmd} did not stall:\n{log.read_text()[-3000:]}"
+            time.sleep(0.2)
+    finally:  # never leave a stalled fit behind
+        os.killpg(proc.pid, signal.SIGKILL)
+        returncode = proc.wait(timeout=30)
+    assert returncode == -signal.SIGKILL

@@ -22,27 +22,32 @@ from omgpt.model import GPT, GPTConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
-from tests.ddp_probe import params_hash
+from tests.ddp_probe import kill_when_stalled, params_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 NEWSVENDOR, TINY = str(ROOT / "configs/newsvendor.yaml"), str(ROOT / "configs/scale/tiny.yaml")
 VAL_RUNS = 16
 
 
-@pytest.fixture(scope="module")
-def ddp_run(tmp_path_factory) -> Path:
-    """A tiny 2-process fit: 2 epochs (the second in the mixed phase), validation after each."""
-    tmp = tmp_path_factory.mktemp("ddp")
-    cmd = [
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+
+
+def ddp_command(tmp: Path, *extra: str) -> list[str]:
+    """A tiny 2-process fit: 2 epochs (4 batches, then 2 in the mixed phase), validation after each."""
+    return [
         sys.executable, "-m", "omgpt", "fit", "--config", NEWSVENDOR, "--config", TINY,
         "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",
         "--model.horizon", "12", "--data.val_runs", str(VAL_RUNS), "--data.val_batch_size", "4",
         "--trainer.num_sanity_val_steps", "0",
         "--trainer.logger.init_args.save_dir", str(tmp / "runs"), "--trainer.enable_progress_bar", "false",
-        "--trainer.callbacks+=tests.ddp_probe.Probe", "--trainer.callbacks.out", str(tmp / "probe"),
+        "--trainer.callbacks+=tests.ddp_probe.Probe", "--trainer.callbacks.out", str(tmp / "probe"), *extra,
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("ddp")
+    done = subprocess.run(ddp_command(tmp), cwd=tmp, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     return tmp
 
@@ -106,6 +111,31 @@ def test_ddp_checkpoints_and_logs_are_written_once(ddp_run):
     rows = list(csv.DictReader((ddp_run / "runs/omgpt/version_0/metrics.csv").open()))
     logged = [float(r["val/regret"]) for r in rows if r.get("val/regret")]
     assert logged == pytest.approx(r0["val_logged"])
+
+
+def test_ddp_fit_killed_mid_epoch_in_the_mixed_phase_resumes_to_the_uninterrupted_weights(ddp_run, tmp_path):
+    """Both ranks SIGKILLed after step 5 (epoch 1, the mixed phase: each rank trains on its own
+    self-rollouts), resumed from last.ckpt: every rank trains the uninterrupted run's remaining batch
+    and both end at its weights (``ddp_run`` is the uninterrupted run: checkpoints do not change
+    training)."""
+    from tests.test_resume import fault_tolerant_config
+
+    killed, resumed = tmp_path / "killed", tmp_path / "resumed"
+    every_step = ("--config", str(fault_tolerant_config(tmp_path, every=1)))
+    stall = ("--trainer.callbacks+=tests.ddp_probe.Stall", "--trainer.callbacks.out", str(killed / "stall"), "--trainer.callbacks.at_step", "5")
+    kill_when_stalled(ddp_command(killed, *every_step, *stall), tmp_path / "killed.log", killed / "stall", ranks=2, cwd=tmp_path, env=ENV)
+    (last,) = (killed / "runs").rglob("last.ckpt")
+    assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == 5
+
+    done = subprocess.run(ddp_command(resumed, *every_step, "--ckpt_path", str(last)), cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    for ref, before, after in zip(ranks(ddp_run), ranks(killed), ranks(resumed)):
+        trained = [b for b in before["batches"] if b["step"] < 5] + after["batches"]  # (it had fetched step 5's batch)
+        key = lambda b: (b["epoch"], b["batch_idx"], b["horizon"], b["hash"])  # noqa: E731
+        assert [key(b) for b in trained] == [key(b) for b in ref["batches"]], f"rank {ref['rank']} trained on other batches"
+        assert after["global_step"] == ref["global_step"] == 6
+        assert after["param_hash"] == ref["param_hash"], f"rank {ref['rank']} ended at other weights"
+        assert after["val_logged"] == ref["val_logged"][-1:]
 
 
 # --------------------------------------------------------------------------------------------------

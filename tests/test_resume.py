@@ -1,12 +1,14 @@
-"""Fault tolerance: a fit killed with SIGKILL mid-epoch and resumed from ``last.ckpt`` ends exactly
-where an uninterrupted run with the same seed ends.
+"""Fault tolerance: a fit killed with SIGKILL -- mid-epoch, or at an epoch boundary -- and resumed
+from ``last.ckpt`` ends exactly where an uninterrupted run with the same seed ends. (Killed and
+resumed under 2-process DDP: tests/test_ddp.py.)
 
 Everything runs through ``python -m omgpt fit`` in subprocesses, with ``configs/trainer/fault_tolerant.yaml``
 (its step interval shortened to 2). The fit is the tiny newsvendor one, streaming fresh histories
 (``history_pool: null``), dropout 0.05, 3 epochs: epoch 0 has 5 batches at horizon 3; epochs 1 and
 2 are Algorithm 1's mixed phase (self-rollouts, 2 batches each) at horizons 6 and 9. It is killed
 twice: at step 2 (mid-epoch 0: the stream, optimizer and RNG must continue) and, after the first
-resume, at step 6 (mid-epoch 1: also the curriculum stage and the epoch's self-rollout set).
+resume, at step 6 (mid-epoch 1: also the curriculum stage and the epoch's self-rollout set). The
+epoch-boundary test runs epochs of 1, 2 and 2 batches and kills at both kinds of boundary.
 
 The comparison is exact (bit-identical weights, batches and validation metrics), not a tolerance:
 one thread, CPU, every random stream seeded -- nothing legitimately differs between the runs.
@@ -15,17 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 import yaml
 
 from omgpt.module import load_module
-from tests.ddp_probe import params_hash
+from tests.ddp_probe import kill_when_stalled, params_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 9  # 5 + 2 + 2
@@ -46,14 +46,16 @@ def fault_tolerant_config(tmp: Path, every: int) -> Path:
     return path
 
 
-def fit_command(tmp: Path, run: str, *extra: str) -> list[str]:
+def fit_command(tmp: Path, run: str, *extra: str, every: int = 2, batches: int = 5) -> list[str]:
+    """The tiny fit: epoch 0 has ``batches`` batches, epochs 1 and 2 (the mixed phase) 2 each; a
+    step checkpoint every ``every`` steps."""
     return [
         sys.executable, "-m", "omgpt", "fit",
         "--config", str(ROOT / "configs/newsvendor.yaml"),
         "--config", str(ROOT / "configs/scale/tiny.yaml"),
-        "--config", str(fault_tolerant_config(tmp, every=2)),
+        "--config", str(fault_tolerant_config(tmp, every)),
         "--model.horizon", "12", "--data.history_pool", "null",
-        "--data.batches_per_epoch", "5", "--trainer.max_epochs", "3",
+        "--data.batches_per_epoch", str(batches), "--trainer.max_epochs", "3",
         "--trainer.logger.init_args.save_dir", str(tmp / run / "runs"),
         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
         "--trainer.callbacks+=tests.ddp_probe.Probe", "--trainer.callbacks.out", str(tmp / run / "probe"),
@@ -65,22 +67,14 @@ def start(cmd: list[str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
-def kill_at(tmp: Path, run: str, step: int, *extra: str) -> Path:
-    """Start a fit that stalls at the start of the step after ``step`` (its step checkpoint written),
-    SIGKILL it there, and return its last.ckpt."""
+def kill_at(tmp: Path, run: str, step: int, *extra: str, where: str = "train", **fit) -> Path:
+    """Start a fit that stalls after ``step`` (its step checkpoint written) -- at the start of the next
+    step, or ``where="validation"`` in the validation that follows it -- SIGKILL it there, and return
+    its last.ckpt."""
     stall = tmp / run / "stall"
-    log = tmp / f"{run}.log"
-    proc = start(fit_command(tmp, run, "--trainer.callbacks+=tests.ddp_probe.Stall", "--trainer.callbacks.out", str(stall), "--trainer.callbacks.at_step", str(step), *extra), log)
-    try:
-        deadline = time.monotonic() + 120
-        while not (stall / "stalled").exists():
-            assert proc.poll() is None, f"{run} ended before reaching step {step}:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"{run} did not reach step {step}"
-            time.sleep(0.2)
-    finally:  # never leave a stalled fit behind
-        proc.send_signal(signal.SIGKILL)
-        returncode = proc.wait(timeout=30)
-    assert returncode == -signal.SIGKILL
+    stall_args = ("--trainer.callbacks+=tests.ddp_probe.Stall", "--trainer.callbacks.out", str(stall),
+                  "--trainer.callbacks.at_step", str(step), "--trainer.callbacks.where", where)  # fmt: skip
+    kill_when_stalled(fit_command(tmp, run, *stall_args, *extra, **fit), tmp / f"{run}.log", stall, cwd=ROOT, env=env())
     (last,) = (tmp / run / "runs").rglob("last.ckpt")
     return last
 
@@ -138,3 +132,42 @@ def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path)
 
 def params_hash_of(path: Path) -> str:
     return params_hash(load_module(str(path)))
+
+
+def test_sigkill_at_epoch_boundaries_with_unequal_epochs_and_resume_end_at_the_uninterrupted_weights(tmp_path):
+    """Killed at both kinds of epoch boundary, with the next epoch longer (1 batch, then the mixed
+    phase's 2): after the step checkpoint of the epoch's last batch, during its validation (so before
+    the epoch-end checkpoint); and after the epoch-end checkpoint, before the next epoch's first step.
+    The resumed runs validate each killed epoch once, train every batch of the next one and end at the
+    uninterrupted run's weights."""
+    fit = {"every": 1, "batches": 1}  # epochs of 1, 2, 2 batches; a step checkpoint after every step
+    reference = start(fit_command(tmp_path, "reference", **fit), tmp_path / "reference.log")
+
+    first = kill_at(tmp_path, "killed1", 1, where="validation", **fit)
+    ckpt = torch.load(first, map_location="cpu", weights_only=True)
+    assert ckpt["global_step"] == 1 and ckpt["epoch"] == 0  # epoch 0's last (only) batch, not yet validated
+    second = kill_at(tmp_path, "killed2", 1, "--ckpt_path", str(first), **fit)
+    ckpt = torch.load(second, map_location="cpu", weights_only=True)
+    assert ckpt["global_step"] == 1 and ckpt["epoch"] == 0  # written after epoch 0's validation
+    assert ckpt["loops"]["fit_loop"]["epoch_loop.val_loop.batch_progress"]["total"]["completed"] > 0
+    third = kill_at(tmp_path, "killed3", 3, "--ckpt_path", str(second), where="validation", **fit)
+    ckpt = torch.load(third, map_location="cpu", weights_only=True)
+    assert ckpt["global_step"] == 3 and ckpt["epoch"] == 1  # epoch 1's last batch, not yet validated
+
+    resumed = start(fit_command(tmp_path, "resumed", "--ckpt_path", str(third), **fit), tmp_path / "resumed.log")
+    for name, proc in (("reference", reference), ("resumed", resumed)):
+        assert proc.wait(timeout=300) == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
+
+    ref = probe(tmp_path, "reference")
+    pieces = [probe(tmp_path, run) for run in ("killed1", "killed2", "killed3", "resumed")]
+    pieces[1]["batches"] = [b for b in pieces[1]["batches"] if b["step"] < 1]  # it had fetched the batch it stalled on
+    key = lambda b: (b["epoch"], b["batch_idx"], b["horizon"], b["hash"])  # noqa: E731
+    assert [len(p["batches"]) for p in pieces] == [1, 0, 2, 2]
+    assert [key(b) for p in pieces for b in p["batches"]] == [key(b) for b in ref["batches"]]
+    assert ref["per_epoch"] == {"0": 1, "1": 2, "2": 2} and pieces[-1]["global_step"] == ref["global_step"] == 5
+    assert pieces[-1]["param_hash"] == ref["param_hash"]
+    (final,) = (tmp_path / "resumed" / "runs").rglob("last.ckpt")
+    assert params_hash_of(final) == ref["param_hash"]
+    # Each epoch is validated once, after the resume where it was killed, on the reference's weights.
+    assert len(ref["val_logged"]) == 3
+    assert [p["val_logged"] for p in pieces] == [[], ref["val_logged"][:1], [], ref["val_logged"][1:]]

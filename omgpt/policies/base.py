@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Task
 
@@ -90,7 +91,8 @@ def make_policy(name: str, task: Task, **options) -> Policy:
     if tasks is not None and not isinstance(task, tasks):
         fits = sorted(n for n, (_, ts) in POLICIES.items() if ts is None or isinstance(task, ts))
         raise OMGPTError(f"policy {name!r} does not apply to task {task.name!r}; policies for it: {', '.join(fits)}")
-    return cls(task, **options)
+    options = checks.options(cls, options, f"policy {name!r}")
+    return checks.built(lambda: cls(task, **options), f"policy {name!r}")
 
 
 def policies_for(task: Task) -> list[str]:

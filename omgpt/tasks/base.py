@@ -21,6 +21,7 @@ from typing import Callable, ClassVar
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 
 Envs = dict[str, Tensor]
@@ -242,7 +243,12 @@ def make_task(name: str, **options) -> Task:
         raise OMGPTError(
             f"task {name!r} has no option {', '.join(map(repr, bad))}; options: {', '.join(sorted(allowed))}"
         )
-    task = factory(**options)
+    options = checks.options(factory.cls, options, f"task {name!r}")
+    what = f"task {name!r} with options {options}"
+    task = checks.built(lambda: factory(**options), what)
+    # One step shows whether the options make a task that runs; an episode of one step needs no
+    # longer planning horizon (queueing's DP would make a long one slow to try).
+    checks.playable(checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what)
     task.name = name
     task._options = dict(options)
     return task

@@ -34,8 +34,9 @@ sys.path.insert(0, str(HERE))
 import train  # noqa: E402,F401  (registers the uniform-price policy)
 
 from analysis.capture import Collected, collect  # noqa: E402
-from analysis.probing import normalised_mse, plot_probes, probe_collected, write_json  # noqa: E402
+from analysis.probing import normalised_mse, plot_probes, probe_collected  # noqa: E402
 from analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers  # noqa: E402
+from omgpt.files import write_json  # noqa: E402
 from omgpt.module import load_module  # noqa: E402
 from omgpt.policies import make_policy  # noqa: E402
 

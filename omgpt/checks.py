@@ -1,0 +1,258 @@
+"""The one validation layer for values a user can give: every command checks its numbers, devices,
+task and policy options and memory needs here, before any work, so a bad value ends with one line
+``omgpt: error: ...`` and exit code 2 (an :class:`OMGPTError`) instead of a traceback, a crash after
+the run, or a silently wrong result.
+
+* :func:`number` (and the argparse types built on it) -- finite, integer where counted, in range;
+* :func:`options` -- task and policy options coerced to the types their constructors declare
+  (``--option noise=1e-3`` arrives from YAML as the string ``"1e-3"``) and finite, whatever their
+  names (:func:`omgpt.tasks.make_task`, :func:`omgpt.policies.make_policy`);
+* :func:`device` -- a torch device that exists here;
+* :func:`memory` -- an estimate of what an allocation needs against what the device has free.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import os
+from typing import Any, Callable
+
+import torch
+
+from omgpt.errors import OMGPTError
+
+SEED_MAX = 2**32 - 1  # what Lightning's seed_everything and numpy accept
+
+
+# --------------------------------------------------------------------------------------------------
+# Numbers.
+def number(name: str, value: Any, *, integer: bool = False, low: float | None = None, high: float | None = None,
+           low_open: bool = False, high_open: bool = False, none: bool = False):
+    """``value`` as a finite number (an ``int`` when ``integer``) within ``[low, high]`` (an open end
+    with ``low_open`` / ``high_open``), else :class:`OMGPTError` naming ``name``. Strings are parsed
+    (``"1e-3"``); ``None`` passes when ``none``."""
+    if value is None and none:
+        return None
+    try:
+        parsed = _parse(value)
+        x = float(parsed)
+    except (TypeError, ValueError, OverflowError):
+        x = math.nan
+    if (not math.isfinite(x) or (integer and x != int(x))
+            or (low is not None and (x <= low if low_open else x < low))
+            or (high is not None and (x >= high if high_open else x > high))):
+        raise OMGPTError(f"{name} must be {_wanted(integer, low, high, low_open, high_open)}, got {value!r}")
+    return (parsed if isinstance(parsed, int) else int(x)) if integer else x
+
+
+def _parse(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError  # true is not 1 here
+    if isinstance(value, str):
+        try:
+            return int(value)  # "12" exactly (a float would round a long integer)
+        except ValueError:
+            return float(value)  # "1e-3", "1e3", "nan"
+    return value
+
+
+def _wanted(integer: bool, low, high, low_open: bool, high_open: bool) -> str:
+    kind = "integer" if integer else "number"
+    if high is None and low == 0:
+        return f"a {'positive' if low_open else 'non-negative'} {kind}"
+    if high is None and integer and low == 1:
+        return "a positive integer"
+    a = "an" if integer else "a"
+    if low is not None and high is not None:
+        return f"{a} {kind} in {'(' if low_open else '['}{_num(low)}, {_num(high)}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{a} {kind} {'>' if low_open else '>='} {_num(low)}"
+    if high is not None:
+        return f"{a} {kind} {'<' if high_open else '<='} {_num(high)}"
+    return "an integer" if integer else "a finite number"
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def seed(name: str, value: Any) -> int:
+    return number(name, value, integer=True, low=0, high=SEED_MAX)
+
+
+def arg(check: Callable[[str, Any], Any], **bounds) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a check: ``type=arg(number, integer=True, low=1)``. argparse turns
+    the error into its one-line usage error (the option's name comes from argparse)."""
+
+    def parse(text: str):
+        try:
+            return check("value", text, **bounds)
+        except OMGPTError as e:
+            raise argparse.ArgumentTypeError(str(e).replace("value must be", "must be")) from None
+
+    return parse
+
+
+positive_int = arg(number, integer=True, low=1)
+seed_arg = arg(seed)
+positive_float = arg(number, low=0, low_open=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Task and policy options.
+_SCALARS = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def options(cls: type, values: dict, what: str) -> dict:
+    """``values`` (options of ``cls``'s constructor) coerced to the type each parameter declares --
+    its annotation, else its default's type -- and checked: numbers finite, integers whole, booleans
+    true/false. Values of other types (a model, a tuple) pass unchanged, their numbers checked finite."""
+    out = {}
+    for key, value in values.items():
+        kind = _declared_type(cls, key)
+        label = f"{what} option {key!r}"
+        if value is None:
+            pass  # "not set": the constructor's own default or check applies
+        elif kind is bool:
+            if not isinstance(value, bool):
+                raise OMGPTError(f"{label} must be true or false, got {value!r}")
+        elif kind is int:
+            value = number(label, value, integer=True)
+        elif kind is float:
+            value = number(label, value)
+        elif kind is str:
+            if not isinstance(value, str):
+                raise OMGPTError(f"{label} must be a string, got {value!r}")
+        else:
+            _finite_numbers(label, value)
+        out[key] = value
+    return out
+
+
+def _declared_type(cls: type, key: str) -> type | None:
+    """The scalar type of parameter ``key`` of ``cls.__init__`` or of a base class's (``**pool``
+    options go to ``Task.__init__``); ``None`` for anything else (``int | None`` counts as ``int``)."""
+    for klass in cls.__mro__:
+        parameter = inspect.signature(klass.__init__).parameters.get(key) if "__init__" in vars(klass) else None
+        if parameter is None:
+            continue
+        hint = parameter.annotation
+        if hint is inspect.Parameter.empty:
+            names = []
+        else:
+            names = [t.strip() for t in hint.split("|")] if isinstance(hint, str) else [getattr(hint, "__name__", "")]
+            names = [n for n in names if n != "None"]
+        if len(names) == 1 and names[0] in _SCALARS:
+            return _SCALARS[names[0]]
+        default = parameter.default
+        if not names and default is not inspect.Parameter.empty and type(default) in _SCALARS.values():
+            return type(default)
+        return None
+    return None
+
+
+def _finite_numbers(label: str, value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise OMGPTError(f"{label} must be finite, got {value!r}")
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _finite_numbers(label, v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _finite_numbers(label, v)
+
+
+def built(build: Callable[[], Any], what: str):
+    """``build()``, with the errors a constructor raises on a bad value (a negative size, a wrong
+    type) turned into one line naming ``what``."""
+    try:
+        return build()
+    except OMGPTError:
+        raise
+    except (ValueError, TypeError, RuntimeError, ArithmeticError, IndexError) as e:
+        raise OMGPTError(f"{what}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+
+
+def playable(task, what: str):
+    """Play one step of two environments of ``task`` with uniformly random actions: an option its
+    constructor lets through but its simulator cannot use (a negative size or variance) fails now, in
+    one line naming ``what``, instead of inside a run -- or worse, quietly, as NaN numbers."""
+    from omgpt.policies import make_policy
+    from omgpt.rollout import rollout
+
+    g = torch.Generator().manual_seed(0)
+    h = built(lambda: rollout(task, task.sample_envs(2, g), make_policy("random", task), 1, g), what)
+    finite(what, **{f"environment {k}": v for k, v in h.envs.items()}, contexts=h.contexts, observations=h.observations,
+           optimal_actions=h.optimal_actions, regrets=h.regrets)
+
+
+def finite(what: str, **tensors: torch.Tensor) -> None:
+    """Every value of every tensor finite, else one line naming ``what`` and the tensor."""
+    for name, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise OMGPTError(f"{what} produced non-finite {name}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Devices and memory.
+def device(name: str) -> torch.device:
+    """A torch device that exists on this machine (``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise OMGPTError(f"--device {name!r} is not a torch device (e.g. cpu, cuda, cuda:1)") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise OMGPTError(f"--device {name}: no CUDA device is available on this machine")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise OMGPTError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise OMGPTError(f"--device {name}: MPS is not available on this machine")
+    elif dev.type != "cpu":
+        raise OMGPTError(f"--device {name}: only cpu, cuda and mps are supported")
+    return dev
+
+
+device_arg = arg(lambda _, text: str(device(text)))
+
+
+def free_memory(dev: torch.device | str) -> int | None:
+    """Bytes that can be allocated on ``dev`` now (``None`` where that cannot be told)."""
+    dev = torch.device(dev)
+    if dev.type == "cuda":
+        return torch.cuda.mem_get_info(dev)[0]
+    if dev.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory(nbytes: float, what: str, dev: torch.device | str = "cpu") -> None:
+    """Refuse, before allocating, work estimated to need more memory than ``dev`` has free."""
+    free = free_memory(dev)
+    if free is not None and nbytes > free:
+        raise OMGPTError(f"{what} needs about {_size(nbytes)} of memory on {dev}, more than the {_size(free)} free; "
+                         f"use fewer runs, a shorter horizon or a smaller batch")
+
+
+def history_bytes(task, n: float, horizon: float) -> float:
+    """An estimate of the memory a rollout of ``n`` environments for ``horizon`` steps holds: the
+    History's tensors (contexts, actions, observations, optimal actions, regrets, suboptimality) and
+    the policy's own copy of the history, float32."""
+    per_step = 2 * (task.context_dim + task.action_dim + task.obs_dim) + task.action_dim + 2
+    return 4.0 * n * horizon * per_step
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"

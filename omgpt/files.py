@@ -1,0 +1,211 @@
+"""Files written so that a crash or a concurrent run never leaves a damaged one, and checkpoints read so
+that a file cannot run code.
+
+* :func:`atomic_write` is the one way every output and every checkpoint reaches the disk: the bytes
+  go to a temporary file of a unique name in the target's own folder (so the final rename never
+  crosses a filesystem), are flushed to disk (``fsync``), and replace the target with ``os.replace``
+  -- a reader, a later resume or a second process sees the old file or the new one, never a mix.
+* :func:`output_folder` builds a command's output folder (``--out``) as a unit: everything is written
+  into a sibling temporary folder, which then takes the folder's place. Two commands writing the same
+  ``--out`` each install a complete folder; the last one wins.
+* :func:`read_checkpoint` is the one checkpoint reader: always ``weights_only=True`` (whatever the
+  torch version's default), so a checkpoint holds tensors and plain data, never code; every failure is
+  an :class:`OMGPTError` (one line). :class:`SafeCheckpointIO` puts both into Lightning, so ``omgpt
+  fit|validate|test`` save and resume (``--ckpt_path`` paths and the ``last``/``best``/``hpc``
+  aliases alike) through them.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import fnmatch
+import json
+import math
+import os
+import pickle
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+
+from omgpt.errors import OMGPTError
+
+_UMASK = os.umask(0)  # read once (setting it is the only way to read it); temp files get the usual modes
+os.umask(_UMASK)
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
+    """Write ``path`` atomically: ``write(f)`` fills a temporary file beside it, which is fsynced and
+    renamed over ``path``. On any failure the temporary file is removed and ``path`` is untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(path.parent)  # the rename itself survives a power loss
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def write_json(obj: Any, path: str | Path, indent: int | None = 2) -> Path:
+    """JSON as the standard defines it: a non-finite number (which ``json.dumps`` would write as the
+    invalid ``NaN``) becomes ``null``; numpy and torch values become numbers and lists."""
+    return write_text(path, json.dumps(_plain(obj), indent=indent, allow_nan=False) + "\n")
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):  # numpy / torch scalars and arrays
+        return _plain(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    return str(x)
+
+
+def save_figure(fig, path: str | Path, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as PNG, atomically, and close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        return atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
+    finally:
+        plt.close(fig)
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a folder be opened and synced
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------------
+# Output folders.
+@contextlib.contextmanager
+def output_folder(out: str | Path, produces: tuple[str, ...], command: str) -> Iterator[Path]:
+    """``with output_folder(out, ("summary.json", "*.png"), "omgpt evaluate") as folder:`` -- write
+    every file into ``folder``; on success it becomes ``out`` as a whole, on failure it is removed and
+    ``out`` is left as it was.
+
+    ``out`` may be new, empty, or an earlier output of the same command (every entry matches
+    ``produces``), which is replaced; anything else is refused before any work starts, so a command
+    never deletes files it did not write. Creating the temporary folder up front also finds an
+    unwritable ``out`` before the work, not after it."""
+    out = Path(out).absolute()  # ("." has no name to put a sibling beside)
+    _check_replaceable(out, produces, command)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    except OSError as e:
+        raise OMGPTError(f"{command}: cannot write --out {out}: {e.strerror or e}") from None
+    try:
+        os.chmod(stage, 0o777 & ~_UMASK)
+        yield stage
+        _check_replaceable(out, produces, command)  # nothing foreign appeared meanwhile
+        _install(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)  # gone after a failure (and after the install)
+
+
+def _check_replaceable(out: Path, produces: tuple[str, ...], command: str) -> None:
+    if not out.exists() and not out.is_symlink():
+        return
+    if out.is_symlink() or not out.is_dir():
+        raise OMGPTError(f"{command}: --out {out} exists and is not a folder")
+    foreign = sorted(p.name for p in out.iterdir() if not p.is_file() or not any(fnmatch.fnmatch(p.name, g) for g in produces))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise OMGPTError(f"{command}: --out {out} holds files it does not write ({shown}); choose a new or empty folder")
+
+
+def _install(stage: Path, out: Path) -> None:
+    """Rename ``stage`` to ``out``; an existing ``out`` is first renamed aside, then deleted. If another
+    process installs its folder in between, the rename fails and the loop sets that one aside too."""
+    while True:
+        try:
+            os.rename(stage, out)  # atomic; succeeds when out is absent (or an empty folder)
+            break
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
+        try:
+            os.rename(out, old / out.name)
+        except FileNotFoundError:
+            pass  # the other process moved it first
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_folder(out.parent)
+
+
+def writable_file(path: str | Path, option: str) -> Path:
+    """Check, before a long run, that ``path`` can be written later (its folder is created if needed)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OMGPTError(f"{option} {path} is a folder, not a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise OMGPTError(f"cannot write {option} {path}: {e.strerror or e}") from None
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints.
+def read_checkpoint(path: str | Path, map_location: Any = "cpu", mmap: bool = False) -> dict:
+    """A Lightning checkpoint, read with ``weights_only=True`` always: tensors and plain data only, so
+    a malicious file cannot run code. Missing, truncated, unsafe or foreign files raise
+    :class:`OMGPTError` naming the file."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise OMGPTError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"GLOBAL (\S+)", str(e))  # weights_only refused to build this Python object
+        if found:
+            raise OMGPTError(f"refusing to load checkpoint {path}: it would call {found.group(1)}; a checkpoint holds only tensors and plain data") from None
+        raise OMGPTError(f"cannot read checkpoint {path} (UnpicklingError); is the file complete?") from None
+    except Exception as e:  # truncated, corrupted, or not a torch file at all
+        raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise OMGPTError(f"{path} is not a Lightning checkpoint (no state_dict)")
+    return ckpt
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint IO through :func:`atomic_write` and :func:`read_checkpoint` (local files)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        atomic_write(path, lambda f: torch.save(checkpoint, f))
+
+    def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict:
+        # weights_only is True whatever the caller asks: no path loads a checkpoint that can run code.
+        return read_checkpoint(path, map_location)
