@@ -153,7 +153,6 @@ def _circle_objective(theta: Tensor, w_hat: Tensor, m: Tensor, beta: float) -> T
 
 
 def _maximise_on_circle(w_hat: Tensor, m: Tensor, beta: float, coarse: int, fine: int, stages: int) -> Tensor:
-    b = w_hat.shape[0]
     theta = torch.arange(coarse, dtype=w_hat.dtype, device=w_hat.device) * (2 * math.pi / coarse)
     values = _circle_objective(theta, w_hat, m, beta)
     best = theta[_first_max(values)]  # (B,): first maximum on ties -> θ = 0, a = e_1
