@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from omgpt.files import save_figure, write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ROOT / "configs" / "recipe"
@@ -63,12 +64,14 @@ def lever(variant: str) -> str:
     return first.lstrip("# ").strip()
 
 
-def read_curve(metrics: Path) -> list[dict]:
-    """Validation points ``{step, minutes, regret, subopt}`` of one run's CSV log."""
+def validation_points(metrics: Path) -> list[dict]:
+    """Validation points ``{step, minutes, regret, subopt}`` of a Lightning CSV log; ``minutes`` is the
+    run's CPU time (``None`` in logs written before it was recorded)."""
     rows = []
     for r in csv.DictReader(metrics.open()):
-        if r.get("val/regret") and r.get("time/cpu_minutes"):
-            rows.append({"step": int(r["step"]) + 1, "minutes": round(float(r["time/cpu_minutes"]), 3),
+        if r.get("val/regret"):
+            minutes = round(float(r["time/cpu_minutes"]), 3) if r.get("time/cpu_minutes") else None
+            rows.append({"step": int(r["step"]) + 1, "minutes": minutes,
                          "regret": round(float(r["val/regret"]), 3), "subopt": round(float(r["val/suboptimality"]), 4)})
     return rows
 
@@ -86,7 +89,7 @@ def report(runs_dir: Path, out: Path) -> None:
         if logs and finished(runs_dir / f"{variant}.log"):  # the newest run; keep a copy beside the report
             shutil.copy(logs[-1], out / "metrics" / f"{variant}.csv")
         if (out / "metrics" / f"{variant}.csv").is_file():
-            curve = read_curve(out / "metrics" / f"{variant}.csv")
+            curve = [q for q in validation_points(out / "metrics" / f"{variant}.csv") if q["minutes"] is not None]
             if curve:
                 results[variant] = {"lever": lever(variant), "command": " ".join(fit_command(variant, Path("runs/recipe"))),
                                     "curve": curve, "best_regret": min(p["regret"] for p in curve),
@@ -102,8 +105,8 @@ def report(runs_dir: Path, out: Path) -> None:
     axes[0].legend(fontsize=7, ncol=2)
     fig.suptitle("Newsvendor, full prior, T = 50: one lever at a time on the demo's recipe")
     fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=110)
-    (out / "recipe.json").write_text(json.dumps(results, indent=1))
+    save_figure(fig, out / "curves.png", dpi=110)
+    write_json(results, out / "recipe.json", indent=1)
     lines = ["# The CPU recipe study", "", __doc__.split("\n\n")[2].replace("\n", " "), "",
              "![curves](curves.png)", "",
              "| variant | lever | steps | minutes | best val. regret | final val. regret | final \\|a − a*\\| at T |",
@@ -113,7 +116,7 @@ def report(runs_dir: Path, out: Path) -> None:
         lines.append(f"| `{variant}` | {r['lever']} | {f['step']} | {f['minutes']:.1f} | {r['best_regret']:.2f} | {f['regret']:.2f} | {f['subopt']:.3f} |")
     lines += ["", "Commands (from the repository root; `python -m analysis.recipe run VARIANT` runs the same):", ""]
     lines += [f"* `{v}`: `{r['command']}`" for v, r in sorted(results.items())]
-    (out / "report.md").write_text("\n".join(lines) + "\n")
+    write_text(out / "report.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'report.md'}, {out / 'curves.png'} ({len(results)} variants)")
 
 

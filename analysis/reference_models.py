@@ -16,14 +16,15 @@ the test table, and a 10-run spot check that ``tests/test_pretrained.py`` reprod
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+
+from analysis.recipe import validation_points
+from omgpt.files import atomic_write, read_checkpoint, write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "pretrained"
@@ -58,22 +59,16 @@ def available() -> list[str]:
 
 
 def validation_curve(folder: Path) -> list[dict]:
-    rows = []
-    for metrics in sorted(folder.glob("metrics*.csv")):
-        for r in csv.DictReader(metrics.open()):
-            if r.get("val/regret"):
-                rows.append({"step": int(r["step"]) + 1, "regret": round(float(r["val/regret"]), 3),
-                             "subopt": round(float(r["val/suboptimality"]), 4),
-                             "cpu_minutes": round(float(r["time/cpu_minutes"]), 2) if r.get("time/cpu_minutes") else None})
-    return rows
+    """Validation points of every CSV log of the run (a resumed fit's earlier parts first)."""
+    return [q for metrics in sorted(folder.glob("metrics*.csv")) for q in validation_points(metrics)]
 
 
 def export(ckpt: Path, out: Path) -> Path:
     """Weights and hyper-parameters of a Lightning checkpoint, nothing else, as ``out/model.ckpt``."""
-    full = torch.load(ckpt, map_location="cpu", weights_only=True)
+    full = read_checkpoint(ckpt)
     out.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"],
-                "global_step": full.get("global_step")}, out / "model.ckpt")
+    atomic_write(out / "model.ckpt", lambda f: torch.save({"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"],
+                                                           "global_step": full.get("global_step")}, f))
     return out / "model.ckpt"
 
 
@@ -95,11 +90,11 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
     spot = run_evaluation(task.name, {}, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
     curve = validation_curve(folder)
     info = {"name": name, "task": task.name, "horizon": module.hparams.horizon, "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
-            "kept_checkpoint": kept[-1].name, "steps": torch.load(model_ckpt, weights_only=True).get("global_step"),
-            "cpu_minutes": curve[-1]["cpu_minutes"] if curve else None, "validation": curve,
+            "kept_checkpoint": kept[-1].name, "steps": read_checkpoint(model_ckpt).get("global_step"),
+            "cpu_minutes": curve[-1]["minutes"] if curve else None, "validation": curve,
             "test": summary, "spot_check": {"runs": SPOT_RUNS, "seed": SPOT_SEED,
                                             "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}}
-    (out / "card.json").write_text(json.dumps(info, indent=1))
+    write_json(info, out / "card.json", indent=1)
     rows = sorted(summary["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"])
     star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
     lines = [f"# Reference model `{name}`", "", f"Task `{task.name}`, horizon {info['horizon']}; trained with",
@@ -113,9 +108,9 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
         lo, hi = s["final_regret"]["ci90"]
         lines.append(f"| {pol} | {s['final_regret']['mean']:.2f} | [{lo:.2f}, {hi:.2f}] | {ratio} | {s['final_suboptimality']['mean']:.3f} |")
     lines += ["", "## Validation curve (128 fixed validation environments)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
-    lines += [f"| {p['step']} | {p['cpu_minutes']} | {p['regret']:.2f} | {p['subopt']:.3f} |" for p in curve]
+    lines += [f"| {p['step']} | {p['minutes']} | {p['regret']:.2f} | {p['subopt']:.3f} |" for p in curve]
     lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name} --policies {','.join(policies)} --runs {runs} --seed {seed}`"]
-    (out / "card.md").write_text("\n".join(lines) + "\n")
+    write_text(out / "card.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
 
 
