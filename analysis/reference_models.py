@@ -3,10 +3,12 @@
     python -m analysis.reference_models train NAME [--minutes 90] [--runs-dir runs/pretrained]
     python -m analysis.reference_models card NAME [--runs 200] [--seed 1] [--runs-dir runs/pretrained]
 
-A reference model is ``configs/pretrained/NAME.yaml`` (the task, its horizon and the recipe, layered on
-``configs/scale/cpu.yaml`` where it says so). ``train`` fits it for at most ``--minutes`` of wall-clock
-(Lightning's ``max_time``), one CPU thread, resuming from the run's ``last.ckpt`` when one exists, so
-a budget can be spent across sessions. ``card`` takes the checkpoint the run kept (lowest
+A reference model is ``configs/pretrained/NAME.yaml``: the task, its horizon, its length in epochs and
+the CPU recipe written out in full (a shipped model's command must not drift with the scale configs'
+defaults). ``train`` fits it on one CPU thread, resuming from
+the run's ``last.ckpt`` when one exists (so a budget can be spent across sessions); the config's
+``max_epochs`` sets its length (the cosine schedule is laid out over it) and ``--minutes`` of
+wall-clock (Lightning's ``max_time``, counted across resumes) is only a safety cap. ``card`` takes the checkpoint the run kept (lowest
 ``val/regret_ucb``), writes ``pretrained/NAME/model.ckpt`` -- weights and hyper-parameters only, no
 optimizer state, so it stays small -- evaluates it on ``--runs`` fresh test environments against
 ``alg-star`` (where the task has a likelihood), every benchmark of the task and the oracle, and writes
@@ -44,7 +46,8 @@ def run_dir(name: str, runs_dir: Path) -> Path:
 def train(name: str, runs_dir: Path, minutes: float) -> int:
     if not (CONFIGS / f"{name}.yaml").is_file():
         raise SystemExit(f"omgpt: error: no reference model {name!r}; available: {', '.join(available())}")
-    args = fit_args(name, runs_dir) + ["--trainer.max_time", f"00:00:{int(minutes)}:00"]
+    hours, mins = divmod(int(minutes), 60)
+    args = fit_args(name, runs_dir) + ["--trainer.max_time", f"00:{hours:02d}:{mins:02d}:00"]
     last = run_dir(name, runs_dir) / "checkpoints" / "last.ckpt"
     if last.is_file():
         args += ["--ckpt_path", str(last)]

@@ -199,7 +199,16 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt.update(history.suboptimality)
 
     def on_fit_start(self) -> None:
-        self._fit_start = time.perf_counter(), time.process_time()
+        # the clocks count the run's training time, a resumed fit adding to its checkpoint's
+        done_wall, done_cpu = getattr(self, "_trained_minutes", (0.0, 0.0))
+        self._fit_start = time.perf_counter() - 60 * done_wall, time.process_time() - 60 * done_cpu
+
+    def trained_minutes(self) -> tuple[float, float]:
+        """(wall, CPU) minutes this run has trained, over every resume."""
+        if not hasattr(self, "_fit_start"):
+            return getattr(self, "_trained_minutes", (0.0, 0.0))
+        wall, cpu = self._fit_start
+        return (time.perf_counter() - wall) / 60, (time.process_time() - cpu) / 60
 
     def on_validation_epoch_end(self) -> None:
         # compute() already reduced over ranks; sync_dist only silences Lightning's DDP warning.
@@ -208,12 +217,12 @@ class OMGPTModule(L.LightningModule):
         # the paper authors' checkpoint rule: lowest mean + one standard deviation across environments
         self.log("val/regret_ucb", regret[-1] + self.val_regret.std()[-1], sync_dist=True)
         self.log("val/suboptimality", subopt[-1], sync_dist=True)
-        if hasattr(self, "_fit_start"):  # time this invocation has trained, for plots against time
-            wall, cpu = self._fit_start
-            self.log("time/wall_minutes", (time.perf_counter() - wall) / 60, sync_dist=True)
-            # CPU time of this process: with one thread, the wall-clock it would take on an idle core,
+        if hasattr(self, "_fit_start"):  # time the run has trained, for plots against time
+            wall, cpu = self.trained_minutes()
+            self.log("time/wall_minutes", wall, sync_dist=True)
+            # CPU time of the process: with one thread, the wall-clock it would take on an idle core,
             # whatever else shares the machine (what the recipe study plots against)
-            self.log("time/cpu_minutes", (time.process_time() - cpu) / 60, sync_dist=True)
+            self.log("time/cpu_minutes", cpu, sync_dist=True)
         self.val_regret.reset()
         self.val_subopt.reset()
 
@@ -225,6 +234,7 @@ class OMGPTModule(L.LightningModule):
     # device (rank k draws dropout masks on device k), so save the current device's state only.
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        checkpoint["trained_minutes"] = self.trained_minutes()
         if torch.cuda.is_available():
             checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state()
 
@@ -235,6 +245,7 @@ class OMGPTModule(L.LightningModule):
         check_resumable(checkpoint, dict(self.hparams), path)
         check_weights(checkpoint, self, path)
         resume_after_last_batch(checkpoint)
+        self._trained_minutes = tuple(checkpoint.get("trained_minutes", (0.0, 0.0)))
         rng = checkpoint.get("rng")
         if rng is not None:
             torch.set_rng_state(rng["torch"])

@@ -90,8 +90,10 @@ def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path)
     first = kill_at(tmp_path, "killed1", 2)
     ckpt = torch.load(first, map_location="cpu", weights_only=True)  # a step checkpoint loads safely
     assert ckpt["global_step"] == 2 and ckpt["epoch"] == 0  # mid-epoch: 2 of epoch 0's 5 batches
+    first_minutes = ckpt["trained_minutes"]
     second = kill_at(tmp_path, "killed2", 6, "--ckpt_path", str(first))
     ckpt = torch.load(second, map_location="cpu", weights_only=True)
+    assert all(b > a > 0 for a, b in zip(first_minutes, ckpt["trained_minutes"]))  # the clocks went on
     assert ckpt["global_step"] == 6 and ckpt["epoch"] == 1  # mid-epoch: 1 of epoch 1's 2 batches
     load_module(str(second))  # and as a model for `omgpt evaluate`
 
@@ -171,3 +173,19 @@ def test_sigkill_at_epoch_boundaries_with_unequal_epochs_and_resume_end_at_the_u
     # Each epoch is validated once, after the resume where it was killed, on the reference's weights.
     assert len(ref["val_logged"]) == 3
     assert [p["val_logged"] for p in pieces] == [[], ref["val_logged"][:1], [], ref["val_logged"][1:]]
+
+
+def test_the_training_clocks_continue_across_a_resume():
+    """A run's ``time/*_minutes`` (what the recipe study and the reference-model cards plot against)
+    count its whole training, not the last invocation: the checkpoint carries them, the resumed fit
+    starts its clocks there."""
+    from omgpt.module import OMGPTModule
+
+    module = OMGPTModule(task="newsvendor", horizon=4, n_layer=1, n_head=1, n_embd=8)
+    module._trained_minutes = (5.0, 3.0)  # what on_load_checkpoint restores from a checkpoint
+    module.on_fit_start()
+    wall, cpu = module.trained_minutes()
+    assert 5.0 <= wall < 5.5 and 3.0 <= cpu < 3.5
+    saved: dict = {}
+    module.on_save_checkpoint(saved)
+    assert saved["trained_minutes"][0] >= 5.0 and saved["trained_minutes"][1] >= 3.0
