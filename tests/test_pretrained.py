@@ -1,8 +1,13 @@
 """Model folders: ``pretrained/<name>/`` (or any folder) stands for the ``model.ckpt`` inside it."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
 
+from omgpt.cli import cli_main
 from omgpt.module import OMGPTModule, load_module
 
 
@@ -17,3 +22,48 @@ def test_a_folder_loads_its_model_ckpt(tmp_path):
     assert loaded.model.cfg.layout == "compact" and loaded.model.cfg.pos_encoding == "rope"
     for (name, a), (_, b) in zip(module.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted(p.parent.name for p in (ROOT / "pretrained").glob("*/card.json"))
+
+
+def test_every_shipped_model_has_its_config_and_is_small():
+    configs = {p.stem for p in (ROOT / "configs" / "pretrained").glob("*.yaml")}
+    for name in SHIPPED:
+        assert name in configs, f"pretrained/{name} has no configs/pretrained/{name}.yaml to retrain it"
+        ckpt = ROOT / "pretrained" / name / "model.ckpt"
+        assert ckpt.stat().st_size <= 10e6
+        assert set(torch.load(ckpt, map_location="cpu", weights_only=True)) <= {"state_dict", "hyper_parameters", "global_step"}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_reference_model_reproduces_its_cards_spot_check(name, tmp_path):
+    """``omgpt evaluate --ckpt pretrained/NAME`` on the card's spot-check environments (10 runs, its
+    seed) gives the card's mean final regret: the shipped weights are the ones the card measured."""
+    card = json.loads((ROOT / "pretrained" / name / "card.json").read_text())
+    spot = card["spot_check"]
+    out = tmp_path / "spot"
+    assert cli_main(["evaluate", "--ckpt", str(ROOT / "pretrained" / name), "--policies", "omgpt", "--runs", str(spot["runs"]),
+                 "--seed", str(spot["seed"]), "--out", str(out), "--no-progress"]) == 0
+    got = json.loads((out / "summary.json").read_text())["policies"]["omgpt"]["final_regret"]["mean"]
+    assert got == pytest.approx(spot["final_regret_mean"], rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("model", ["", *(["newsvendor"] if "newsvendor" in SHIPPED else [])])
+def test_the_quickstart_notebook_runs(model, tmp_path, monkeypatch):
+    """analysis/notebooks/quickstart.ipynb end to end: on the shipped newsvendor model, and with no model
+    (it pre-trains a tiny one). It draws its figure, and with the shipped model OMGPT beats the benchmarks."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(ROOT / "analysis/notebooks/quickstart.ipynb", as_version=4)
+    monkeypatch.setenv("OMGPT_QUICKSTART_MODEL", str(ROOT / "pretrained" / model) if model else "")
+    monkeypatch.setenv("OMGPT_QUICKSTART_RUNS", "20")
+    monkeypatch.setenv("OMGPT_QUICKSTART_OUT", str(tmp_path))
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert (tmp_path / "quickstart.png").is_file()
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    finals = {line.split(":")[0].strip(): float(line.split()[3]) for line in printed.splitlines() if "final regret" in line}
+    assert {"omgpt", "erm", "fai", "oracle"} <= set(finals)
+    if model:
+        assert finals["omgpt"] < min(finals["erm"], finals["fai"]), finals
