@@ -3,9 +3,10 @@
     python -m analysis.recipe run VARIANT [VARIANT ...] [--jobs 2] [--runs-dir runs/recipe]
     python -m analysis.recipe report [--runs-dir runs/recipe] [--out results/recipe]
 
-A variant is ``configs/recipe/<VARIANT>.yaml``, a config layered on ``configs/demo.yaml`` that changes
-one thing (its first comment line says which lever); ``baseline`` is the demo itself. ``run`` trains
-each as ``omgpt fit --config configs/demo.yaml --config configs/recipe/VARIANT.yaml`` (the command the
+A variant is ``configs/recipe/<VARIANT>.yaml``, a config layered on ``configs/recipe/baseline.yaml`` (the
+demo as it was when the study began, frozen there so that the study stays reproducible as the demo
+moves on) that changes one thing (its first comment line says which lever). ``run`` trains each as
+``omgpt fit --config configs/recipe/baseline.yaml --config configs/recipe/VARIANT.yaml`` (the command the
 report quotes), ``--jobs`` at a time, one CPU thread each. ``report`` reads every finished run's
 validation curve -- ``val/regret`` (mean final regret on the 128 validation environments) and
 ``val/suboptimality`` (the mean action error ``|a - a*|`` at ``t = T``) against the training time
@@ -33,7 +34,8 @@ VARIANTS = ROOT / "configs" / "recipe"
 
 
 def fit_command(variant: str, runs_dir: Path) -> list[str]:
-    return ["omgpt", "fit", "--config", "configs/demo.yaml", "--config", f"configs/recipe/{variant}.yaml",
+    layers = ["--config", "configs/recipe/baseline.yaml"] + (["--config", f"configs/recipe/{variant}.yaml"] if variant != "baseline" else [])
+    return ["omgpt", "fit", *layers,
             "--trainer.logger.init_args.save_dir", str(runs_dir), "--trainer.logger.init_args.name", variant,
             "--trainer.enable_progress_bar", "false"]
 
