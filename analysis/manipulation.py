@@ -48,7 +48,7 @@ from omgpt.tasks.base import Task
 
 def resolve_columns(task: Task, columns) -> list[int]:
     """``"state"`` / ``"all"`` / indices (list or ``"0,2"``) -> sorted context column indices."""
-    dx, state = task.context_dim, int(getattr(task, "state_dims", 0))
+    dx, state = task.context_dim, task.state_dims
     if dx == 0:
         raise OMGPTError(f"task {task.name!r} has no context to manipulate")
     if columns is None:
@@ -96,7 +96,7 @@ def manipulate(model, task: Task, n: int = 1000, step: int = 50, low: float = 0.
     g_env = torch.Generator(device=device).manual_seed(seed)
     envs_all = task.sample_envs(n, g_env)
     out = {k: [] for k in ("a_star", "a_star_new", "tf", "tf_new", "tf_proj", "tf_new_proj", "state", "state_new")}
-    s = int(getattr(task, "state_dims", 0))
+    s = task.state_dims
     for lo in range(0, n, batch_size):
         envs = {k: v[lo : lo + batch_size] for k, v in envs_all.items()}
         g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + lo + 1)

@@ -92,8 +92,8 @@ class EmbeddingProbe(Callback):
             from analysis.tsne import plot_tsne_layers, tsne_layers
 
             m = min(self.tsne_samples, self.n_test)
-            if "square" in test.labels:
-                labels, categorical, name, classes = test.labels["square"][:m].long(), True, "demand type", {0: "linear", 1: "square"}
+            if test.hidden_type is not None:
+                labels, categorical, name, classes = test.types()[:m], True, test.hidden_type.name, dict(enumerate(test.hidden_type.classes))
             else:
                 labels, categorical, name, classes = test.optimal_action[:m], False, "a*_t", None
             ts = tsne_layers(test.hidden[:, :m], labels, categorical, perplexity=min(30, (m - 1) / 3), seed=self.seed)

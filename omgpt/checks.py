@@ -248,9 +248,9 @@ def memory(nbytes: float, what: str, dev: torch.device | str = "cpu") -> None:
 
 def history_bytes(task, n: float, horizon: float) -> float:
     """An estimate of the memory a rollout of ``n`` environments for ``horizon`` steps holds: the
-    History's tensors (contexts, actions, observations, optimal actions, regrets, suboptimality) and
-    the policy's own copy of the history, float32."""
-    per_step = 2 * (task.context_dim + task.action_dim + task.obs_dim) + task.action_dim + 2
+    History's tensors (contexts, actions, observations, optimal actions, regrets, suboptimality,
+    rewards, optimal rewards) and the policy's own copy of the history, float32."""
+    per_step = 2 * (task.context_dim + task.action_dim + task.obs_dim) + task.action_dim + 4
     return 4.0 * n * horizon * per_step
 
 

@@ -273,8 +273,7 @@ def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> di
 
 def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, device: str, rewards: bool = False) -> tuple[dict, dict]:
     """Roll out every policy of the panel; returns ``(numbers, histories)``. ``rewards``: also record
-    the optimal policy's expected cumulative reward (for reward improvement rates; i.i.d.-context
-    tasks only)."""
+    the optimal policy's expected cumulative reward (for reward improvement rates)."""
     from analysis.report import summarise
     from omgpt.evaluate import evaluate_policies
     from omgpt.policies import make_policy
@@ -294,18 +293,18 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
         "benchmarks": [k for k, (p, _) in specs.items() if p not in NOT_BENCHMARKS],
         "models_compared": [k for k, (p, _) in specs.items() if p == "omgpt"],
         **({"grid": panel["grid"]} if "grid" in panel else {}),
-        "policies": {label: _policy_numbers(s, histories[label], task if rewards else None) for label, s in stats.items()},
+        "policies": {label: _policy_numbers(s, histories[label], rewards) for label, s in stats.items()},
     }
     return numbers, histories
 
 
-def _policy_numbers(stats: dict, history, task=None) -> dict:
+def _policy_numbers(stats: dict, history, rewards: bool = False) -> dict:
     from analysis.report import final_regret
 
     return {
         "final_regret": final_regret(stats["regret"]),
         "final_suboptimality": {"mean": float(stats["suboptimality"]["mean"][-1])},
-        **({"optimal_reward": float(optimal_reward(task, history).mean())} if task is not None else {}),
+        **({"optimal_reward": float(optimal_reward(history).mean())} if rewards else {}),
         "curves": {k: {"mean": _rounded(v["mean"]), "band90": _rounded(v["band90"])} for k, v in stats.items()},
     }
 
@@ -315,13 +314,11 @@ def _rounded(values) -> list:
     return np.round(np.asarray(values, dtype=np.float64), 4).tolist()
 
 
-def optimal_reward(task, history) -> torch.Tensor:
-    """``Σ_t r(X_t, a*_t)`` per run: the optimal policy's expected cumulative reward, so a policy's
-    reward is this minus its regret (reward improvement rates, paper §5.1.2)."""
-    total = torch.zeros(history.contexts.shape[0], dtype=torch.float64)
-    for t in range(history.horizon):
-        total += task.expected_reward(history.envs, history.contexts[:, t], history.optimal_actions[:, t], t).double()
-    return total
+def optimal_reward(history) -> torch.Tensor:
+    """``Σ_t`` of the optimal rewards the rollout recorded per run (``r(X_t, a*_t)`` in the state each
+    step was played in): the optimal policy's expected cumulative reward, so a policy's reward is this
+    minus its regret (reward improvement rates, paper §5.1.2)."""
+    return history.optimal_rewards.double().sum(1)
 
 
 def verdict(numbers: dict) -> str | None:
@@ -349,25 +346,21 @@ def alg_star_match(panel: dict, history, seed: int) -> dict:
     ``Σ_γ P(γ | H_t) r(a*_γ)``, so the histogram measures the model and not ``Alg*``'s own sampling
     noise (one draw would add mean |diff| ~0.03 / 0.14 on 4 / 100 environments by itself)."""
     from omgpt.policies import make_policy
+    from omgpt.rollout import replay
     from omgpt.tasks import make_episode_task
 
     task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
     alg = make_policy("alg-star", task)
-    alg.reset(history.envs, history.horizon, torch.Generator().manual_seed(seed))
-    alg_actions, alg_rewards = [], []
-    for t in range(history.horizon):
-        x = history.contexts[:, t]
-        alg_actions.append(task.project(alg.act(t, x), x))
-        if task.discrete:  # expected reward of the sampled arm, over the posterior before O_t
-            arms = task.optimal_action(alg.candidates, alg._broadcast(x), t)  # (B N, arms)
-            r = task.expected_reward({k: alg._broadcast(v) for k, v in history.envs.items()}, alg._broadcast(x), arms, t)
-            p = torch.softmax(alg.log_w, dim=-1)
-            alg_rewards.append((p * r.reshape(p.shape).double()).sum(-1))
-        alg.observe(t, history.actions[:, t], history.observations[:, t])
-    alg_actions = torch.stack(alg_actions, dim=1)  # (B, T, da)
+
+    def posterior_reward(alg, t, x):  # the bandit: expected reward of Alg*'s draw, over the posterior before O_t
+        arms = alg.candidate_actions(t, x)  # (B, N, arms)
+        envs = {k: v.repeat_interleave(arms.shape[1], 0) for k, v in history.envs.items()}  # each run's true environment per candidate
+        r = task.expected_reward(envs, x.repeat_interleave(arms.shape[1], 0), arms.flatten(0, 1), t).reshape(arms.shape[:2])
+        return (alg.posterior() * r.double()).sum(-1)
+
+    alg_actions, alg_rewards = replay(alg, history, torch.Generator().manual_seed(seed), posterior_reward if task.discrete else None)
     if task.discrete:
-        ours = torch.stack([task.expected_reward(history.envs, history.contexts[:, t], history.actions[:, t], t) for t in range(history.horizon)], 1)
-        diff = (ours.double() - torch.stack(alg_rewards, 1))[..., None].float()
+        diff = (history.rewards.double() - torch.stack(alg_rewards, 1))[..., None].float()
         as_value = lambda a: a.argmax(-1, keepdim=True).float()  # arm index for the sample path
     else:
         diff = history.actions - alg_actions

@@ -134,11 +134,11 @@ def tsne_command(argv: list[str]) -> int:
         raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {a.label!r}")
     with output_folder(a.out, TSNE_FILES, "omgpt tsne") as folder:
         data = collect(module.model, task, a.samples, step, a.policy, seed=a.seed)
-        label = a.label or ("type" if "square" in data.labels else "action")
+        label = a.label or ("type" if data.hidden_type is not None else "action")
         if label == "type":
-            if "square" not in data.labels:
-                raise OMGPTError(f"--label type needs a task with mixed demand types (task {task.name!r} has one type); use --label action")
-            values, categorical, name, classes = data.labels["square"].long(), True, "demand type", {0: "linear", 1: "square"}
+            if data.hidden_type is None:
+                raise OMGPTError(f"--label type needs a task with a hidden type, e.g. mixed demand types (task {task.name!r} has one type); use --label action")
+            values, categorical, name, classes = data.types(), True, data.hidden_type.name, dict(enumerate(data.hidden_type.classes))
         elif label == "action":
             values, categorical, name, classes = data.optimal_action, False, f"a*_{step}", None
         else:

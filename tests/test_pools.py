@@ -22,10 +22,10 @@ POOL, EPISODES = 4, 1200
 
 def member_index(task, envs) -> np.ndarray:
     """Which pool member each episode plays, matched on the hidden (pooled) parameters."""
-    hidden = [k for k in task._pool if k not in task.observed_params]
+    hidden = [k for k in task.pool if k not in task.observed_params]
     match = torch.ones(EPISODES, POOL, dtype=torch.bool)
     for k in hidden:
-        a, b = envs[k].reshape(EPISODES, 1, -1), task._pool[k].reshape(1, POOL, -1)
+        a, b = envs[k].reshape(EPISODES, 1, -1), task.pool[k].reshape(1, POOL, -1)
         match &= (a == b).all(-1)
     assert match.any(-1).all(), "every episode plays a pool member"
     return match.float().argmax(-1).numpy()

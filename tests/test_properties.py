@@ -77,7 +77,7 @@ def test_finite_pools_draw_only_pool_members(name, seed):
     for key, values in drawn.items():
         if key in task.observed_params:  # shown in the context: drawn from the full prior (tests/test_pools.py)
             continue
-        pool, rows = task._pool[key].reshape(3, -1), values.reshape(32, -1)
+        pool, rows = task.pool[key].reshape(3, -1), values.reshape(32, -1)
         assert (rows[:, None, :] == pool[None]).all(-1).any(-1).all(), key
 
 

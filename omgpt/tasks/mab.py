@@ -19,18 +19,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Task, check_noise_std, register
+from omgpt.tasks.base import Envs, GaussianNoise, Task, check_noise_std, register
 
 
 @register("mab")
-class MultiArmedBandit(Task):
+class MultiArmedBandit(GaussianNoise, Task):
     """Args:
         n_arms: number of arms ``k`` (paper: 20).
         noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
     """
 
-    loss = "ce"
+    loss = "ce"  # the Bayes decision under it: a posterior draw of the best arm (posterior sampling)
     discrete = True
+    moved_params = ("r",)
     benchmarks = ("ucb", "ts")  # the paper's benchmarks for this task (appendix D.3)
     context_dim = 0
     obs_dim = 1
@@ -44,7 +45,7 @@ class MultiArmedBandit(Task):
         super().__init__(**pool)
 
     # ----------------------------------------------------------------------------------------------
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         return {"r": torch.randn(n, self.n_arms, generator=generator, device=generator.device)}
 
     def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
@@ -62,6 +63,14 @@ class MultiArmedBandit(Task):
     def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         """``r_a`` for a one-hot ``a`` (for a probability vector: the mixed strategy's mean reward)."""
         return (envs["r"] * a).sum(-1)
+
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """The observation is the reward: its mean is the expected reward."""
+        return self.expected_reward(envs, x, a, t)[:, None]
+
+    def log_prior(self, candidates: Envs) -> Tensor:
+        """``r ~ N(0, I)``."""
+        return -0.5 * (candidates["r"] ** 2).sum(-1)
 
     def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
         """The reward gap ``r_{a*} - r_{a_t}`` (SPEC §4): arm indices carry no distance, so ``|a* - a|``

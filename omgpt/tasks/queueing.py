@@ -126,6 +126,7 @@ class Queueing(Task):
     loss = "mse"
     benchmarks = ("random",)  # the paper's benchmark for this task (appendix D.3)
     context_dim = 2  # (O_{t-1}, c)
+    state_dims = 1  # the queue length O_{t-1} is the episode's state
     obs_dim = 1  # queue length at the end of the period
     action_dim = 1
     action_low, action_high = 0.0, 1.0
@@ -137,7 +138,7 @@ class Queueing(Task):
         super().__init__(**pool)
 
     # -- prior and simulator ------------------------------------------------------------------------
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         device = generator.device
         li = torch.randint(len(LAMBDAS), (n,), generator=generator, device=device)
         ci = torch.randint(len(COSTS), (n,), generator=generator, device=device)
@@ -196,10 +197,23 @@ class Queueing(Task):
         """``r(X_t, a) = -(O_{t-1} + c a²)`` (deterministic given the state and the action)."""
         return -(x[:, 0] + x[:, 1] * a[:, 0] ** 2)
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
-        """The optimal policy's expected reward at ``t`` (from the empty queue) minus ``r(X_t, a_t)``."""
+    def optimal_reward(self, envs: Envs, x: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
+        """The optimal policy's expected reward at ``t`` from the empty queue (float64), which the
+        regret subtracts ``r(X_t, a_t)`` from."""
         self._check_t(envs, t)
-        return (envs["opt_reward"][:, t] - self.expected_reward(envs, x, a, t).double()).to(x.dtype)
+        return envs["opt_reward"][:, t]
+
+    # -- the model of the world ---------------------------------------------------------------------
+    def context_params(self, x: Tensor) -> Envs:
+        """The known cost ``c``, the context's second number."""
+        return {"c": x[:, 1]}
+
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """The expected queue length at the end of the period, ``Σ_s' P_a[S_t, s'] s'``, ``(B, 1)``."""
+        queue = x[:, 0].round().long()
+        p = transition_matrix(envs["lam"], a[:, 0].double())  # (B, 5, 5)
+        row = p[torch.arange(queue.shape[0], device=queue.device), queue]
+        return (row @ torch.arange(STATES, dtype=row.dtype, device=row.device)).to(x.dtype)[:, None]
 
     def scaling(self) -> Scaling:
         # Measured under the prior, T = 100: the queue length (0..4) has mean 2.9 / 2.0 and sd 1.6 for

@@ -34,7 +34,7 @@ this small, so CVXPY is not faster than ``linprog`` in any useful sense and not 
 The batched enumeration: 0.36 ms for a single LP, 0.55 ms for a batch of 64 (9 µs per LP), 6-11 µs
 per LP for batches of 1024-4096 -- 100-200× faster than one solver call per environment; every
 rollout step solves two LP batches (``a*``, memoised across the oracle policy / target /
-suboptimality calls, and the hindsight bound, shared by :meth:`Revenue.regret` and
+suboptimality calls, and the hindsight bound, shared by :meth:`Revenue.optimal_reward` and
 :meth:`Revenue.step`), so an oracle rollout of 64 environments × 50 steps takes 0.08 s with
 ``enum`` and 6.1 s with ``highs`` (identical regrets). The tests
 check ``enum`` against ``highs`` on random LPs and against a brute-force grid.
@@ -215,7 +215,7 @@ class Revenue(Task):
         super().__init__(**pool)
 
     # -- prior and state ----------------------------------------------------------------------------
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         mu = uniform(n, (self.types,), 0.0, 1.0, generator)
         return {
             "r": uniform(n, (self.types,), 1.0, 2.0, generator),
@@ -306,7 +306,7 @@ class Revenue(Task):
 
     def _bound_after(self, envs: Envs, x: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """Counts including the arrival ``x`` at step ``t`` and ``HLP_t`` over them (memoised, so
-        :meth:`step` reuses what :meth:`regret` solved)."""
+        :meth:`step` reuses what :meth:`optimal_reward` solved)."""
         key = (envs["counts"], envs["r"], envs["A"], x, t)
         memo = self._memo.get("bound")
         if memo is not None and _same(memo[0], key):
@@ -316,12 +316,12 @@ class Revenue(Task):
         self._memo["bound"] = (key, out)
         return out
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
-        """``(HLP_t - HLP_{t-1}) - r~_t a_t 1{fits}`` (see the module docstring); sums to
+    def optimal_reward(self, envs: Envs, x: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
+        """The hindsight bound's increment ``HLP_t - HLP_{t-1}`` (float64), so that the regret
+        ``(HLP_t - HLP_{t-1}) - r~_t a_t 1{fits}`` (see the module docstring) sums to
         ``HLP_T - Σ_t E[reward_t]``."""
         self._check_t(t)
-        gain = self._bound_after(envs, x, t)[1] - envs["bound"]
-        return (gain - self.expected_reward(envs, x, a, t).double()).to(x.dtype)
+        return self._bound_after(envs, x, t)[1] - envs["bound"]
 
     def scaling(self) -> Scaling:
         j = self.resources
