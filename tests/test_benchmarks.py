@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from omgpt import lp
 from omgpt.errors import OMGPTError
 from omgpt.policies import Policy, make_policy
 from omgpt.policies.newsvendor import quantile_regression
@@ -118,6 +119,34 @@ def test_quantile_regression_matches_brute_force():
     )
     beta = quantile_regression(feats, targets, q)
     assert pinball(targets - design @ beta, q) == pytest.approx(best)
+
+
+@pytest.mark.parametrize("l1", [0.0, 0.5])
+@pytest.mark.parametrize(("n", "d"), [(3, 4), (10, 4), (60, 2)])
+def test_quantile_regression_matches_the_cvxpy_reference(n, d, l1):
+    """The dense HiGHS LP and the readable cvxpy statement reach the same objective (pinball loss plus
+    penalty); with few points and no penalty the optimum is not unique, so only the objective is
+    compared."""
+    rng = np.random.default_rng(n + d)
+    feats = rng.uniform(0, 3, (n, d))
+    targets = feats @ rng.uniform(0, 3, d) + rng.uniform(0, 5, n)
+    design = np.hstack([np.ones((n, 1)), feats])
+
+    def objective(beta):
+        return pinball(targets - design @ beta, 0.3) + l1 * np.abs(beta[1:]).sum()
+
+    fast, reference = quantile_regression(feats, targets, 0.3, l1), lp.quantile_regression(feats, targets, 0.3, l1)
+    assert objective(fast) == pytest.approx(objective(reference), abs=1e-6)
+
+
+def test_erm_with_the_cvxpy_solver_orders_as_with_highs():
+    task = make_task("newsvendor")
+    envs = task.sample_envs(3, gen(0))
+    fast = rollout(task, envs, make_policy("erm", task), 12, gen(1), gen(2))
+    reference = rollout(task, envs, make_policy("erm", task, solver="cvxpy"), 12, gen(1), gen(2))
+    torch.testing.assert_close(reference.actions, fast.actions, atol=1e-4, rtol=0)
+    with pytest.raises(OMGPTError, match="solver"):
+        make_policy("erm", task, solver="simplex")
 
 
 def test_erm_predicts_the_critical_quantile():
