@@ -174,19 +174,6 @@ def built(build: Callable[[], Any], what: str):
         raise OMGPTError(f"{what}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
 
 
-def playable(task, what: str):
-    """Play one step of two environments of ``task`` with uniformly random actions: an option its
-    constructor lets through but its simulator cannot use (a negative size or variance) fails now, in
-    one line naming ``what``, instead of inside a run -- or worse, quietly, as NaN numbers."""
-    from omgpt.policies import make_policy
-    from omgpt.rollout import rollout
-
-    g = torch.Generator().manual_seed(0)
-    h = built(lambda: rollout(task, task.sample_envs(2, g), make_policy("random", task), 1, g), what)
-    finite(what, **{f"environment {k}": v for k, v in h.envs.items()}, contexts=h.contexts, observations=h.observations,
-           optimal_actions=h.optimal_actions, regrets=h.regrets)
-
-
 def finite(what: str, **tensors: torch.Tensor) -> None:
     """Every value of every tensor finite, else one line naming ``what`` and the tensor."""
     for name, t in tensors.items():

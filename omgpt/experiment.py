@@ -44,11 +44,12 @@ import yaml
 
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json, write_text
+from omgpt.resources import CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = ROOT / "configs" / "experiments"
-BASE_CONFIG = ROOT / "configs" / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.cli.build_cli)
-SCALES = {"cpu": ROOT / "configs" / "scale" / "cpu.yaml", "paper": ROOT / "configs" / "scale" / "paper.yaml"}
+EXPERIMENTS = CONFIGS / "experiments"
+BASE_CONFIG = CONFIGS / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.lightning_cli.build_cli)
+SCALES = {"cpu": CONFIGS / "scale" / "cpu.yaml", "paper": CONFIGS / "scale" / "paper.yaml"}
 FIGURES = ("curves", "advantage", "alg-star-match", "demand-prediction")
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds

@@ -171,7 +171,7 @@ def test_embedding_probe_callback_logs_and_saves(tmp_path):
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
 
-    from callbacks import EmbeddingProbe
+    from analysis.embedding_probe import EmbeddingProbe
     from datamodules import HistoryDataModule
     from omgpt.module import OMGPTModule
 
@@ -214,7 +214,7 @@ DDP_SCRIPT = """
 import sys
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger
-from callbacks import EmbeddingProbe
+from analysis.embedding_probe import EmbeddingProbe
 from datamodules import HistoryDataModule
 from omgpt.module import OMGPTModule
 

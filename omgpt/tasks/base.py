@@ -390,10 +390,31 @@ def make_task(name: str, **options) -> Task:
     task = checks.built(lambda: factory(**options), what)
     # One step shows whether the options make a task that runs; an episode of one step needs no
     # longer planning horizon (queueing's DP would make a long one slow to try).
-    checks.playable(checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what)
+    check_playable(checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what)
     task.name = name
     task._options = dict(options)
     return task
+
+
+def check_playable(task: Task, what: str) -> None:
+    """Play one step of two environments of ``task`` with uniformly random actions: an option its
+    constructor lets through but its simulator cannot use (a negative size or variance) fails now, in
+    one line naming ``what``, instead of inside a run -- or worse, quietly, as NaN numbers. (One step
+    written out with the Task API: the rollout loop and the policies sit above the tasks.)"""
+    g = torch.Generator().manual_seed(0)
+
+    def one_step():
+        envs = task.start(task.sample_envs(2, g), g)
+        x = task.sample_context(envs, 0, g)
+        a = task.project(task.sample_action(2, g).to(x.dtype), x)
+        a_star = task.optimal_action(envs, x, 0)
+        o = task.observe(envs, x, a, 0, g)
+        regret = task.regret(envs, x, a, 0, a_star)
+        task.step(envs, x, a, o, 0)
+        return envs, {"contexts": x, "observations": o, "optimal_actions": a_star, "regrets": regret}
+
+    envs, played = checks.built(one_step, what)
+    checks.finite(what, **{f"environment {k}": v for k, v in envs.items()}, **played)
 
 
 def make_episode_task(name: str, options: dict | None, horizon: int) -> Task:
