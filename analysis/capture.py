@@ -6,7 +6,7 @@ embedding (paper §5.3: "the 0-layer representing the input vectors to the GPT m
 last one before the final LayerNorm and read-out). Captured with a forward pre-hook on ``blocks[0]``
 and forward hooks on every block, so the model's code and outputs are untouched.
 
-Token positions (0-based, SPEC §1): the history ``(O_0,X_1), a_1, (O_1,X_2), a_2, …`` puts the feature
+Token positions (0-based, docs/paper-gaps.md §1): the history ``(O_0,X_1), a_1, (O_1,X_2), a_2, …`` puts the feature
 token of decision step ``t`` (1-based, the paper's ``X_t``) at position ``2(t-1)`` and the action token
 ``a_t`` at ``2t-1``. The paper probes the feature token of ``X_100``: :func:`feature_position` ``(100)``.
 

@@ -17,14 +17,14 @@ pre-training -- and compares, at ``t = 50`` over 1000 environments:
   ``a* - a*'``): with the order-up-to action most ``a*`` do not move, and those that do decide it.
 
 What is manipulated. The paper's ``X_t = q(H~_{t-1})`` is the history-determined part of the context,
-the inventory; SPEC §3 words it as "replaces the context features by U[0,10] draws". ``columns``
+the inventory; docs/paper-gaps.md §3 words it as "replaces the context features by U[0,10] draws". ``columns``
 selects: ``"state"`` (default on tasks with a state column: the inventory), ``"all"`` (every context
 column, ``I``, ``h`` and ``X~``; out of the training range for ``X~ ∈ [0,3]`` and ``h ∈ [0.5,2]``), or a
 list of column indices. ``a*(X'_t, γ)`` is the task's own optimal action at the new context with the
 environment unchanged (so a manipulated ``h`` column does not change the true holding cost, which
 is part of ``γ``).
 
-Units. The action here is the order-up-to level (SPEC §3); the paper's action is the order quantity
+Units. The action here is the order-up-to level (docs/paper-gaps.md §3); the paper's action is the order quantity
 ``max(0, q - I_t)``. ``TF - a*`` is the same in both units (both subtract ``I'_t``), but the change of
 ``a*`` differs: raising ``I`` moves the optimal *level* only when ``I' > q`` while it moves the optimal
 *quantity* by ``-(I' - I)`` whenever ``q > I'``. Both are reported. ``TF`` is the model's raw read-out

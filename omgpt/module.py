@@ -32,7 +32,7 @@ class OMGPTModule(L.LightningModule):
     action units; with ``obs_head``, ``train/loss`` is ``l + w·l'`` (logged apart as ``train/action_loss``
     and ``train/obs_loss``). Validation plays the model online (KV-cached rollouts) on fixed validation
     environments and logs the mean final regret ``val/regret`` and ``val/regret_ucb``, that mean plus
-    one standard deviation across the validation environments (the authors' checkpoint rule, SPEC §6).
+    one standard deviation across the validation environments (the authors' checkpoint rule, docs/paper-gaps.md §6).
 
     Args:
         task: task name, e.g. ``newsvendor`` (see ``omgpt.tasks``).

@@ -99,7 +99,7 @@ def tokens_at(contexts: Tensor, actions: Tensor, observations: Tensor, t: int, w
 
     The feature token of step ``s`` is ``(O_{s-1}, X_s)`` with ``O_{-1} = 0``; the model interleaves
     them with the actions as ``(O_0,X_1), a_1, (O_1,X_2), a_2, …`` and its read-out at feature token
-    ``s`` predicts ``a*_s`` from the tokens up to it (SPEC §1). In a window the first feature token
+    ``s`` predicts ``a*_s`` from the tokens up to it (docs/paper-gaps.md §1). In a window the first feature token
     carries the observation of the step before the window, as it should. ``a_t`` (the last action
     token) is only read by the observation head; ``observations[:, t]`` is never read, so a policy
     may call this before it has seen ``O_t``. The one token builder of training, OMGPT as a policy

@@ -55,7 +55,7 @@ def test_fai_paper_gradient_steps_follow_the_paper_text():
 
 def test_fai_default_is_the_authors_variant():
     """``w~_0 ~ U[0,3]^d``, step ``2(1 - e^{-t}) / (t·max(1, h))`` times the cost slope, weights clipped
-    to ``[0, 40]`` (SPEC §6). Env 0 (h = 0.5) has leftover, env 1 (h = 2) sells out, at t = 2."""
+    to ``[0, 40]`` (docs/paper-gaps.md §6). Env 0 (h = 0.5) has leftover, env 1 (h = 2) sells out, at t = 2."""
     task = make_task("newsvendor", dim=2, lost_sale_cost=1.0)
     fai = start(make_policy("fai", task), task, batch=2, horizon=3)
     w0 = fai.weights.clone()

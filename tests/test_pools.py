@@ -2,7 +2,7 @@
 
 A decision maker that can tell the pool member from what it is *shown* at t = 1 gets for free what the
 Bayes-optimal ``alg-star`` has to infer from observations (the 4-environment newsvendor pool once
-pooled the holding cost ``h``, the first context feature). SPEC §6: whatever the context shows is
+pooled the holding cost ``h``, the first context feature). docs/paper-gaps.md §6: whatever the context shows is
 drawn as in the full prior, every episode.
 """
 from __future__ import annotations

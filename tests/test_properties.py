@@ -12,7 +12,7 @@ from omgpt.rollout import rollout
 from omgpt.tasks import TASKS, make_task
 
 # Tasks whose per-step regret is a pseudo-regret r(X_t, a*_t) - r(X_t, a_t) given the state the
-# policy is in (queueing and revenue define regret against the optimal *policy*, SPEC §4).
+# policy is in (queueing and revenue define regret against the optimal *policy*, docs/paper-gaps.md §4).
 MYOPIC = sorted(n for n in TASKS if n not in ("queueing", "revenue"))
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

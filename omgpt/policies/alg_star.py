@@ -41,7 +41,7 @@ likelihood term to the log-weights, kept in float64 and normalised only when use
 Known parameters. What the context shows (the newsvendor's holding cost ``h``) is known: a candidate's
 ``a*`` uses the context's value in place of its own (exact conditioning, the known parameters being
 independent of the hidden ones under the prior). A finite pool fixes only the hidden parameters; the
-known ones are redrawn every episode (``Task.observed_params``, SPEC §6), so they tell nothing about
+known ones are redrawn every episode (``Task.observed_params``, docs/paper-gaps.md §6), so they tell nothing about
 the pool member and the weights rightly come from the observations only.
 
 Degeneracy: the newsvendor likelihood can rule out every candidate (a particle set with no feasible

@@ -1,11 +1,11 @@
 """Newsvendor benchmarks (paper appendix D.3): ERM (Ban & Rudin 2019) and FAI (Ding et al. 2024).
 
-Both assume demand linear in the features ``X~`` (SPEC §5), which is what makes them the right
+Both assume demand linear in the features ``X~`` (docs/paper-gaps.md §5), which is what makes them the right
 baselines on linear demand and mis-specified on square or non-stationary demand. The newsvendor context
 is ``x = (h, X~)``: the holding cost ``h`` is known and constant within an episode, ``X~`` are the
 demand features.
 
-Each is the strongest honest version of itself, as the paper authors' own code runs it (SPEC §6), with
+Each is the strongest honest version of itself, as the paper authors' own code runs it (docs/paper-gaps.md §6), with
 the paper text's weaker form kept as a named variant so both can be measured in one run:
 
 * ``fai`` -- the authors' FAI: ``w~_0 ~ U[0,3]^d``, step ``2(1 - e^{-t}) / (t·max(1, h))``, weights
@@ -150,7 +150,7 @@ class FAI(HistoryPolicy):
         a_t = w~_tᵀ X~_t,   w~_t = Π(w~_{t-1} - η_t h X~_{t-1})   if O_{t-1} < a_{t-1}   (leftover)
                             w~_t = Π(w~_{t-1} + η_t l X~_{t-1})   otherwise               (stock-out)
 
-    with ``t`` 1-based. Two variants (SPEC §6):
+    with ``t`` 1-based. Two variants (docs/paper-gaps.md §6):
 
     * ``schedule="authors"`` (``fai``, the default): the paper authors' own code -- ``w~_0 ~ U[0,3]^d``,
       ``η_t = 2(1 - e^{-t}) / (t · max(1, h))`` and ``Π`` clips every weight to ``[0, 40]``;

@@ -85,7 +85,7 @@ class Task:
     benchmarks: ClassVar[tuple[str, ...]] = ()  # policy names of the paper's benchmarks for this task
     # Environment entries the decision maker is shown in its context (the newsvendor's holding cost,
     # queueing's cost, revenue management's product catalogue). A finite pool fixes only the hidden
-    # parameters; these are redrawn from the full prior every episode (SPEC §6), otherwise the context
+    # parameters; these are redrawn from the full prior every episode (docs/paper-gaps.md §6), otherwise the context
     # would identify the pool member at t = 1 while Alg* never uses it.
     observed_params: ClassVar[tuple[str, ...]] = ()
     # The continuous hidden parameters a particle rejuvenation move perturbs (see :meth:`log_prior`);
@@ -429,7 +429,7 @@ def make_episode_task(name: str, options: dict | None, horizon: int) -> Task:
 
 
 def check_noise_std(noise_std: float) -> float:
-    """The Gaussian tasks' noise option: a standard deviation ``σ ≥ 0`` (SPEC §6: the paper's
+    """The Gaussian tasks' noise option: a standard deviation ``σ ≥ 0`` (docs/paper-gaps.md §6: the paper's
     ``N(·, 0.2)`` is ``σ = 0.2``, as in the authors' code), finite."""
     value = float(noise_std)
     if not (value >= 0 and value < float("inf")):
@@ -461,7 +461,7 @@ MIN_NOISE_VAR = 1e-6  # noise_std = 0 (a noiseless test shift) would make the Ga
 
 def gaussian_log_likelihood(o: Tensor, mean: Tensor, noise_std: float) -> Tensor:
     """``log N(o; mean, σ²)`` up to a constant, ``-(o - mean)² / (2σ²)``, for the tasks with Gaussian
-    observation noise of standard deviation ``σ = noise_std`` (SPEC §6). The paper writes
+    observation noise of standard deviation ``σ = noise_std`` (docs/paper-gaps.md §6). The paper writes
     ``exp(-(1/σ²) Σ (O - mean)²)``, the likelihood of noise variance ``σ²/2``, which sharpens the
     posterior by a factor 2 in log space; this is the correct Gaussian one."""
     var = max(float(noise_std) ** 2, MIN_NOISE_VAR)

@@ -3,7 +3,7 @@
 No context (``X_t`` is null: contexts are ``(B, 0)`` tensors, so a feature token is the previous
 observation alone). Actions lie in the unit ball ``A = B(0, 1) ⊂ R^d`` (paper: ``d = 2``). Environment
 ``γ = w`` drawn uniformly on the unit sphere ``‖w‖ = 1``. Playing ``a`` yields the reward
-``O_t ~ N(wᵀa, σ²)``, ``σ = 0.2`` (a standard deviation: SPEC §6). The expected reward ``wᵀa`` is maximised over the ball
+``O_t ~ N(wᵀa, σ²)``, ``σ = 0.2`` (a standard deviation: docs/paper-gaps.md §6). The expected reward ``wᵀa`` is maximised over the ball
 by ``a* = w``, so the pseudo-regret of a step is ``1 - wᵀa_t`` and the action suboptimality is the
 Euclidean distance ``‖a* - a_t‖`` (the base default).
 

@@ -2,9 +2,9 @@
 
 No context (``X_t`` is null: contexts are ``(B, 0)`` tensors, so a feature token is the previous
 observation alone). ``k = 20`` arms; environment ``γ = (r_1, …, r_k)`` with ``r_a ~ N(0, 1)`` i.i.d.
-Playing arm ``a`` yields the reward ``O_t ~ N(r_a, σ²)``, ``σ = 0.2`` (a standard deviation, as for pricing: SPEC §6).
+Playing arm ``a`` yields the reward ``O_t ~ N(r_a, σ²)``, ``σ = 0.2`` (a standard deviation, as for pricing: docs/paper-gaps.md §6).
 ``a* = argmax_a r_a``; the pseudo-regret of a step is the reward gap ``r_{a*} - r_{a_t}``, which is
-also the action suboptimality the bandit reports (SPEC §4).
+also the action suboptimality the bandit reports (docs/paper-gaps.md §4).
 
 Actions are one-hot vectors of length ``k`` (``discrete = True``): the action tokens are one-hot and
 the model's read-out is a vector of logits, trained with cross-entropy against the optimal arm.
@@ -73,7 +73,7 @@ class MultiArmedBandit(GaussianNoise, Task):
         return -0.5 * (candidates["r"] ** 2).sum(-1)
 
     def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
-        """The reward gap ``r_{a*} - r_{a_t}`` (SPEC §4): arm indices carry no distance, so ``|a* - a|``
+        """The reward gap ``r_{a*} - r_{a_t}`` (docs/paper-gaps.md §4): arm indices carry no distance, so ``|a* - a|``
         would be meaningless; this equals the step's pseudo-regret."""
         return self.regret(envs, x, a, t, a_star)
 
@@ -89,7 +89,7 @@ class MultiArmedBandit(GaussianNoise, Task):
         return self.one_hot(a.argmax(-1)).to(a.dtype)
 
     def perturb(self, a: Tensor, noisy: Tensor, generator: torch.Generator, scale: float = 1.0) -> Tensor:
-        """The noisy oracle's discrete perturbation (SPEC §2): where ``noisy (B, 1)`` is true, shift the
+        """The noisy oracle's discrete perturbation (docs/paper-gaps.md §2): where ``noisy (B, 1)`` is true, shift the
         arm index by ``U{-2, -1, 1, 2}``, then **clamp** the index into ``{0, …, k-1}``.
 
         Clamping (rather than wrapping around) is the projection onto ``A`` that the continuous tasks

@@ -9,7 +9,7 @@ the demand floor
 * linear (the paper's): ``m = wᵀX~``;
 * square (``demand_types="square"``): ``m = (wᵀX~)² / s`` with ``s = 4d`` (``SQUARE_SCALE_PER_DIM``;
   ``s = 16`` at the paper's ``d = 4``). The paper's ``(wᵀX~)²`` is unscaled, which puts the optimal
-  order above ``A = [0, 30]`` for most environments (its mean is ~100); SPEC §3 asks for a documented
+  order above ``A = [0, 30]`` for most environments (its mean is ~100); docs/paper-gaps.md §3 asks for a documented
   rescaling. With ``s = 16`` the clipped fraction of ``a*`` is 0.44% (4·10⁶ draws of ``γ`` and
   ``X~``; 5.9% with ``s = 9``, 2.0% with ``s = 12``, 0.09% with ``s = 20``), the mean ``a*``
   is 8.6 (linear: 11.5). ``s`` grows with ``d`` like ``wᵀX~`` does, so the square demand's mean grows
@@ -72,7 +72,7 @@ class Newsvendor(DemandTypes, Task):
 
     loss = "l1"  # the Bayes decision under it: the posterior median of a*
     benchmarks = ("erm", "fai")  # the paper's benchmarks for this task (appendix D.3)
-    observed_params = ("h",)  # the holding cost is the context's first feature: never pooled (SPEC §6)
+    observed_params = ("h",)  # the holding cost is the context's first feature: never pooled (docs/paper-gaps.md §6)
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, 30.0

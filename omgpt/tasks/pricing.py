@@ -8,7 +8,7 @@ variance, as the paper's posterior formulas use it). Observation ``O_t = D_t``; 
 
 * linear (the paper's): ``D = αᵀX - βᵀX · a + ε``; expected revenue ``a (αᵀX - βᵀX a)`` is maximised by
   ``a* = αᵀX / (2 βᵀX)``, at most 15 under this prior, so always inside ``A = [0, 30]``;
-* square (``demand_types="square"``; the paper never defines it, SPEC §3):
+* square (``demand_types="square"``; the paper never defines it, docs/paper-gaps.md §3):
   ``D = αᵀX - βᵀX · a² + ε``; expected revenue ``a (αᵀX - βᵀX a²)`` is concave on ``a ≥ 0`` and
   maximised by ``a* = sqrt(αᵀX / (3 βᵀX))``, at most ``sqrt(10) ≈ 3.2``;
 * mixed (``demand_types="mixed"``): each environment is linear or square with probability 1/2, the

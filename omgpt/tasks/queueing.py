@@ -16,10 +16,10 @@ holding plus service cost with a known cost parameter ``c``: ``r(X_t, a_t) = -(O
 is a deterministic function of the state at the start of the period and the action, so "the expected
 reward given the state and the action" is the reward itself.
 
-Context ``X_t = (O_{t-1}, c)`` (SPEC §3; ``c`` is known, so it is part of the context), observation
+Context ``X_t = (O_{t-1}, c)`` (docs/paper-gaps.md §3; ``c`` is known, so it is part of the context), observation
 ``O_t`` (one number). The environment is ``γ = (λ, c)``, uniform over the 36 points
 ``λ ∈ {0.1, 0.26, 0.42, 0.58, 0.74, 0.9}`` × ``c ∈ {5, 16, 27, 38, 49, 60}`` (the Task base's
-``pool_size`` option pools the hidden ``λ``; the known ``c`` is redrawn every episode, SPEC §6).
+``pool_size`` option pools the hidden ``λ``; the known ``c`` is redrawn every episode, docs/paper-gaps.md §6).
 
 Actions. The paper trains this task with the squared loss, so the action is a continuous scalar that
 :meth:`Queueing.project` rounds to the nearest grid point (after clipping to ``[0, 1]``); the model
@@ -37,7 +37,7 @@ horizon's optimum only in the last few periods of *that* horizon, which an early
 an episode longer than the option raises (build the task with ``horizon=`` at least the episode's
 length, e.g. ``--option horizon=200``).
 
-Regret (SPEC §4). The curve at ``t`` is the expected cumulative reward of the optimal policy up to
+Regret (docs/paper-gaps.md §4). The curve at ``t`` is the expected cumulative reward of the optimal policy up to
 ``t`` minus the algorithm's: per step, ``E[r(S*_t, a*_t(S*_t))] - r(S_t, a_t)`` where the first term
 is the optimal policy's expected reward at step ``t`` from the empty queue (exact: the state
 distribution is propagated forward through the DP policy's transition matrices in :meth:`start`,

@@ -8,7 +8,7 @@ accepting; the request is accepted, ``y_t = 1``, with probability ``a_t`` when t
 covers it (``A~_t ≤ B_t`` in every resource) and ``y_t = 0`` otherwise. An accepted request earns
 ``r~_t`` and consumes ``A~_t``: ``B_{t+1} = B_t - A~_t y_t`` (never negative).
 
-Tokens (SPEC §3, "Variants"). The paper's ``X_t = (r~_t, A~_t)`` hides the budget that ``a*_t``
+Tokens (docs/paper-gaps.md §3, "Variants"). The paper's ``X_t = (r~_t, A~_t)`` hides the budget that ``a*_t``
 depends on, so the context is ``X_t = (r~_t, A~_{t,1..J}, b_{t,1..J})`` with
 ``b_t = B_t / (T - t + 1)`` (1-based ``t``) the remaining budget per remaining period -- ``1 + 2J = 7``
 numbers -- and the observation is the paper's ``O_t = X_t`` (the type) plus the realised acceptance:
@@ -38,7 +38,7 @@ rollout of 64 environments × 50 steps takes 0.08 s with ``enum`` and several se
 call per LP (6.1 s with SciPy's HiGHS; identical regrets). The tests check ``enum`` against
 ``cvxpy`` on random LPs and against a brute-force grid.
 
-Regret (SPEC §4: the hindsight LP upper bound minus the collected reward). Let ``HLP_t`` be the
+Regret (docs/paper-gaps.md §4: the hindsight LP upper bound minus the collected reward). Let ``HLP_t`` be the
 hindsight LP of the first ``t`` arrivals with the pro-rated budget ``(t/T)·B_1 = t·1``:
 ``max Σ_{s≤t} r~_s z_s  s.t.  Σ_{s≤t} A~_s z_s ≤ (t/T) B_1,  0 ≤ z ≤ 1`` (solved exactly by
 aggregating the arrivals by type: ``K`` variables bounded by the type counts, the same vertex
