@@ -315,9 +315,14 @@ LOSSES: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {"mse": _mse, "l
 
 class GaussianNoise:
     """For tasks whose scalar observation is its mean plus ``N(0, σ²)`` noise, ``σ = noise_std``
-    (bandits, pricing): the likelihood follows from :meth:`Task.mean_observation`."""
+    (bandits, pricing): the simulator and the likelihood both follow from :meth:`Task.mean_observation`."""
 
     noise_std: float
+
+    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
+        mean = self.mean_observation(envs, x, a, t)[:, 0]
+        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
+        return (mean + noise)[:, None]
 
     def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
         return gaussian_log_likelihood(o[:, 0], self.mean_observation(candidates, x, a, t)[:, 0], self.noise_std)

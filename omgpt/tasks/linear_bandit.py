@@ -62,11 +62,6 @@ class LinearBandit(GaussianNoise, Task):
         w = envs["w"]
         return w.new_zeros(w.shape[0], 0)
 
-    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
-        mean = (envs["w"] * a).sum(-1)
-        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
-        return (mean + noise)[:, None]
-
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         return envs["w"].clone()
 

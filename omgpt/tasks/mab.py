@@ -52,11 +52,6 @@ class MultiArmedBandit(GaussianNoise, Task):
         r = envs["r"]
         return r.new_zeros(r.shape[0], 0)
 
-    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
-        mean = (envs["r"] * a).sum(-1)
-        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
-        return (mean + noise)[:, None]
-
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         return self.one_hot(envs["r"].argmax(-1))
 

@@ -121,11 +121,6 @@ class Pricing(GaussianNoise, DemandTypes, Task):
         intercept, slope = self.intercept_slope(envs, x)
         return (intercept - slope * self._price_term(envs, a[:, 0]))[:, None]
 
-    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
-        intercept, slope = self.intercept_slope(envs, x)
-        noise = self.noise_std * torch.randn(intercept.shape, generator=generator, device=generator.device)
-        return (intercept - slope * self._price_term(envs, a[:, 0]) + noise)[:, None]
-
     def params_at_context(self, envs: Envs, x: Tensor) -> Tensor:
         """``(αᵀX, βᵀX)`` ``(B, 2)``: the demand function at ``x``, all that ``a*`` depends on there."""
         return torch.stack(self.intercept_slope(envs, x), dim=-1)
