@@ -20,7 +20,6 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 
 import torch
 import yaml
