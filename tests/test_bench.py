@@ -48,6 +48,7 @@ def test_bench_rejects_a_bad_option(capsys):
         ("lightning_overhead.py", ["--steps", "4", "--repeats", "1"], "ratio"),
     ],
 )
+@pytest.mark.slow
 def test_benchmark_scripts_run_standalone(script, args, expect, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [script, *args])
     runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")

@@ -183,6 +183,7 @@ def test_penalised_quantile_regression_picks_the_moderate_fit_with_few_samples()
     np.testing.assert_allclose(beta[0] + feats @ beta[1:], y, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_penalised_erm_is_far_better_than_the_exact_lp_with_few_samples():
     """With 2-5 samples (up to d + 1 = 5 coefficients) the exact LP's interpolating vertex orders far
     from ``a*``; the penalised ERM does not (benchmarks/erm_cold_start.py: 4.0-4.7 against 2.3-3.4)."""
@@ -200,6 +201,7 @@ class ConstantOrder(Policy):
         return torch.full((x.shape[0], 1), 12.0)
 
 
+@pytest.mark.slow
 def test_erm_regret_is_sublinear_and_beats_a_constant_order():
     task, batch, horizon = make_task("newsvendor"), 32, 60
     regrets = {}

@@ -94,6 +94,7 @@ def test_it_trains_tiny_and_evaluates_against_oracle_random_and_alg_star(tmp_pat
     assert 0 < final["alg-star"] < final["random"]
 
 
+@pytest.mark.slow
 def test_the_example_file_is_the_command_line(tmp_path):
     out = tmp_path / "eval"
     done = subprocess.run([sys.executable, str(EXAMPLE), "evaluate", "--task", "logit-pricing", "--policies", "oracle,random",
