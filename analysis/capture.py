@@ -6,7 +6,7 @@ embedding (paper §5.3: "the 0-layer representing the input vectors to the GPT m
 last one before the final LayerNorm and read-out). Captured with a forward pre-hook on ``blocks[0]``
 and forward hooks on every block, so the model's code and outputs are untouched.
 
-Token positions (0-based, SPEC §1): the history ``(O_0,X_1), a_1, (O_1,X_2), a_2, …`` puts the feature
+Token positions (0-based, docs/paper-gaps.md §1): the history ``(O_0,X_1), a_1, (O_1,X_2), a_2, …`` puts the feature
 token of decision step ``t`` (1-based, the paper's ``X_t``) at position ``2(t-1)`` and the action token
 ``a_t`` at ``2t-1``. The paper probes the feature token of ``X_100``: :func:`feature_position` ``(100)``.
 
@@ -27,7 +27,7 @@ from omgpt.errors import OMGPTError
 from omgpt.model import GPT  # the transformer backbone (an LSTM has no blocks to hook)
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
-from omgpt.tasks.base import Envs, Task
+from omgpt.tasks.base import Envs, HiddenType, Task
 
 
 def feature_position(step: int) -> int:
@@ -108,8 +108,11 @@ class Collected:
         param_names: ``[(name, width), ...]`` of the columns of ``params``.
         labels: boolean / integer environment entries (``{"square": (N,) bool}`` in a mixed prior).
         history: the played histories (CPU), for anything else.
-        demand_at_x: pricing only: the demand function at the probed context, ``(αᵀX_t, βᵀX_t)``
-            ``(N, 2)`` -- the two numbers of the environment that ``a*_t`` depends on (``None`` otherwise).
+        demand_at_x: ``Task.params_at_context`` at the probed context -- the few numbers of the
+            environment that ``a*_t`` depends on there (pricing: ``(αᵀX_t, βᵀX_t)``, ``(N, 2)``), ``None``
+            when the task names none.
+        hidden_type: ``Task.hidden_type``: the hidden categorical parameter among ``labels`` (the mixed
+            prior's demand type), or ``None``.
     """
 
     hidden: Tensor
@@ -121,6 +124,11 @@ class Collected:
     labels: dict[str, Tensor] = field(default_factory=dict)
     history: History | None = None
     demand_at_x: Tensor | None = None
+    hidden_type: HiddenType | None = None
+
+    def types(self) -> Tensor | None:
+        """The hidden type of every history as class indices ``(N,)`` long, or ``None``."""
+        return None if self.hidden_type is None else self.labels[self.hidden_type.key].long()
 
 
 def split_envs(envs: Envs) -> tuple[Tensor, list[tuple[str, int]], dict[str, Tensor]]:
@@ -138,12 +146,15 @@ def split_envs(envs: Envs) -> tuple[Tensor, list[tuple[str, int]], dict[str, Ten
 
 
 def balanced_envs(task: Task, n: int, generator: torch.Generator, balance: bool = True) -> Envs:
-    """``n`` environments from the task's prior; with ``balance`` and a mixed-type prior, exactly half
-    linear and half square (interleaved), as the paper's probing sets ("half have linear demand").
-    The type is independent of the other parameters under the prior, so only the type is reassigned."""
+    """``n`` environments from the task's prior; with ``balance`` and a hidden type (the mixed prior's
+    demand type), every type equally often (interleaved), as the paper's probing sets ("half have
+    linear demand"). The type is independent of the other parameters under the prior, so only the type
+    is reassigned."""
     envs = task.sample_envs(n, generator)
-    if balance and "square" in envs:
-        envs["square"] = torch.arange(n, device=envs["square"].device) % 2 == 1
+    if balance and task.hidden_type is not None:
+        key, _, classes = task.hidden_type
+        types = torch.arange(n, device=envs[key].device) % len(classes)
+        envs[key] = types.to(envs[key].dtype)
     return envs
 
 
@@ -167,7 +178,7 @@ def collect(
     the histories it meets at test time; any other registered policy name works too (``random``,
     ``noisy-oracle``, ``alg-star``, …). The environments and the streams are seeded by ``seed`` alone,
     so two calls with the same seed see the same environments and contexts. The model is put in eval
-    mode and left in it; the caller restores training mode (see ``callbacks.EmbeddingProbe``).
+    mode and left in it; the caller restores training mode (see ``analysis.embedding_probe.EmbeddingProbe``).
     """
     if n < 1:
         raise OMGPTError(f"the number of histories must be a positive integer, got {n}")
@@ -188,23 +199,19 @@ def collect(
             options.setdefault("model", model)
         history = rollout(task, envs, make_policy(policy, task, **options), step, g)
         model.clear_cache()
-        feats, acts = history.tokens()
-        h, out = capture(model, feats, acts, pos)
+        h, out = capture(model, *history.tokens(), pos)
         hidden.append(h[:, :, 0].float().cpu())
         pred.append(out[:, step - 1].float().cpu())
         opt.append(history.optimal_actions[:, step - 1].float().cpu())
-        if hasattr(task, "intercept_slope"):  # pricing: (αᵀX_t, βᵀX_t)
-            at_x.append(torch.stack(task.intercept_slope(envs, history.contexts[:, step - 1]), dim=-1).float().cpu())
+        params_at_x = task.params_at_context(envs, history.contexts[:, step - 1])
+        if params_at_x is not None:
+            at_x.append(params_at_x.float().cpu())
         if keep_history:
             hists.append(history.to("cpu"))
     params, names, labels = split_envs(envs_all)
     history = None
-    if keep_history:
-        from dataclasses import fields
-
-        history = History(
-            **{f.name: torch.cat([getattr(x, f.name) for x in hists]) for f in fields(History) if f.name != "envs"},
-            envs={k: v.cpu() for k, v in envs_all.items()},
-        )
+    if keep_history:  # the environments as drawn (a history's own envs hold each episode's final state)
+        history = History.cat(hists)
+        history.envs = {k: v.cpu() for k, v in envs_all.items()}
     demand = torch.cat(at_x) if at_x else None
-    return Collected(torch.cat(hidden, dim=1), step, torch.cat(opt), torch.cat(pred), params, names, labels, history, demand)
+    return Collected(torch.cat(hidden, dim=1), step, torch.cat(opt), torch.cat(pred), params, names, labels, history, demand, task.hidden_type)

@@ -9,8 +9,8 @@ the demand ``O_n`` at the next context ``X_n`` and the price ``a_n`` played ther
   intercept, so none is fitted. With ``2d`` coefficients and few samples the problem is
   under-determined, which is why the paper uses ridge rather than least squares.
 
-The error at ``n`` is the squared difference to the *expected* demand ``E[O_n | X_n, a_n]`` (the
-estimation error; the noise variance would add the same constant to both methods), averaged over the
+The error at ``n`` is the squared difference to the *expected* demand ``E[O_n | X_n, a_n]``
+(``Task.mean_observation``: the estimation error; the noise variance would add the same constant to both methods), averaged over the
 runs; ``mse_observed`` is the same against the realised, noisy demand. ``n`` runs from 1 to ``T-1``.
 Square-demand environments (the paper's figures b and c) are where the linear feature map is
 mis-specified: evaluate a ``demand_types=mixed`` checkpoint with ``demand_types=square``.
@@ -20,26 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from analysis.report import mean_band_ci
 from omgpt.files import save_figure, write_json
-from omgpt.rollout import History
 
 RIDGE_LAMBDA = 0.1  # paper §5.1.6
-
-
-def expected_demand(task, history: History) -> Tensor:
-    """``E[O_t | X_t, a_t]`` for every step of a pricing history, ``(B, T)`` (linear or square demand)."""
-    envs, x, price = history.envs, history.contexts, history.actions[..., 0]
-    intercept, slope = (envs["alpha"][:, None] * x).sum(-1), (envs["beta"][:, None] * x).sum(-1)
-    square = task.is_square(envs)
-    if isinstance(square, bool):
-        term = price**2 if square else price
-    else:
-        term = torch.where(square[:, None], price**2, price)
-    return intercept - slope * term
 
 
 def ridge_predictions(contexts: np.ndarray, actions: np.ndarray, observations: np.ndarray, lam: float = RIDGE_LAMBDA) -> np.ndarray:

@@ -17,14 +17,14 @@ pre-training -- and compares, at ``t = 50`` over 1000 environments:
   ``a* - a*'``): with the order-up-to action most ``a*`` do not move, and those that do decide it.
 
 What is manipulated. The paper's ``X_t = q(H~_{t-1})`` is the history-determined part of the context,
-the inventory; SPEC §3 words it as "replaces the context features by U[0,10] draws". ``columns``
+the inventory; docs/paper-gaps.md §3 words it as "replaces the context features by U[0,10] draws". ``columns``
 selects: ``"state"`` (default on tasks with a state column: the inventory), ``"all"`` (every context
 column, ``I``, ``h`` and ``X~``; out of the training range for ``X~ ∈ [0,3]`` and ``h ∈ [0.5,2]``), or a
 list of column indices. ``a*(X'_t, γ)`` is the task's own optimal action at the new context with the
 environment unchanged (so a manipulated ``h`` column does not change the true holding cost, which
 is part of ``γ``).
 
-Units. The action here is the order-up-to level (SPEC §3); the paper's action is the order quantity
+Units. The action here is the order-up-to level (docs/paper-gaps.md §3); the paper's action is the order quantity
 ``max(0, q - I_t)``. ``TF - a*`` is the same in both units (both subtract ``I'_t``), but the change of
 ``a*`` differs: raising ``I`` moves the optimal *level* only when ``I' > q`` while it moves the optimal
 *quantity* by ``-(I' - I)`` whenever ``q > I'``. Both are reported. ``TF`` is the model's raw read-out
@@ -48,7 +48,7 @@ from omgpt.tasks.base import Task
 
 def resolve_columns(task: Task, columns) -> list[int]:
     """``"state"`` / ``"all"`` / indices (list or ``"0,2"``) -> sorted context column indices."""
-    dx, state = task.context_dim, int(getattr(task, "state_dims", 0))
+    dx, state = task.context_dim, task.state_dims
     if dx == 0:
         raise OMGPTError(f"task {task.name!r} has no context to manipulate")
     if columns is None:
@@ -96,7 +96,7 @@ def manipulate(model, task: Task, n: int = 1000, step: int = 50, low: float = 0.
     g_env = torch.Generator(device=device).manual_seed(seed)
     envs_all = task.sample_envs(n, g_env)
     out = {k: [] for k in ("a_star", "a_star_new", "tf", "tf_new", "tf_proj", "tf_new_proj", "state", "state_new")}
-    s = int(getattr(task, "state_dims", 0))
+    s = task.state_dims
     for lo in range(0, n, batch_size):
         envs = {k: v[lo : lo + batch_size] for k, v in envs_all.items()}
         g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + lo + 1)

@@ -100,8 +100,8 @@ def minmax(curve: list[float]) -> list[float]:
 def targets_of(data: Collected) -> dict[str, tuple[str, torch.Tensor]]:
     """What can be probed on these histories: ``{name: (kind, values)}``."""
     out = {}
-    if "square" in data.labels:
-        out["type"] = ("classification", data.labels["square"].long())
+    if data.hidden_type is not None:
+        out["type"] = ("classification", data.types())
     if data.params.shape[1]:
         out["params"] = ("regression", data.params)
     out["action"] = ("regression", data.optimal_action)

@@ -1,6 +1,6 @@
 """Evaluation reports: the summary.json / curves.csv / regret.png contract of ``omgpt evaluate``.
 
-Statistics over runs, as SPEC §4 asks: the mean curve, a 90% band (5th-95th percentile across runs,
+Statistics over runs, as docs/paper-gaps.md §4 asks: the mean curve, a 90% band (5th-95th percentile across runs,
 what the paper shades) and a bootstrap 90% confidence interval of the mean.
 """
 from __future__ import annotations

@@ -126,7 +126,7 @@ class SharedContexts:
 
     def sample_context(self, envs, t, generator):
         x = self._task.sample_context(envs, t, generator)
-        s = int(getattr(self._task, "state_dims", 0))
+        s = self._task.state_dims
         x = x.clone()
         x[:, s:] = self._contexts[t, s:].to(x)
         return x

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from datamodules.history import stream_seed
+from omgpt.seeding import stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task

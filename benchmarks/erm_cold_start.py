@@ -17,7 +17,7 @@ import argparse
 
 import torch
 
-from datamodules.history import stream_seed
+from omgpt.seeding import stream_seed
 from omgpt.policies.newsvendor import ERM
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task

@@ -1,6 +1,6 @@
-"""Lightning callbacks: the horizon curriculum, Algorithm 1's self-rollout refresh (and probes)."""
+"""Lightning callbacks: the horizon curriculum and Algorithm 1's self-rollout refresh. (The probing
+callback, which runs the analysis, is ``analysis.embedding_probe.EmbeddingProbe``: it sits above.)"""
 from callbacks.curriculum import HorizonCurriculum
-from callbacks.embedding_probe import EmbeddingProbe
 from callbacks.self_rollout import SelfRolloutRefresh
 
-__all__ = ["EmbeddingProbe", "HorizonCurriculum", "SelfRolloutRefresh"]
+__all__ = ["HorizonCurriculum", "SelfRolloutRefresh"]

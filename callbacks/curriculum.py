@@ -12,7 +12,7 @@ class HorizonCurriculum(Callback):
     """Train on histories truncated to a horizon ``T~`` that rises to the target ``T`` in stages.
 
     The paper prints ``T~ = 20·(m%10+1)`` for iterations ``m ≤ 50`` and ``20·(m%10-4)`` for
-    ``51 ≤ m ≤ 100``, which leave ``[20, 100]``; the authors' code pins the intent (SPEC §6):
+    ``51 ≤ m ≤ 100``, which leave ``[20, 100]``; the authors' code pins the intent (docs/paper-gaps.md §6):
     ``T~ = 20·(((m-1)//10) % 5 + 1)`` for the 1-based iteration ``m`` up to the curriculum's end, then
     ``T``. With ``m = epoch + 1`` this is::
 

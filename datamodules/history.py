@@ -17,7 +17,6 @@ import itertools
 from typing import Callable, NamedTuple
 
 import lightning as L
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
@@ -25,12 +24,8 @@ from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
+from omgpt.seeding import stream_seed
 from omgpt.tasks import Task, make_episode_task
-
-
-def stream_seed(*keys: int) -> int:
-    """A well-mixed 63-bit seed from integer keys (seed, epoch, rank, worker, ...)."""
-    return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1, np.uint64)[0] >> 1)
 
 
 POOL_KEY, MIX_KEY, LOADER_KEY = 0x9001, 0x9002, 0x9003  # stream_seed keys: f~ pool, mixed-phase draws, loaders

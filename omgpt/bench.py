@@ -20,7 +20,6 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 
 import torch
 import yaml
@@ -29,9 +28,8 @@ from lightning.pytorch.callbacks import Callback
 from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.files import write_json, writable_file
+from omgpt.resources import BENCHMARKS, CONFIGS
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "benchmarks"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -55,7 +53,7 @@ class StepTimer(Callback):
 
 def demo_config() -> dict:
     """``configs/demo.yaml``: the model and data settings the demo trains with."""
-    return yaml.safe_load((ROOT / "configs/demo.yaml").read_text())
+    return yaml.safe_load((CONFIGS / "demo.yaml").read_text())
 
 
 def demo_module(horizon: int | None = None, seed: int = 0):
@@ -102,10 +100,11 @@ def machine() -> str:
 
 
 def load_benchmark(name: str):
-    """``benchmarks/<name>.py`` as a module (``benchmarks/`` is a folder of scripts, not a package)."""
+    """``benchmarks/<name>.py`` as a module (``benchmarks/`` is a folder of scripts, not a package; a
+    regular install ships it as ``omgpt/_benchmarks``, see :mod:`omgpt.resources`)."""
     path = BENCHMARKS / f"{name}.py"
     if not path.is_file():
-        raise OMGPTError(f"{path} not found: omgpt bench runs the scripts of the source checkout's benchmarks/ folder")
+        raise OMGPTError(f"{path} not found: this installation of omgpt lacks its benchmark scripts")
     spec = importlib.util.spec_from_file_location(f"omgpt_benchmarks_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -200,9 +199,9 @@ def run(mode: str = "quick", device: str = "cpu", threads: int = 1) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from omgpt.cli import _Parser  # errors: one line, exit code 2
+    from omgpt.cli_args import Parser  # errors: one line, exit code 2
 
-    p = _Parser(prog="omgpt bench", description="Speed benchmarks: KV cache, data generation, streaming data, Lightning overhead.")
+    p = Parser(prog="omgpt bench", description="Speed benchmarks: KV cache, data generation, streaming data, Lightning overhead.")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="smaller sizes: well under 3 minutes on a 2-core CPU")
     size.add_argument("--smoke", action="store_true", help="the smallest sizes: seconds, only checks that everything runs")

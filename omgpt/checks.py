@@ -174,19 +174,6 @@ def built(build: Callable[[], Any], what: str):
         raise OMGPTError(f"{what}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
 
 
-def playable(task, what: str):
-    """Play one step of two environments of ``task`` with uniformly random actions: an option its
-    constructor lets through but its simulator cannot use (a negative size or variance) fails now, in
-    one line naming ``what``, instead of inside a run -- or worse, quietly, as NaN numbers."""
-    from omgpt.policies import make_policy
-    from omgpt.rollout import rollout
-
-    g = torch.Generator().manual_seed(0)
-    h = built(lambda: rollout(task, task.sample_envs(2, g), make_policy("random", task), 1, g), what)
-    finite(what, **{f"environment {k}": v for k, v in h.envs.items()}, contexts=h.contexts, observations=h.observations,
-           optimal_actions=h.optimal_actions, regrets=h.regrets)
-
-
 def finite(what: str, **tensors: torch.Tensor) -> None:
     """Every value of every tensor finite, else one line naming ``what`` and the tensor."""
     for name, t in tensors.items():
@@ -248,9 +235,9 @@ def memory(nbytes: float, what: str, dev: torch.device | str = "cpu") -> None:
 
 def history_bytes(task, n: float, horizon: float) -> float:
     """An estimate of the memory a rollout of ``n`` environments for ``horizon`` steps holds: the
-    History's tensors (contexts, actions, observations, optimal actions, regrets, suboptimality) and
-    the policy's own copy of the history, float32."""
-    per_step = 2 * (task.context_dim + task.action_dim + task.obs_dim) + task.action_dim + 2
+    History's tensors (contexts, actions, observations, optimal actions, regrets, suboptimality,
+    rewards, optimal rewards) and the policy's own copy of the history, float32."""
+    per_step = 2 * (task.context_dim + task.action_dim + task.obs_dim) + task.action_dim + 4
     return 4.0 * n * horizon * per_step
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from omgpt.cli import CONFIGS, build_cli
+from omgpt.lightning_cli import build_cli
+from omgpt.resources import CONFIGS
 from omgpt.errors import OMGPTError
 from omgpt.evaluate import run_evaluation
 from omgpt.policies import policies_for

@@ -15,14 +15,14 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from analysis.demand_prediction import DEMAND_FILES, demand_report, expected_demand, ridge_predictions
+from analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
 from analysis.report import REPORT_FILES, write_report
-from datamodules.history import stream_seed
+from omgpt.seeding import stream_seed
 from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder
 from omgpt.policies import make_policy
-from omgpt.rollout import History, rollout
+from omgpt.rollout import History, mean_observations, rollout
 from omgpt.tasks import TASKS, Task, make_episode_task, make_task
 
 EVALUATE_FILES = REPORT_FILES + DEMAND_FILES  # what `omgpt evaluate` writes into --out, with or without --demand-prediction
@@ -64,14 +64,7 @@ def evaluate_policies(
             results[name].append(history)
             bar.update(hi - lo)
     bar.close()
-    return {name: _concat(parts) for name, parts in results.items()}
-
-
-def _concat(parts: list[History]) -> History:
-    fields = ("contexts", "actions", "observations", "optimal_actions", "regrets", "suboptimality")
-    joined = {f: torch.cat([getattr(p, f) for p in parts]) for f in fields}
-    envs = {k: torch.cat([p.envs[k] for p in parts]) for k in parts[0].envs}
-    return History(**joined, envs=envs)
+    return {name: History.cat(parts) for name, parts in results.items()}
 
 
 def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str | None, device: str):
@@ -156,14 +149,15 @@ def observation_predictions(model, history: History, window: int | None = None, 
     without a window)."""
     device = next(model.parameters()).device
     model.eval()
-    feats, acts = history.features(), history.actions
-    T, W = feats.shape[1], window or feats.shape[1]
+    T = history.horizon
+    W = min(window or T, T)
     out = []
-    for lo in range(0, feats.shape[0], batch_size):
-        f, a = feats[lo : lo + batch_size].to(device), acts[lo : lo + batch_size].to(device)
-        part = [model.predict_observations(f[:, : min(W, T)], a[:, : min(W, T)])]
-        part += [model.predict_observations(f[:, t + 1 - W : t + 1], a[:, t + 1 - W : t + 1])[:, -1:] for t in range(W, T)]
-        out.append(torch.cat(part, dim=1).float().cpu())
+    for lo in range(0, history.contexts.shape[0], batch_size):
+        part = history.apply(lambda v: v[lo : lo + batch_size].to(device))
+        # one pass predicts every step of the first window; each later step needs its own window
+        preds = [model.predict_observations(*part.tokens(t=W - 1))]
+        preds += [model.predict_observations(*part.tokens(W, t))[:, -1:] for t in range(W, T)]
+        out.append(torch.cat(preds, dim=1).float().cpu())
     return torch.cat(out)
 
 
@@ -188,8 +182,6 @@ def run_demand_prediction(
     :mod:`analysis.demand_prediction`). Needs a pricing checkpoint trained with ``obs_head``;
     ``task_name``, if given, must be the checkpoint's task (``task_options`` override its options, e.g.
     ``demand_types=square`` for a mixed-demand checkpoint)."""
-    from omgpt.tasks.pricing import Pricing
-
     if ckpt is None:
         raise OMGPTError("demand prediction needs --ckpt PATH (a pricing checkpoint trained with --model.obs_head true)")
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
@@ -197,8 +189,9 @@ def run_demand_prediction(
         raise OMGPTError(f"checkpoint {ckpt} has no observation head; pre-train with --model.obs_head true")
     horizon = horizon or default_horizon
     task = make_episode_task(task_name, task_options, horizon)
-    if not isinstance(task, Pricing):
-        raise OMGPTError(f"demand prediction is for pricing tasks; checkpoint {ckpt} was trained on {task_name!r}")
+    if task.discrete or (task.obs_dim, task.action_dim) != (1, 1) or task.context_dim == 0:
+        raise OMGPTError(f"demand prediction needs a scalar observation, a scalar continuous action and a context (as pricing); "
+                         f"checkpoint {ckpt} was trained on {task_name!r}")
     check_token_sizes(task, task_options, model)
     if horizon < 2:
         raise OMGPTError("demand prediction needs --horizon >= 2 (one sample to learn from, one to predict)")
@@ -213,7 +206,7 @@ def run_demand_prediction(
             "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
         }
         meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window, "ckpt": str(ckpt)}
-        expected = expected_demand(task, history).double().numpy()
+        expected = mean_observations(task, history)[..., 0].double().numpy()
         summary = demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, folder)
     print(f"wrote {', '.join(str(Path(out) / f) for f in DEMAND_FILES)}")
     return summary

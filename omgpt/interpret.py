@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from omgpt import checks
-from omgpt.cli import _Parser, _task_options
+from omgpt.cli_args import Parser, task_options
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json
 
@@ -39,7 +39,7 @@ def _task(module, options: list[str]):
     from omgpt.evaluate import check_token_sizes
     from omgpt.tasks import make_episode_task
 
-    overrides = _task_options(options)
+    overrides = task_options(options)
     task = make_episode_task(module.hparams.task, {**(module.hparams.task_options or {}), **overrides}, module.hparams.horizon)
     check_token_sizes(task, overrides, module.model)
     return task
@@ -53,7 +53,7 @@ def _step(module, step: int | None) -> int:
     return step
 
 
-def _common(p: _Parser, out: str) -> None:
+def _common(p: Parser, out: str) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option override, repeatable")
     p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the environments and their noise")
     p.add_argument("--device", type=checks.device_arg, default="cpu", help="torch device, e.g. cuda")
@@ -67,7 +67,7 @@ TSNE_FILES = ("tsne.png", "tsne.json", "training_ood.png", "training_ood.json") 
 def probe_command(argv: list[str]) -> int:
     from analysis.probing import plot_probes, run_probes
 
-    p = _Parser(prog="omgpt probe", description="Linear probes of every layer's embedding (paper §5.3).")
+    p = Parser(prog="omgpt probe", description="Linear probes of every layer's embedding (paper §5.3).")
     p.add_argument("--ckpt", required=True, help="checkpoint of a trained OMGPT")
     p.add_argument("--n-train", type=checks.positive_int, default=1024, help="histories to fit the probes (paper: 1024)")
     p.add_argument("--n-test", type=checks.positive_int, default=256, help="held-out histories (paper: 256)")
@@ -106,7 +106,7 @@ def _parse_layers(text: str | None, n: int) -> list[int] | None:
 
 
 def tsne_command(argv: list[str]) -> int:
-    p = _Parser(prog="omgpt tsne", description="t-SNE of every layer (paper §5.3) or of histories across checkpoints (appendix B).")
+    p = Parser(prog="omgpt tsne", description="t-SNE of every layer (paper §5.3) or of histories across checkpoints (appendix B).")
     p.add_argument("--ckpt", action="append", required=True, help="checkpoint; repeat it for --mode training (oldest first)")
     p.add_argument("--mode", choices=("layers", "training"), default="layers", help="layers: one checkpoint's embeddings; training: histories of several checkpoints vs Alg*")
     p.add_argument("--samples", type=checks.positive_int, default=500, help="layers: histories (paper: 500, half of each demand type)")
@@ -134,11 +134,11 @@ def tsne_command(argv: list[str]) -> int:
         raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {a.label!r}")
     with output_folder(a.out, TSNE_FILES, "omgpt tsne") as folder:
         data = collect(module.model, task, a.samples, step, a.policy, seed=a.seed)
-        label = a.label or ("type" if "square" in data.labels else "action")
+        label = a.label or ("type" if data.hidden_type is not None else "action")
         if label == "type":
-            if "square" not in data.labels:
-                raise OMGPTError(f"--label type needs a task with mixed demand types (task {task.name!r} has one type); use --label action")
-            values, categorical, name, classes = data.labels["square"].long(), True, "demand type", {0: "linear", 1: "square"}
+            if data.hidden_type is None:
+                raise OMGPTError(f"--label type needs a task with a hidden type, e.g. mixed demand types (task {task.name!r} has one type); use --label action")
+            values, categorical, name, classes = data.types(), True, data.hidden_type.name, dict(enumerate(data.hidden_type.classes))
         elif label == "action":
             values, categorical, name, classes = data.optimal_action, False, f"a*_{step}", None
         else:
@@ -186,7 +186,7 @@ def _training_ood(a, out: Path) -> int:
 def manipulate_command(argv: list[str]) -> int:
     from analysis.manipulation import manipulate, plot_manipulation
 
-    p = _Parser(prog="omgpt manipulate", description="Context manipulation: optimal decision inference (paper §5.3.2).")
+    p = Parser(prog="omgpt manipulate", description="Context manipulation: optimal decision inference (paper §5.3.2).")
     p.add_argument("--ckpt", required=True, help="checkpoint (paper: the non-perishable newsvendor)")
     p.add_argument("--n", type=checks.positive_int, default=1000, help="environments (paper: 1000)")
     p.add_argument("--step", type=int, default=50, help="the manipulated step t, 1-based (paper: 50; capped at the horizon)")

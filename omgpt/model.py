@@ -2,7 +2,7 @@
 
 Two token layouts (``GPTConfig.layout``), both built here from the same ``(features, actions)`` pair:
 
-* ``paper`` (SPEC §1, paper appendix A.1): ``(O_0,X_1), a_1, (O_1,X_2), a_2, …, (O_{t-1},X_t)`` --
+* ``paper`` (docs/paper-gaps.md §1, paper appendix A.1): ``(O_0,X_1), a_1, (O_1,X_2), a_2, …, (O_{t-1},X_t)`` --
   feature and action tokens interleaved, ``2t-1`` tokens for ``t`` decisions; a linear read-out at
   every feature token predicts ``a*_t``. With ``obs_head`` (paper §3.5.3) a second read-out at every
   action token ``a_t`` predicts the observation ``O_t`` that playing it will produce.

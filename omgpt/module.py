@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from datamodules.history import stream_seed
+from omgpt.seeding import stream_seed
 from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.files import read_checkpoint
@@ -32,7 +32,7 @@ class OMGPTModule(L.LightningModule):
     action units; with ``obs_head``, ``train/loss`` is ``l + w·l'`` (logged apart as ``train/action_loss``
     and ``train/obs_loss``). Validation plays the model online (KV-cached rollouts) on fixed validation
     environments and logs the mean final regret ``val/regret`` and ``val/regret_ucb``, that mean plus
-    one standard deviation across the validation environments (the authors' checkpoint rule, SPEC §6).
+    one standard deviation across the validation environments (the authors' checkpoint rule, docs/paper-gaps.md §6).
 
     Args:
         task: task name, e.g. ``newsvendor`` (see ``omgpt.tasks``).
@@ -116,14 +116,7 @@ class OMGPTModule(L.LightningModule):
     # ---------------------------------------------------------------------------------------------
     def loss(self, pred: Tensor, target: Tensor) -> Tensor:
         """The task's loss in normalised action units, averaged over every decision position."""
-        if self.task.loss == "ce":  # discrete actions: logits vs the one-hot optimal action
-            return torch.nn.functional.cross_entropy(pred.flatten(0, -2), target.flatten(0, -2).argmax(-1))
-        err = (pred - target) / self.model.action_scale
-        if self.task.loss == "l1":
-            return err.abs().mean()
-        if self.task.loss == "mse":
-            return err.pow(2).mean()
-        raise ValueError(f"loss {self.task.loss!r} is not supported by this module")
+        return self.task.action_loss(pred, target, self.model.action_scale)
 
     def obs_loss(self, pred: Tensor, features: Tensor, observations: Tensor | None = None) -> Tensor:
         """``l'``: squared error of ``Ô_t`` (predicted at action token ``t``) against ``O_t``, in the

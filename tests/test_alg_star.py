@@ -13,7 +13,7 @@ import torch
 from omgpt.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy, policies_for
-from omgpt.policies.alg_star import AlgStar, log_prior, weighted_median
+from omgpt.policies.alg_star import AlgStar, weighted_median
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
 
@@ -57,14 +57,14 @@ def test_log_posterior_on_a_pool_matches_numpy(name):
     task = make_task(name, pool_size=4)
     policy = make_policy("alg-star", task)
     h = play(task, policy, runs=6, horizon=5)
-    ll = numpy_log_likelihood(task, task._pool, h.contexts.double().numpy(), h.actions.double().numpy(), h.observations.double().numpy())
+    ll = numpy_log_likelihood(task, task.pool, h.contexts.double().numpy(), h.actions.double().numpy(), h.observations.double().numpy())
     expected = ll - np.logaddexp.reduce(ll, axis=1, keepdims=True)
     got = policy.log_posterior().numpy()
     assert got.shape == (6, 4)
     assert (np.isinf(got) == np.isinf(expected)).all()
     finite = np.isfinite(expected)
     np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-4, atol=1e-4)
-    true = (h.envs[next(iter(h.envs))][:, None] == task._pool[next(iter(task._pool))][None]).flatten(2).all(-1)
+    true = (h.envs[next(iter(h.envs))][:, None] == task.pool[next(iter(task.pool))][None]).flatten(2).all(-1)
     assert np.isfinite(got[true.numpy()]).all()  # the true environment is never ruled out
 
 
@@ -73,12 +73,12 @@ def test_gaussian_likelihood_is_the_correct_one_not_the_papers():
     formula would give twice that."""
     task = make_task("pricing", pool_size=2, dim=1)
     policy = make_policy("alg-star", task)
-    envs = {k: v[:1] for k, v in task._pool.items()}
+    envs = {k: v[:1] for k, v in task.pool.items()}
     policy.reset(envs, 1, gen(0))
     x, o = torch.tensor([[2.0]]), torch.tensor([[1.0]])
     a = policy.act(0, x)
     policy.observe(0, a, o)
-    mu = 2.0 * task._pool["alpha"][:, 0] - 2.0 * task._pool["beta"][:, 0] * a[0, 0]
+    mu = 2.0 * task.pool["alpha"][:, 0] - 2.0 * task.pool["beta"][:, 0] * a[0, 0]
     log_odds = -((1.0 - mu[0]) ** 2 - (1.0 - mu[1]) ** 2) / (2 * 0.2**2)  # σ = 0.2, the default std
     lp = policy.log_posterior()[0]
     assert float(lp[0] - lp[1]) == pytest.approx(float(log_odds), rel=1e-5)
@@ -178,15 +178,15 @@ def test_rejuvenated_particles_match_the_conjugate_bandit_posterior():
 def test_pricing_prior_density_matches_the_in_domain_shift_draws():
     """``log_prior`` of the in-domain shift (a random sub-interval per environment) against a histogram."""
     task = make_task("pricing", dim=1, id_shift=0.5)
-    draws = task._sample_prior(200_000, gen(0))["alpha"][:, 0]
+    draws = task.sample_prior(200_000, gen(0))["alpha"][:, 0]
     hist, edges = np.histogram(draws.numpy(), bins=10, range=(0.5, 1.5), density=True)
     mids = torch.tensor((edges[:-1] + edges[1:]) / 2, dtype=torch.float32)
     cands = {"alpha": mids[:, None], "beta": torch.full((10, 1), 0.55)}
-    density = log_prior(task, cands).exp().numpy()
+    density = task.log_prior(cands).exp().numpy()
     density = density / density.sum() * 10  # normalise over the unit range
     np.testing.assert_allclose(density, hist, atol=0.1)
     outside = {"alpha": torch.tensor([[1.6]]), "beta": torch.tensor([[0.5]])}
-    assert log_prior(task, outside).item() == -np.inf
+    assert task.log_prior(outside).item() == -np.inf
 
 
 def test_plain_importance_sampling_keeps_its_particles():
@@ -196,7 +196,7 @@ def test_plain_importance_sampling_keeps_its_particles():
     first = policy.candidates["alpha"].clone()
     h = play(task, policy, runs=4, horizon=15)
     assert (policy.rejuvenations == 0).all() and torch.isfinite(h.actions).all()
-    assert torch.equal(first, task._sample_prior(4 * 64, gen(2))["alpha"])  # drawn at reset with the policy generator
+    assert torch.equal(first, task.sample_prior(4 * 64, gen(2))["alpha"])  # drawn at reset with the policy generator
 
 
 @pytest.mark.parametrize(
@@ -216,7 +216,7 @@ def test_particles_rejuvenate_on_every_task(name, options):
     h = play(task, policy, runs=4, horizon=12)
     assert torch.isfinite(h.actions).all() and torch.isfinite(h.regrets).all()
     assert (policy.rejuvenations > 0).any() and 0 < policy.acceptance_rate < 1
-    assert torch.isfinite(log_prior(task, policy.candidates)).all()  # moves never leave the prior's support
+    assert torch.isfinite(task.log_prior(policy.candidates)).all()  # moves never leave the prior's support
     if name == "linear-bandit":
         assert torch.allclose(policy.candidates["w"].norm(dim=-1), torch.ones(4 * 128), atol=1e-5)
 
@@ -245,7 +245,7 @@ def test_decision_option_and_cold_start():
     envs = task.sample_envs(3, gen(0))
     policy.reset(envs, 5, gen(1))
     x = task.sample_context(envs, 0, gen(2))
-    a_star = task.optimal_action({k: v.repeat(3, *[1] * (v.dim() - 1)) for k, v in task._pool.items()}, x.repeat_interleave(4, 0), 0)
+    a_star = task.optimal_action({k: v.repeat(3, *[1] * (v.dim() - 1)) for k, v in task.pool.items()}, x.repeat_interleave(4, 0), 0)
     expected = a_star.reshape(3, 4).sort(-1).values[:, 1]  # uniform prior over 4: the second smallest
     assert torch.allclose(policy.act(0, x)[:, 0], expected)
     mean = make_policy("alg-star", task)  # pricing default: posterior averaging
@@ -293,6 +293,6 @@ def test_posterior_mean_on_the_linear_bandit_is_put_back_on_the_unit_sphere():
     task = make_task("linear-bandit", pool_size=2)
     task._pool = {"w": torch.tensor([[1.0, 0.0], [0.0, 1.0]])}
     policy = make_policy("alg-star", task, decision="mean")
-    policy.reset({"w": task._pool["w"][:1]}, 1, gen(0))
+    policy.reset({"w": task.pool["w"][:1]}, 1, gen(0))
     a = policy.act(0, torch.zeros(1, 0))
     torch.testing.assert_close(a, torch.tensor([[2**-0.5, 2**-0.5]]))

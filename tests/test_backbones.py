@@ -229,14 +229,18 @@ def _fake_ckpt(path: Path, **hparams) -> str:
     return str(path)
 
 
-def test_demand_prediction_needs_a_pricing_checkpoint_with_an_obs_head(tmp_path, capsys):
+def test_demand_prediction_needs_an_obs_head_and_a_scalar_observation(tmp_path, capsys):
     plain = _fake_ckpt(tmp_path / "plain.ckpt", task="pricing")
     with pytest.raises(OMGPTError, match="no observation head"):
         run_demand_prediction(plain, {}, runs=2, horizon=8, window=None, seed=0, out=str(tmp_path / "x"))
-    newsvendor = _fake_ckpt(tmp_path / "nv.ckpt", task="newsvendor", obs_head=True)
-    with pytest.raises(OMGPTError, match="pricing"):
-        run_demand_prediction(newsvendor, {}, runs=2, horizon=8, window=None, seed=0, out=str(tmp_path / "x"))
+    bandit = _fake_ckpt(tmp_path / "mab.ckpt", task="mab", obs_head=True)  # discrete arms, no context
+    with pytest.raises(OMGPTError, match="scalar observation"):
+        run_demand_prediction(bandit, {}, runs=2, horizon=8, window=None, seed=0, out=str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
+    # any task with a scalar observation in a context has a mean observation to predict: the newsvendor's demand
+    newsvendor = _fake_ckpt(tmp_path / "nv.ckpt", task="newsvendor", obs_head=True)
+    summary = run_demand_prediction(newsvendor, {}, runs=2, horizon=8, window=None, seed=0, out=str(tmp_path / "x"))
+    assert len(summary["methods"]["ridge"]["mse"]) == 7
 
 
 def test_ridge_baseline_recovers_linear_demand():

@@ -48,6 +48,7 @@ def test_bench_rejects_a_bad_option(capsys):
         ("lightning_overhead.py", ["--steps", "4", "--repeats", "1"], "ratio"),
     ],
 )
+@pytest.mark.slow
 def test_benchmark_scripts_run_standalone(script, args, expect, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [script, *args])
     runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
@@ -56,3 +57,23 @@ def test_benchmark_scripts_run_standalone(script, args, expect, monkeypatch, cap
     if script == "kv_cache.py":  # identical actions, cached or not, at both sizes
         diffs = [float(l.rsplit(" ", 1)[-1]) for l in printed.splitlines() if "max|a_cached - a_full|" in l]
         assert len(diffs) == 2 and max(diffs) <= 1e-4, printed
+
+
+@pytest.mark.slow
+def test_bench_runs_from_a_regular_install(tmp_path):
+    """``pip install .`` (not editable) ships the benchmark scripts and the configs inside the package
+    (``omgpt/_benchmarks``, ``omgpt/_configs``): ``omgpt bench`` runs there, away from the checkout."""
+    import os
+    import subprocess
+
+    site = tmp_path / "site"
+    build = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                            "--target", str(site), str(ROOT)], capture_output=True, text=True, cwd=tmp_path)
+    assert build.returncode == 0, build.stderr[-2000:]
+    assert (site / "omgpt/_benchmarks/kv_cache.py").is_file() and (site / "omgpt/_configs/base.yaml").is_file()
+    env = {**os.environ, "PYTHONPATH": str(site), "OMP_NUM_THREADS": "1"}
+    probe = subprocess.run([sys.executable, "-c", "import omgpt.resources as r; print(r.BENCHMARKS)"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert probe.stdout.strip() == str(site / "omgpt/_benchmarks"), probe.stderr
+    done = subprocess.run([sys.executable, "-m", "omgpt", "bench", "--smoke"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the four ratios" in done.stdout

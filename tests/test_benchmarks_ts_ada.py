@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from scipy.optimize import linprog
 
+from omgpt import lp
 from omgpt.cli import cli_main
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
@@ -130,10 +130,9 @@ def test_ada_accepts_the_first_request():
     assert (ada.act(0, x) == 1).all()
 
 
-def scipy_ada_lp(r, a, freq, b):
-    res = linprog(-(freq * r), A_ub=(freq[:, None] * a).T, b_ub=b, bounds=[(0, 1)] * len(r), method="highs")
-    assert res.success
-    return res.x
+def reference_ada_lp(r, a, freq, b):
+    """Ada's LP ``max Σ_k f_k r_k y_k  s.t.  Σ_k f_k A_k y_k ≤ b,  0 ≤ y ≤ 1`` by the cvxpy reference."""
+    return lp.box_lp(freq * r, (freq[:, None] * a).T, b, np.ones_like(r))[0]
 
 
 def test_ada_resolves_the_lp_with_empirical_frequencies():
@@ -160,7 +159,7 @@ def test_ada_resolves_the_lp_with_empirical_frequencies():
     fractional = 0
     for i in range(batch):
         r, a = envs["r"][i].double().numpy(), envs["A"][i].double().numpy()
-        y = scipy_ada_lp(r, a, freq, b[i].double().numpy())
+        y = reference_ada_lp(r, a, freq, b[i].double().numpy())
         assert played[i].item() == pytest.approx(y[arriving[i]], abs=1e-5)
         fractional += int(((y > 1e-6) & (y < 1 - 1e-6)).any())
     assert fractional >= batch // 2, "the budgets should bind"

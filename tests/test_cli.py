@@ -102,6 +102,7 @@ def test_mismatched_and_corrupt_checkpoints_are_rejected(trained, tmp_path, caps
     assert not out.exists(), "a failed evaluation writes nothing"
 
 
+@pytest.mark.slow
 def test_python_dash_m_and_console_script_agree():
     for cmd in ([sys.executable, "-m", "omgpt", "--help"], [str(Path(sys.executable).parent / "omgpt"), "--help"]):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

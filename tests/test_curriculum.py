@@ -1,4 +1,4 @@
-"""The horizon curriculum: the authors' schedule (SPEC §6), what real Lightning fits train on, and resume."""
+"""The horizon curriculum: the authors' schedule (docs/paper-gaps.md §6), what real Lightning fits train on, and resume."""
 from __future__ import annotations
 
 import csv
@@ -20,7 +20,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def paper_horizon(m: int, target: int = 100) -> int:
-    """The authors' formula (SPEC §6), written out independently of the callback: ``m`` is the
+    """The authors' formula (docs/paper-gaps.md §6), written out independently of the callback: ``m`` is the
     1-based iteration, the curriculum ends at ``m = 100``."""
     return 20 * (((m - 1) // 10) % 5 + 1) if m <= 100 else target
 

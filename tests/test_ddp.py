@@ -59,6 +59,7 @@ def ranks(tmp: Path) -> list[dict]:
     return states
 
 
+@pytest.mark.slow
 def test_ddp_ranks_see_distinct_data_in_equal_counts(ddp_run):
     r0, r1 = ranks(ddp_run)
     assert r0["per_epoch"] == r1["per_epoch"] and len(r0["per_epoch"]) == 2  # equal batch counts: no hang
@@ -113,6 +114,7 @@ def test_ddp_checkpoints_and_logs_are_written_once(ddp_run):
     assert logged == pytest.approx(r0["val_logged"])
 
 
+@pytest.mark.slow
 def test_ddp_fit_killed_mid_epoch_in_the_mixed_phase_resumes_to_the_uninterrupted_weights(ddp_run, tmp_path):
     """Both ranks SIGKILLed after step 5 (epoch 1, the mixed phase: each rank trains on its own
     self-rollouts), resumed from last.ckpt: every rank trains the uninterrupted run's remaining batch

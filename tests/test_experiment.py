@@ -111,6 +111,7 @@ def test_improvement_rate_against_the_best_benchmark():
     assert improvement_rate(panel) == pytest.approx((90 - 75) / 75)
 
 
+@pytest.mark.slow
 def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, capsys):
     args = ["experiment", "horizon-generalisation", "--fit-config", TINY, "--horizon", "6", "--runs", "4",
             "--out", str(tmp_path / "out"), "--models-dir", str(tmp_path / "models")]
@@ -154,6 +155,7 @@ def test_random_policy_with_high_draws_uniformly_below_it():
         make_policy("random", make_task("mab"), high=3.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
 def test_every_model_fit_command_parses(scale, capsys):
     """Each model's ``omgpt fit`` arguments pass LightningCLI's parser (``--print_config`` parses,

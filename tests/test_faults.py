@@ -219,6 +219,7 @@ def evaluate_in_child(args: list[str], err: Path) -> None:
     os._exit(code)
 
 
+@pytest.mark.slow
 def test_concurrent_evaluations_into_one_out_each_install_a_whole_folder(tmp_path):
     """Two evaluations into the same --out, started together (forked, so they reach their writes
     together; four rounds): both succeed and the folder is one run's -- summary.json and curves.csv
@@ -381,6 +382,7 @@ def evaluate_arguments(draw) -> dict:
     return a
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(a=evaluate_arguments(), into_earlier=st.booleans())
 def test_random_argument_values_exit_0_or_2_without_traceback_or_damage(a, into_earlier, earlier, tmp_path):

@@ -171,7 +171,7 @@ def test_embedding_probe_callback_logs_and_saves(tmp_path):
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
 
-    from callbacks import EmbeddingProbe
+    from analysis.embedding_probe import EmbeddingProbe
     from datamodules import HistoryDataModule
     from omgpt.module import OMGPTModule
 
@@ -214,7 +214,7 @@ DDP_SCRIPT = """
 import sys
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger
-from callbacks import EmbeddingProbe
+from analysis.embedding_probe import EmbeddingProbe
 from datamodules import HistoryDataModule
 from omgpt.module import OMGPTModule
 
@@ -230,6 +230,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_embedding_probe_under_ddp_does_not_stall(tmp_path):
     """Two CPU ranks (gloo): the rank-0-only probe must make no collective call (``trainer.log_dir``
     broadcasts -- calling it from rank 0 alone deadlocked), and the ranks stay in sync."""
@@ -247,6 +248,7 @@ def test_embedding_probe_under_ddp_does_not_stall(tmp_path):
     assert folders == ["epoch000", "epoch001"], folders
 
 
+@pytest.mark.slow
 def test_notebook_runs(pricing_ckpt, nonperishable_ckpt, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

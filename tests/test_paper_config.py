@@ -1,4 +1,4 @@
-"""The paper scale's optimisation and checkpoint rule are the authors' (SPEC §6), as the CLI resolves them."""
+"""The paper scale's optimisation and checkpoint rule are the authors' (docs/paper-gaps.md §6), as the CLI resolves them."""
 from __future__ import annotations
 
 from pathlib import Path

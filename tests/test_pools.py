@@ -2,7 +2,7 @@
 
 A decision maker that can tell the pool member from what it is *shown* at t = 1 gets for free what the
 Bayes-optimal ``alg-star`` has to infer from observations (the 4-environment newsvendor pool once
-pooled the holding cost ``h``, the first context feature). SPEC §6: whatever the context shows is
+pooled the holding cost ``h``, the first context feature). docs/paper-gaps.md §6: whatever the context shows is
 drawn as in the full prior, every episode.
 """
 from __future__ import annotations
@@ -22,10 +22,10 @@ POOL, EPISODES = 4, 1200
 
 def member_index(task, envs) -> np.ndarray:
     """Which pool member each episode plays, matched on the hidden (pooled) parameters."""
-    hidden = [k for k in task._pool if k not in task.observed_params]
+    hidden = [k for k in task.pool if k not in task.observed_params]
     match = torch.ones(EPISODES, POOL, dtype=torch.bool)
     for k in hidden:
-        a, b = envs[k].reshape(EPISODES, 1, -1), task._pool[k].reshape(1, POOL, -1)
+        a, b = envs[k].reshape(EPISODES, 1, -1), task.pool[k].reshape(1, POOL, -1)
         match &= (a == b).all(-1)
     assert match.any(-1).all(), "every episode plays a pool member"
     return match.float().argmax(-1).numpy()

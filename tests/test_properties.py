@@ -12,7 +12,7 @@ from omgpt.rollout import rollout
 from omgpt.tasks import TASKS, make_task
 
 # Tasks whose per-step regret is a pseudo-regret r(X_t, a*_t) - r(X_t, a_t) given the state the
-# policy is in (queueing and revenue define regret against the optimal *policy*, SPEC §4).
+# policy is in (queueing and revenue define regret against the optimal *policy*, docs/paper-gaps.md §4).
 MYOPIC = sorted(n for n in TASKS if n not in ("queueing", "revenue"))
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -77,7 +77,7 @@ def test_finite_pools_draw_only_pool_members(name, seed):
     for key, values in drawn.items():
         if key in task.observed_params:  # shown in the context: drawn from the full prior (tests/test_pools.py)
             continue
-        pool, rows = task._pool[key].reshape(3, -1), values.reshape(32, -1)
+        pool, rows = task.pool[key].reshape(3, -1), values.reshape(32, -1)
         assert (rows[:, None, :] == pool[None]).all(-1).any(-1).all(), key
 
 

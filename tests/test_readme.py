@@ -6,6 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +35,7 @@ def test_every_command_and_config_the_readme_mentions_exists():
         assert isinstance(yaml.safe_load(path.read_text()), dict), path
 
 
+@pytest.mark.slow
 def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
     """Run the README's set-up (a no-op when already set up) and the demo with a tiny budget."""
     setup = subprocess.run(["./setup.sh"], cwd=ROOT, capture_output=True, text=True, timeout=900)

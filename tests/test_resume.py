@@ -15,6 +15,8 @@ one thread, CPU, every random stream seeded -- nothing legitimately differs betw
 """
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -83,6 +85,7 @@ def probe(tmp: Path, run: str) -> dict:
     return json.loads((tmp / run / "probe" / "rank0.json").read_text())
 
 
+@pytest.mark.slow
 def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path):
     # The reference run, in parallel with the interrupted ones (two cores).
     reference = start(fit_command(tmp_path, "reference"), tmp_path / "reference.log")
@@ -136,6 +139,7 @@ def params_hash_of(path: Path) -> str:
     return params_hash(load_module(str(path)))
 
 
+@pytest.mark.slow
 def test_sigkill_at_epoch_boundaries_with_unequal_epochs_and_resume_end_at_the_uninterrupted_weights(tmp_path):
     """Killed at both kinds of epoch boundary, with the next epoch longer (1 batch, then the mixed
     phase's 2): after the step checkpoint of the epoch's last batch, during its validation (so before

@@ -122,7 +122,7 @@ def test_pricing_optimal_price_revenue_and_regret_by_hand():
 @pytest.mark.parametrize("noise_std", [None, 0.5])
 def test_pricing_observation_noise_has_the_stated_standard_deviation(noise_std):
     task = make_task("pricing", dim=2) if noise_std is None else make_task("pricing", dim=2, noise_std=noise_std)
-    noise_std = noise_std or 0.2  # the default is the authors' standard deviation 0.2 (SPEC §6)
+    noise_std = noise_std or 0.2  # the default is the authors' standard deviation 0.2 (docs/paper-gaps.md §6)
     _, envs, x = pricing_case()
     n = 100_000
     envs, xs, a = repeat({k: v[:1] for k, v in envs.items()}, n), x[:1].expand(n, -1), torch.full((n, 1), 1.2)

@@ -88,7 +88,7 @@ def test_mab_prior_is_standard_normal_iid():
 def test_mab_reward_noise_has_the_stated_standard_deviation(noise_std):
     task, envs = mab_case()
     task = make_task("mab", n_arms=5) if noise_std is None else make_task("mab", n_arms=5, noise_std=noise_std)
-    noise_std = noise_std or 0.2  # the default is the authors' standard deviation 0.2 (SPEC §6)
+    noise_std = noise_std or 0.2  # the default is the authors' standard deviation 0.2 (docs/paper-gaps.md §6)
     n = 100_000
     one = repeat({"r": envs["r"][:1]}, n)
     o = task.observe(one, no_context(n), arm([4] * n, 5), 0, gen(4))
@@ -228,7 +228,7 @@ def test_linear_bandit_reward_noise_has_the_stated_standard_deviation():
     a = torch.tensor([[0.5, 0.5]]).expand(n, 2)
     noise = task.observe(envs, no_context(n), a, 0, gen(13))[:, 0].double() - 0.7
     assert abs(noise.mean().item()) < 0.01
-    assert noise.std().item() == pytest.approx(0.2, rel=0.01)  # the default is a standard deviation (SPEC §6)
+    assert noise.std().item() == pytest.approx(0.2, rel=0.01)  # the default is a standard deviation (docs/paper-gaps.md §6)
 
 
 def test_linear_bandit_projection_onto_the_unit_ball():

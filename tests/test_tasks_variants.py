@@ -1,4 +1,4 @@
-"""Task variants the experiments need (SPEC §3): square / mixed demand, pricing prior shifts and context
+"""Task variants the experiments need (docs/paper-gaps.md §3): square / mixed demand, pricing prior shifts and context
 sizes, the non-stationary and the non-perishable newsvendor -- against closed forms, grids, Monte Carlo,
 hand-computed dynamics, and the evaluate CLI."""
 from __future__ import annotations

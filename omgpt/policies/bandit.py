@@ -1,4 +1,4 @@
-"""Bandit benchmarks (paper appendix D.3, SPEC §5): UCB and Gaussian Thompson sampling for the
+"""Bandit benchmarks (paper appendix D.3, docs/paper-gaps.md §5): UCB and Gaussian Thompson sampling for the
 multi-armed bandit, LinUCB and LinTS for the linear bandit.
 
 All four are batched over environments: their statistics are ``(B, ·)`` tensors updated in
@@ -9,12 +9,12 @@ and ``β_T = sqrt(2 log T)`` the exploration scale all four share.
 
 Multi-armed bandit (``n_a`` = pulls of arm ``a`` so far, ``r̂_a`` = their mean reward, 0 if none):
 
-* ``ucb``: ``a_t = argmax_a r̂_a + sqrt(2 log T / max(1, n_a))`` -- SPEC §5's correction of the paper's
+* ``ucb``: ``a_t = argmax_a r̂_a + sqrt(2 log T / max(1, n_a))`` -- docs/paper-gaps.md §5's correction of the paper's
   ``sqrt(2 log T)/min{1, n_a}`` (which never shrinks the bonus).
 * ``ts``: ``a_t = argmax_a r~_a``, ``r~_a ~ N(r̂_a, sqrt(2 log T)/max(1, n_a))`` independently.
   **The second argument is a variance**: the standard deviation is ``(2 log T)^{1/4} / sqrt(max(1, n_a))``.
   Reasons: (i) the paper writes its Gaussians as ``N(mean, σ²)`` (the rewards' ``N(r_a, σ²)``;
-  that their ``0.2`` is the standard deviation is settled by the authors' code, SPEC §6, and changes
+  that their ``0.2`` is the standard deviation is settled by the authors' code, docs/paper-gaps.md §6, and changes
   nothing here); (ii) the paper's LinTS samples
   from ``N(ŵ, sqrt(2 log T) Σ_t^{-1})``, which is unambiguously a covariance, and in one dimension
   with unit actions ``Σ_t^{-1} = 1/(n + σ²) ≈ 1/max(1, n)`` -- the bandit formula is its

@@ -70,14 +70,20 @@ class HistoryPolicy(Policy):
 
 
 # --------------------------------------------------------------------------------------------------
-# Registry: name -> (factory(task, **options), the task classes it applies to or None for all).
-POLICIES: dict[str, tuple[Callable[..., Policy], tuple[type, ...] | None]] = {}
+# Registry: name -> (factory(task, **options), which tasks it applies to).
+POLICIES: dict[str, tuple[Callable[..., Policy], Callable[[Task], bool]]] = {}
 
 
-def register_policy(name: str, tasks: tuple[type, ...] | None = None):
+def register_policy(name: str, tasks: tuple[type, ...] | None = None, applies: Callable[[Task], bool] | None = None):
+    """Class decorator: ``make_policy(name, task)`` builds this class. It applies to the task classes
+    ``tasks`` (a benchmark written for one problem), to the tasks for which ``applies(task)`` holds
+    (``alg-star``: those with a likelihood), or to every task."""
+    if applies is None:
+        applies = (lambda task: True) if tasks is None else (lambda task: isinstance(task, tasks))
+
     def wrap(cls):
         cls.name = name
-        POLICIES[name] = (cls, tasks)
+        POLICIES[name] = (cls, applies)
         return cls
 
     return wrap
@@ -87,14 +93,13 @@ def make_policy(name: str, task: Task, **options) -> Policy:
     """Build a policy by its CLI name for ``task`` (``omgpt`` needs ``checkpoint=`` or ``model=``)."""
     if name not in POLICIES:
         raise OMGPTError(f"unknown policy {name!r}; available: {', '.join(sorted(POLICIES))}")
-    cls, tasks = POLICIES[name]
-    if tasks is not None and not isinstance(task, tasks):
-        fits = sorted(n for n, (_, ts) in POLICIES.items() if ts is None or isinstance(task, ts))
-        raise OMGPTError(f"policy {name!r} does not apply to task {task.name!r}; policies for it: {', '.join(fits)}")
+    cls, applies = POLICIES[name]
+    if not applies(task):
+        raise OMGPTError(f"policy {name!r} does not apply to task {task.name!r}; policies for it: {', '.join(policies_for(task))}")
     options = checks.options(cls, options, f"policy {name!r}")
     return checks.built(lambda: cls(task, **options), f"policy {name!r}")
 
 
 def policies_for(task: Task) -> list[str]:
     """Names of every policy that applies to ``task``."""
-    return sorted(n for n, (_, ts) in POLICIES.items() if ts is None or isinstance(task, ts))
+    return sorted(n for n, (_, applies) in POLICIES.items() if applies(task))

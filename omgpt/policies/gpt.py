@@ -6,6 +6,7 @@ from torch import Tensor
 
 from omgpt.model import SequenceModel
 from omgpt.policies.base import HistoryPolicy, register_policy
+from omgpt.rollout import tokens_at
 
 
 @register_policy("omgpt")
@@ -44,16 +45,11 @@ class GPTPolicy(HistoryPolicy):
     @torch.no_grad()
     def decide(self, t: int, x: Tensor) -> Tensor:
         model = self.model
-        prev_obs = self.observations[:, t - 1] if t > 0 else torch.zeros_like(self.observations[:, 0])
         if self.use_cache and (self.window is None or t < self.window):
-            feature = torch.cat([prev_obs, x.to(prev_obs.device)], dim=-1)
-            prev_action = self.actions[:, t - 1] if t > 0 else None
-            a = model.decode(t, feature, prev_action)
-        else:
-            lo = 0 if self.window is None else max(0, t + 1 - self.window)
-            obs = torch.cat([torch.zeros_like(self.observations[:, :1]), self.observations[:, : t]], dim=1)[:, lo:]
-            features = torch.cat([obs, self.xs[:, lo : t + 1]], dim=-1)
-            a = model(features, self.actions[:, lo : t + 1])[:, -1]
+            feature = tokens_at(self.xs, self.actions, self.observations, t, window=1)[0][:, 0]  # (O_{t-1}, X_t)
+            a = model.decode(t, feature, self.actions[:, t - 1] if t > 0 else None)
+        else:  # re-encode the (windowed) history
+            a = model(*tokens_at(self.xs, self.actions, self.observations, t, self.window))[:, -1]
         return self.task.action_from_output(a.float().to(x.device), self.generator, self.greedy)
 
     def close(self) -> None:

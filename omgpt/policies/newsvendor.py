@@ -1,11 +1,11 @@
 """Newsvendor benchmarks (paper appendix D.3): ERM (Ban & Rudin 2019) and FAI (Ding et al. 2024).
 
-Both assume demand linear in the features ``X~`` (SPEC §5), which is what makes them the right
+Both assume demand linear in the features ``X~`` (docs/paper-gaps.md §5), which is what makes them the right
 baselines on linear demand and mis-specified on square or non-stationary demand. The newsvendor context
 is ``x = (h, X~)``: the holding cost ``h`` is known and constant within an episode, ``X~`` are the
 demand features.
 
-Each is the strongest honest version of itself, as the paper authors' own code runs it (SPEC §6), with
+Each is the strongest honest version of itself, as the paper authors' own code runs it (docs/paper-gaps.md §6), with
 the paper text's weaker form kept as a named variant so both can be measured in one run:
 
 * ``fai`` -- the authors' FAI: ``w~_0 ~ U[0,3]^d``, step ``2(1 - e^{-t}) / (t·max(1, h))``, weights
@@ -29,13 +29,16 @@ import torch
 from scipy.optimize import linprog
 from torch import Tensor
 
+from omgpt import lp
 from omgpt.errors import OMGPTError
 from omgpt.policies.base import HistoryPolicy, register_policy
 from omgpt.tasks.newsvendor import Newsvendor
 
 
 def quantile_regression(features: np.ndarray, targets: np.ndarray, q: float, l1: float = 0.0) -> np.ndarray:
-    """Linear quantile regression with intercept at level ``q``, solved exactly as an LP by HiGHS.
+    """Linear quantile regression with intercept at level ``q``, solved exactly as an LP by HiGHS (its
+    readable statement, and the reference the tests check this against, is
+    :func:`omgpt.lp.quantile_regression`).
 
     The standard LP (Koenker & Bassett): with ``Z = [1, features]`` ``(n, p)``,
     ``min_{β, u, v} q·1ᵀu + (1-q)·1ᵀv + l1·‖β_{1:}‖₁  s.t.  Zβ + u - v = y,  u, v ≥ 0``
@@ -100,11 +103,17 @@ class ERM(HistoryPolicy):
     Args:
         l1: L1 penalty on the slopes, in units of the summed pinball loss.
         initial_high: the first order is ``w~_0ᵀX~_1``, ``w~_0 ~ U[0, initial_high]^d`` (FAI's start).
+        solver: ``"highs"`` (the standard-form LP of :func:`quantile_regression`, default) or
+            ``"cvxpy"`` (the readable reference :func:`omgpt.lp.quantile_regression`; slower).
     """
 
-    def __init__(self, task, l1: float = 0.5, initial_high: float = 3.0):
+    SOLVERS = {"highs": quantile_regression, "cvxpy": lp.quantile_regression}
+
+    def __init__(self, task, l1: float = 0.5, initial_high: float = 3.0, solver: str = "highs"):
+        if solver not in self.SOLVERS:
+            raise OMGPTError(f"unknown solver {solver!r}; choose one of {', '.join(self.SOLVERS)}")
         super().__init__(task)
-        self.l1, self.initial_high = float(l1), float(initial_high)
+        self.l1, self.initial_high, self.solver = float(l1), float(initial_high), solver
 
     def reset(self, envs, horizon, generator):
         super().reset(envs, horizon, generator)
@@ -120,7 +129,7 @@ class ERM(HistoryPolicy):
         now = feats.double().cpu().numpy()  # (B, d)
         orders = np.empty(self.batch)
         for i in range(self.batch):
-            beta = quantile_regression(past_feats[i], past_obs[i], levels[i], self.l1)
+            beta = self.SOLVERS[self.solver](past_feats[i], past_obs[i], levels[i], self.l1)
             orders[i] = beta[0] + beta[1:] @ now[i]
         return torch.as_tensor(orders, dtype=x.dtype, device=x.device)[:, None]
 
@@ -129,8 +138,8 @@ class ERM(HistoryPolicy):
 class ERMExactLP(ERM):
     """ERM as the paper text leaves it: the unpenalised LP and FAI's paper start ``U[0,1]^d``."""
 
-    def __init__(self, task, l1: float = 0.0, initial_high: float = 1.0):
-        super().__init__(task, l1, initial_high)
+    def __init__(self, task, l1: float = 0.0, initial_high: float = 1.0, solver: str = "highs"):
+        super().__init__(task, l1, initial_high, solver)
 
 
 @register_policy("fai", tasks=(Newsvendor,))
@@ -141,7 +150,7 @@ class FAI(HistoryPolicy):
         a_t = w~_tᵀ X~_t,   w~_t = Π(w~_{t-1} - η_t h X~_{t-1})   if O_{t-1} < a_{t-1}   (leftover)
                             w~_t = Π(w~_{t-1} + η_t l X~_{t-1})   otherwise               (stock-out)
 
-    with ``t`` 1-based. Two variants (SPEC §6):
+    with ``t`` 1-based. Two variants (docs/paper-gaps.md §6):
 
     * ``schedule="authors"`` (``fai``, the default): the paper authors' own code -- ``w~_0 ~ U[0,3]^d``,
       ``η_t = 2(1 - e^{-t}) / (t · max(1, h))`` and ``Π`` clips every weight to ``[0, 40]``;

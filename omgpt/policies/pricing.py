@@ -6,7 +6,7 @@ All three estimate the linear demand ``D = αᵀX - βᵀX·a + ε`` by ridge re
 ``Σ_t = Σ_{τ<t} z_τ z_τᵀ + σ² I`` (``σ`` = the task's noise standard deviation), and price greedily at
 ``â_t = α̂ᵀX_t / (2 β̂ᵀX_t)``; CILS adds forced exploration when prices stop moving, TS prices
 greedily under parameters sampled around the estimate. They assume linear demand, so they are
-mis-specified on the square-demand variants (SPEC §5).
+mis-specified on the square-demand variants (docs/paper-gaps.md §5).
 
 Cold start (``t = 1``): with no data the ridge estimate is ``α̂ = β̂ = 0`` and the greedy price is
 undefined, so all three play a uniform random price from ``initial_prices`` (default ``U[0.5, 2]``, a

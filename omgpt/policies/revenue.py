@@ -45,7 +45,7 @@ class Ada(Policy):
     is 0), i.e. accept a request of a type not seen before whenever the budget permits.
 
     Args:
-        solver: the LP solver, ``"enum"`` / ``"highs"`` (default: the task's).
+        solver: the LP solver, ``"enum"`` / ``"cvxpy"`` (default: the task's).
     """
 
     def __init__(self, task, solver: str | None = None):

@@ -1,8 +1,11 @@
 """The Task API: a decision problem is a prior over environments plus a batched simulator.
 
 A task owns everything that is specific to one decision problem -- the prior, the simulator, the
-optimal action, expected rewards and regret, the loss, and how its numbers should be scaled before
-they reach the network. All methods work on a batch of ``B`` environments at once (no Python loop over
+optimal action, expected rewards and regret, the loss, how its numbers should be scaled before they
+reach the network, and its model of the world as a Bayesian decision maker needs it: which parameters
+are hidden and which are shown in the context, the likelihood of an observation under candidate
+environments, the prior density, and the mean observation. Policies (``alg-star``), analysis and
+callbacks ask the task; none of them knows a task by its class. All methods work on a batch of ``B`` environments at once (no Python loop over
 environments) and on whatever device the tensors live on.
 
 Environments are a plain ``dict[str, Tensor]`` whose tensors have the batch as their first dimension.
@@ -15,8 +18,9 @@ Adding a task = one file in this folder that subclasses :class:`Task` and decora
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
@@ -42,12 +46,23 @@ class Scaling:
     action_scale: tuple[float, ...]
 
 
+class HiddenType(NamedTuple):
+    """A hidden categorical environment parameter: ``envs[key]`` holds class indices (or a bool for
+    two classes) ``(B,)``; ``name`` says what it is, ``classes`` names its values."""
+
+    key: str
+    name: str
+    classes: tuple[str, ...]
+
+
 class Task:
     """Base class of every decision problem.
 
-    Subclasses set the class attributes and implement the ``_sample_prior``, ``sample_context``,
+    Subclasses set the class attributes and implement the ``sample_prior``, ``sample_context``,
     ``observe``, ``optimal_action`` and ``expected_reward`` methods. Everything else (finite pools,
-    regret, projection) is shared.
+    regret, projection) is shared. A task that also implements :meth:`log_likelihood` (and, for
+    particle rejuvenation, :meth:`log_prior` with :attr:`moved_params`) gets the posterior oracle
+    ``alg-star`` for free.
 
     Args:
         pool_size: if given, draw this many environments once (with ``pool_seed``) and make the prior
@@ -57,7 +72,9 @@ class Task:
     """
 
     name: ClassVar[str] = ""
-    loss: ClassVar[str] = "mse"  # "mse" | "l1" | "ce": the pre-training loss (paper §3, Prop. 2)
+    # "mse" | "l1" | "ce": the pre-training loss (paper §3, Prop. 2), applied by :meth:`action_loss`;
+    # it also fixes the Bayes decision Alg* takes (posterior mean, median, or a posterior draw).
+    loss: ClassVar[str] = "mse"
     context_dim: int
     obs_dim: int
     action_dim: int  # action coordinates (continuous) or number of actions (discrete, one-hot tokens)
@@ -68,9 +85,21 @@ class Task:
     benchmarks: ClassVar[tuple[str, ...]] = ()  # policy names of the paper's benchmarks for this task
     # Environment entries the decision maker is shown in its context (the newsvendor's holding cost,
     # queueing's cost, revenue management's product catalogue). A finite pool fixes only the hidden
-    # parameters; these are redrawn from the full prior every episode (SPEC §6), otherwise the context
+    # parameters; these are redrawn from the full prior every episode (docs/paper-gaps.md §6), otherwise the context
     # would identify the pool member at t = 1 while Alg* never uses it.
     observed_params: ClassVar[tuple[str, ...]] = ()
+    # The continuous hidden parameters a particle rejuvenation move perturbs (see :meth:`log_prior`);
+    # discrete hidden parameters (a demand type, a change point) are only resampled, never moved.
+    moved_params: ClassVar[tuple[str, ...]] = ()
+    # The moved parameters are one unit vector (the linear bandit's ``w``): the random walk is then
+    # isotropic and each proposal is put back on the sphere, which keeps the walk symmetric.
+    moved_on_sphere: ClassVar[bool] = False
+    # Leading context columns that hold the episode's state (the non-perishable inventory, the queue
+    # length) rather than a fresh draw: analysis that swaps contexts keeps these from the episode.
+    state_dims: ClassVar[int] = 0
+    # A hidden categorical parameter that splits the prior into kinds of environment (the mixed prior's
+    # demand type); probes classify it and t-SNE colours by it.
+    hidden_type: HiddenType | None = None
 
     def __init__(self, pool_size: int | None = None, pool_seed: int = 1234):
         if pool_size is not None and pool_size < 1:
@@ -81,12 +110,13 @@ class Task:
         self._pool: Envs | None = None
         if pool_size is not None:
             g = torch.Generator().manual_seed(pool_seed)
-            self._pool = self._sample_prior(pool_size, g)
+            self._pool = self.sample_prior(pool_size, g)
 
     # ----------------------------------------------------------------------------------------------
     # What a task file implements.
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
-        """Draw ``n`` environments from the (continuous) prior, on the generator's device."""
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+        """Draw ``n`` environments from the full (continuous) prior, on the generator's device
+        (:meth:`sample_envs` draws from the task's prior, which a finite pool replaces)."""
         raise NotImplementedError
 
     def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
@@ -109,6 +139,61 @@ class Task:
         """How to normalise the model's inputs and outputs (see :class:`Scaling`)."""
         d = self.obs_dim + self.context_dim
         return Scaling((0.0,) * d, (1.0,) * d, (0.0,) * self.action_dim, (1.0,) * self.action_dim)
+
+    # ----------------------------------------------------------------------------------------------
+    # The task's model of the world, for decision makers that reason about the hidden environment
+    # (``alg-star``) and for analysis. Defaults say "not available".
+    def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
+        """``log P(O_t = o | γ, X_t = x, a_t = a)`` up to a constant shared by all candidates, ``(M,)``.
+
+        ``candidates`` holds ``M`` environments and ``x, a, o`` the matching ``M`` rows of context,
+        action and observation. ``-inf`` rules a candidate out. Tasks without one (queueing, revenue
+        management) have no ``alg-star``."""
+        raise NotImplementedError(f"task {self.name!r} has no observation likelihood")
+
+    @property
+    def has_likelihood(self) -> bool:
+        """Whether the task implements :meth:`log_likelihood` (what ``alg-star`` needs)."""
+        return type(self).log_likelihood is not Task.log_likelihood
+
+    def log_prior(self, candidates: Envs) -> Tensor:
+        """Log prior density of the :attr:`moved_params` up to a constant, ``-inf`` outside the prior's
+        support, ``(M,)``: the target of ``alg-star``'s rejuvenation moves (with the likelihood)."""
+        raise NotImplementedError(f"task {self.name!r} has no prior density")
+
+    def context_params(self, x: Tensor) -> Envs:
+        """The :attr:`observed_params` as the contexts ``x`` ``(M, context_dim)`` show them, each
+        ``(M, ...)``: a decision maker conditions on these instead of guessing them. Default: none
+        (a task whose known parameters are in its context overrides this)."""
+        return {}
+
+    def candidates(self, episodes: int, particles: int, generator: torch.Generator) -> tuple[Envs, int, bool]:
+        """Candidate environments for a posterior over ``episodes`` episodes: ``(candidates, N, exact)``
+        with ``candidates`` of batch ``episodes · N``, episode ``b``'s in rows ``b N .. (b+1) N - 1``.
+
+        With a finite pool the candidates are the pool, the same for every episode, and the posterior
+        over them is exact; otherwise each episode gets ``particles`` independent draws from the
+        prior (with ``generator``) for a particle approximation."""
+        if self._pool is None:
+            return self.sample_prior(episodes * particles, generator), particles, False
+        n = self.pool_size
+        pool = {k: v.to(generator.device) for k, v in self._pool.items()}
+        return {k: v[None].expand(episodes, *v.shape).reshape(episodes * n, *v.shape[1:]) for k, v in pool.items()}, n, True
+
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """``E[O_t | γ, X_t = x, a_t = a]``, ``(B, obs_dim)`` (the demand a pricing model predicts)."""
+        raise NotImplementedError(f"task {self.name!r} has no mean observation")
+
+    def params_at_context(self, envs: Envs, x: Tensor) -> Tensor | None:
+        """The few numbers of the environment that ``a*`` depends on at context ``x`` (pricing: the
+        demand function there, ``(αᵀX, βᵀX)``), ``(B, k)``, for the probes; ``None`` when the task names
+        none."""
+        return None
+
+    def action_loss(self, pred: Tensor, target: Tensor, action_scale: Tensor) -> Tensor:
+        """The pre-training loss :attr:`loss` between predicted and optimal actions ``(..., action_dim)``,
+        in units of ``action_scale`` (the model's normalised action units), averaged over positions."""
+        return LOSSES[self.loss](pred, target, action_scale)
 
     # ----------------------------------------------------------------------------------------------
     # Hooks with defaults: stateful tasks and discrete actions override them.
@@ -146,16 +231,28 @@ class Task:
         """Size of a feature token ``(O_{t-1}, X_t)``."""
         return self.obs_dim + self.context_dim
 
+    @property
+    def pool(self) -> Envs | None:
+        """The finite pool's environments (``pool_size`` of them), or ``None`` for the full prior."""
+        return self._pool
+
+    @property
+    def hidden_params(self) -> tuple[str, ...]:
+        """The prior's parameters that the decision maker never sees (everything but
+        :attr:`observed_params`)."""
+        one = self.sample_prior(1, torch.Generator().manual_seed(0))
+        return tuple(k for k in one if k not in self.observed_params)
+
     def sample_envs(self, n: int, generator: torch.Generator) -> Envs:
         """Draw ``n`` environments from the prior: with a pool, its hidden parameters uniformly from
         the pool and the :attr:`observed_params` fresh from the full prior."""
         if self._pool is None:
-            return self._sample_prior(n, generator)
+            return self.sample_prior(n, generator)
         device = generator.device
         idx = torch.randint(self.pool_size, (n,), generator=generator, device=device)
         envs = {k: v.to(device)[idx] for k, v in self._pool.items()}
         if self.observed_params:
-            fresh = self._sample_prior(n, generator)
+            fresh = self.sample_prior(n, generator)
             envs.update({k: fresh[k] for k in self.observed_params})
         return envs
 
@@ -169,12 +266,19 @@ class Task:
         (the linear bandit's unit sphere) put it back there."""
         return self.project(a, x)
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
-        """Per-step pseudo-regret ``r(X_t, a*_t) - r(X_t, a_t)``, shape ``(B,)``. ``a_star``: the
-        step's optimal action when the caller already has it (the rollout does)."""
+    def optimal_reward(self, envs: Envs, x: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
+        """The reward the regret of step ``t`` is measured against, ``(B,)``: ``r(X_t, a*_t)`` in the
+        state the step is played in. Stateful tasks whose benchmark is a whole optimal policy override
+        it (queueing: the optimal policy's expected reward at ``t``; revenue: the hindsight bound's
+        increment). ``a_star``: the step's optimal action when the caller already has it."""
         a_star = self.optimal_action(envs, x, t) if a_star is None else a_star
-        best = self.expected_reward(envs, x, a_star, t)
-        return best - self.expected_reward(envs, x, a, t)
+        return self.expected_reward(envs, x, a_star, t)
+
+    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
+        """Per-step pseudo-regret :meth:`optimal_reward` ``-`` :meth:`expected_reward`, ``(B,)``, in the
+        contexts' dtype (a float64 benchmark is subtracted in float64 first). Tasks override
+        :meth:`optimal_reward`, never this: the rollout records both terms and their difference."""
+        return step_regret(self.optimal_reward(envs, x, t, a_star), self.expected_reward(envs, x, a, t), x.dtype)
 
     def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
         """Action suboptimality ``|a*_t - a_t|`` (Euclidean norm for vector actions), shape ``(B,)``."""
@@ -186,11 +290,54 @@ class Task:
         return dict(self._options)
 
 
+def step_regret(best: Tensor, reward: Tensor, dtype: torch.dtype) -> Tensor:
+    """``best - reward`` in the wider of their dtypes, returned in ``dtype``: the one subtraction behind
+    :meth:`Task.regret` and the rollout's recorded regrets."""
+    return (best - reward).to(dtype)
+
+
+# The pre-training losses (paper §3), in normalised action units.
+def _mse(pred: Tensor, target: Tensor, scale: Tensor) -> Tensor:
+    return ((pred - target) / scale).pow(2).mean()
+
+
+def _l1(pred: Tensor, target: Tensor, scale: Tensor) -> Tensor:
+    return ((pred - target) / scale).abs().mean()
+
+
+def _cross_entropy(logits: Tensor, target: Tensor, scale: Tensor) -> Tensor:
+    """Discrete actions: logits against the one-hot optimal action (no scaling)."""
+    return torch.nn.functional.cross_entropy(logits.flatten(0, -2), target.flatten(0, -2).argmax(-1))
+
+
+LOSSES: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {"mse": _mse, "l1": _l1, "ce": _cross_entropy}
+
+
+class GaussianNoise:
+    """For tasks whose scalar observation is its mean plus ``N(0, σ²)`` noise, ``σ = noise_std``
+    (bandits, pricing): the simulator and the likelihood both follow from :meth:`Task.mean_observation`."""
+
+    noise_std: float
+
+    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
+        mean = self.mean_observation(envs, x, a, t)[:, 0]
+        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
+        return (mean + noise)[:, None]
+
+    def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
+        return gaussian_log_likelihood(o[:, 0], self.mean_observation(candidates, x, a, t)[:, 0], self.noise_std)
+
+
 class DemandTypes:
     """For tasks whose demand is linear, square, or a hidden per-environment mixture of the two
     (``demand_types`` = ``"linear"`` / ``"square"`` / ``"mixed"``; pricing and newsvendor)."""
 
     demand_types: str
+
+    @property
+    def hidden_type(self) -> HiddenType | None:
+        """The mixed prior's hidden demand type, ``envs["square"]``; fixed types hide none."""
+        return HiddenType("square", "demand type", ("linear", "square")) if self.demand_types == "mixed" else None
 
     def is_square(self, envs: Envs) -> Tensor | bool:
         """Which environments have square demand: ``envs["square"]`` ``(B,)`` in the mixed prior, else
@@ -248,10 +395,31 @@ def make_task(name: str, **options) -> Task:
     task = checks.built(lambda: factory(**options), what)
     # One step shows whether the options make a task that runs; an episode of one step needs no
     # longer planning horizon (queueing's DP would make a long one slow to try).
-    checks.playable(checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what)
+    check_playable(checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what)
     task.name = name
     task._options = dict(options)
     return task
+
+
+def check_playable(task: Task, what: str) -> None:
+    """Play one step of two environments of ``task`` with uniformly random actions: an option its
+    constructor lets through but its simulator cannot use (a negative size or variance) fails now, in
+    one line naming ``what``, instead of inside a run -- or worse, quietly, as NaN numbers. (One step
+    written out with the Task API: the rollout loop and the policies sit above the tasks.)"""
+    g = torch.Generator().manual_seed(0)
+
+    def one_step():
+        envs = task.start(task.sample_envs(2, g), g)
+        x = task.sample_context(envs, 0, g)
+        a = task.project(task.sample_action(2, g).to(x.dtype), x)
+        a_star = task.optimal_action(envs, x, 0)
+        o = task.observe(envs, x, a, 0, g)
+        regret = task.regret(envs, x, a, 0, a_star)
+        task.step(envs, x, a, o, 0)
+        return envs, {"contexts": x, "observations": o, "optimal_actions": a_star, "regrets": regret}
+
+    envs, played = checks.built(one_step, what)
+    checks.finite(what, **{f"environment {k}": v for k, v in envs.items()}, **played)
 
 
 def make_episode_task(name: str, options: dict | None, horizon: int) -> Task:
@@ -266,7 +434,7 @@ def make_episode_task(name: str, options: dict | None, horizon: int) -> Task:
 
 
 def check_noise_std(noise_std: float) -> float:
-    """The Gaussian tasks' noise option: a standard deviation ``σ ≥ 0`` (SPEC §6: the paper's
+    """The Gaussian tasks' noise option: a standard deviation ``σ ≥ 0`` (docs/paper-gaps.md §6: the paper's
     ``N(·, 0.2)`` is ``σ = 0.2``, as in the authors' code), finite."""
     value = float(noise_std)
     if not (value >= 0 and value < float("inf")):
@@ -277,3 +445,29 @@ def check_noise_std(noise_std: float) -> float:
 def uniform(n: int, dims: tuple[int, ...], low: float, high: float, generator: torch.Generator) -> Tensor:
     """``U[low, high]`` samples of shape ``(n, *dims)`` on the generator's device."""
     return low + (high - low) * torch.rand((n, *dims), generator=generator, device=generator.device)
+
+
+def box_log_density(v: Tensor, lo: float, hi: float, width: float | None = None) -> Tensor:
+    """Log density (up to a constant) of the rows of ``v`` ``(M, d)`` under ``U[lo, hi]^d``: ``0``
+    inside, ``-inf`` outside. With ``width < hi - lo``, that of the pricing in-domain shift's mixture
+    instead: ``κ ~ U[lo, hi - width]``, then ``U[κ, κ + width]^d``, whose density is proportional to
+    the length of the ``κ`` that cover ``v``."""
+    if width is None or width >= hi - lo:
+        inside = ((v >= lo) & (v <= hi)).all(-1)
+        return torch.where(inside, 0.0, -math.inf).to(v.dtype)
+    low = torch.clamp(v.amax(-1) - width, min=lo)
+    high = torch.clamp(v.amin(-1), max=hi - width)
+    inside = ((v >= lo) & (v <= hi)).all(-1) & (high > low)
+    return torch.where(inside, torch.log((high - low).clamp(min=1e-30)), torch.full_like(low, -math.inf))
+
+
+MIN_NOISE_VAR = 1e-6  # noise_std = 0 (a noiseless test shift) would make the Gaussian likelihood a point mass
+
+
+def gaussian_log_likelihood(o: Tensor, mean: Tensor, noise_std: float) -> Tensor:
+    """``log N(o; mean, σ²)`` up to a constant, ``-(o - mean)² / (2σ²)``, for the tasks with Gaussian
+    observation noise of standard deviation ``σ = noise_std`` (docs/paper-gaps.md §6). The paper writes
+    ``exp(-(1/σ²) Σ (O - mean)²)``, the likelihood of noise variance ``σ²/2``, which sharpens the
+    posterior by a factor 2 in log space; this is the correct Gaussian one."""
+    var = max(float(noise_std) ** 2, MIN_NOISE_VAR)
+    return -((o - mean) ** 2) / (2 * var)

@@ -3,7 +3,7 @@
 No context (``X_t`` is null: contexts are ``(B, 0)`` tensors, so a feature token is the previous
 observation alone). Actions lie in the unit ball ``A = B(0, 1) ⊂ R^d`` (paper: ``d = 2``). Environment
 ``γ = w`` drawn uniformly on the unit sphere ``‖w‖ = 1``. Playing ``a`` yields the reward
-``O_t ~ N(wᵀa, σ²)``, ``σ = 0.2`` (a standard deviation: SPEC §6). The expected reward ``wᵀa`` is maximised over the ball
+``O_t ~ N(wᵀa, σ²)``, ``σ = 0.2`` (a standard deviation: docs/paper-gaps.md §6). The expected reward ``wᵀa`` is maximised over the ball
 by ``a* = w``, so the pseudo-regret of a step is ``1 - wᵀa_t`` and the action suboptimality is the
 Euclidean distance ``‖a* - a_t‖`` (the base default).
 
@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Task, check_noise_std, register
+from omgpt.tasks.base import Envs, GaussianNoise, Task, check_noise_std, register
 
 
 NORM_TOL = 1e-6  # float slack of the unit ball (see LinearBandit.project)
@@ -34,13 +34,15 @@ def unit_vectors(n: int, d: int, generator: torch.Generator) -> Tensor:
 
 
 @register("linear-bandit")
-class LinearBandit(Task):
+class LinearBandit(GaussianNoise, Task):
     """Args:
         dim: dimension ``d`` of actions and of ``w`` (paper: 2).
         noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
     """
 
-    loss = "l1"
+    loss = "l1"  # the Bayes decision under it: the posterior median (coordinate-wise)
+    moved_params = ("w",)
+    moved_on_sphere = True  # w is a unit vector
     benchmarks = ("linucb", "lints")  # the paper's benchmarks for this task (appendix D.3)
     context_dim = 0
     obs_dim = 1
@@ -53,23 +55,26 @@ class LinearBandit(Task):
         self.action_dim = dim
         super().__init__(**pool)
 
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         return {"w": unit_vectors(n, self.dim, generator)}
 
     def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
         w = envs["w"]
         return w.new_zeros(w.shape[0], 0)
 
-    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
-        mean = (envs["w"] * a).sum(-1)
-        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
-        return (mean + noise)[:, None]
-
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         return envs["w"].clone()
 
     def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         return (envs["w"] * a).sum(-1)
+
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """The observation is the reward: its mean is the expected reward."""
+        return self.expected_reward(envs, x, a, t)[:, None]
+
+    def log_prior(self, candidates: Envs) -> Tensor:
+        """Uniform on the sphere (the rejuvenation walk stays on it)."""
+        return candidates["w"].new_zeros(candidates["w"].shape[0])
 
     def project(self, a: Tensor, x: Tensor | None = None) -> Tensor:
         """Euclidean projection onto the unit ball: vectors with norm above 1 are scaled down to norm 1,

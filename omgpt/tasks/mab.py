@@ -2,9 +2,9 @@
 
 No context (``X_t`` is null: contexts are ``(B, 0)`` tensors, so a feature token is the previous
 observation alone). ``k = 20`` arms; environment ``γ = (r_1, …, r_k)`` with ``r_a ~ N(0, 1)`` i.i.d.
-Playing arm ``a`` yields the reward ``O_t ~ N(r_a, σ²)``, ``σ = 0.2`` (a standard deviation, as for pricing: SPEC §6).
+Playing arm ``a`` yields the reward ``O_t ~ N(r_a, σ²)``, ``σ = 0.2`` (a standard deviation, as for pricing: docs/paper-gaps.md §6).
 ``a* = argmax_a r_a``; the pseudo-regret of a step is the reward gap ``r_{a*} - r_{a_t}``, which is
-also the action suboptimality the bandit reports (SPEC §4).
+also the action suboptimality the bandit reports (docs/paper-gaps.md §4).
 
 Actions are one-hot vectors of length ``k`` (``discrete = True``): the action tokens are one-hot and
 the model's read-out is a vector of logits, trained with cross-entropy against the optimal arm.
@@ -19,18 +19,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Task, check_noise_std, register
+from omgpt.tasks.base import Envs, GaussianNoise, Task, check_noise_std, register
 
 
 @register("mab")
-class MultiArmedBandit(Task):
+class MultiArmedBandit(GaussianNoise, Task):
     """Args:
         n_arms: number of arms ``k`` (paper: 20).
         noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
     """
 
-    loss = "ce"
+    loss = "ce"  # the Bayes decision under it: a posterior draw of the best arm (posterior sampling)
     discrete = True
+    moved_params = ("r",)
     benchmarks = ("ucb", "ts")  # the paper's benchmarks for this task (appendix D.3)
     context_dim = 0
     obs_dim = 1
@@ -44,17 +45,12 @@ class MultiArmedBandit(Task):
         super().__init__(**pool)
 
     # ----------------------------------------------------------------------------------------------
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         return {"r": torch.randn(n, self.n_arms, generator=generator, device=generator.device)}
 
     def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
         r = envs["r"]
         return r.new_zeros(r.shape[0], 0)
-
-    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
-        mean = (envs["r"] * a).sum(-1)
-        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
-        return (mean + noise)[:, None]
 
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         return self.one_hot(envs["r"].argmax(-1))
@@ -63,8 +59,16 @@ class MultiArmedBandit(Task):
         """``r_a`` for a one-hot ``a`` (for a probability vector: the mixed strategy's mean reward)."""
         return (envs["r"] * a).sum(-1)
 
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """The observation is the reward: its mean is the expected reward."""
+        return self.expected_reward(envs, x, a, t)[:, None]
+
+    def log_prior(self, candidates: Envs) -> Tensor:
+        """``r ~ N(0, I)``."""
+        return -0.5 * (candidates["r"] ** 2).sum(-1)
+
     def suboptimality(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
-        """The reward gap ``r_{a*} - r_{a_t}`` (SPEC §4): arm indices carry no distance, so ``|a* - a|``
+        """The reward gap ``r_{a*} - r_{a_t}`` (docs/paper-gaps.md §4): arm indices carry no distance, so ``|a* - a|``
         would be meaningless; this equals the step's pseudo-regret."""
         return self.regret(envs, x, a, t, a_star)
 
@@ -80,7 +84,7 @@ class MultiArmedBandit(Task):
         return self.one_hot(a.argmax(-1)).to(a.dtype)
 
     def perturb(self, a: Tensor, noisy: Tensor, generator: torch.Generator, scale: float = 1.0) -> Tensor:
-        """The noisy oracle's discrete perturbation (SPEC §2): where ``noisy (B, 1)`` is true, shift the
+        """The noisy oracle's discrete perturbation (docs/paper-gaps.md §2): where ``noisy (B, 1)`` is true, shift the
         arm index by ``U{-2, -1, 1, 2}``, then **clamp** the index into ``{0, …, k-1}``.
 
         Clamping (rather than wrapping around) is the projection onto ``A`` that the continuous tasks

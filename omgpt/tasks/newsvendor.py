@@ -9,7 +9,7 @@ the demand floor
 * linear (the paper's): ``m = wᵀX~``;
 * square (``demand_types="square"``): ``m = (wᵀX~)² / s`` with ``s = 4d`` (``SQUARE_SCALE_PER_DIM``;
   ``s = 16`` at the paper's ``d = 4``). The paper's ``(wᵀX~)²`` is unscaled, which puts the optimal
-  order above ``A = [0, 30]`` for most environments (its mean is ~100); SPEC §3 asks for a documented
+  order above ``A = [0, 30]`` for most environments (its mean is ~100); docs/paper-gaps.md §3 asks for a documented
   rescaling. With ``s = 16`` the clipped fraction of ``a*`` is 0.44% (4·10⁶ draws of ``γ`` and
   ``X~``; 5.9% with ``s = 9``, 2.0% with ``s = 12``, 0.09% with ``s = 20``), the mean ``a*``
   is 8.6 (linear: 11.5). ``s`` grows with ``d`` like ``wᵀX~`` does, so the square demand's mean grows
@@ -36,16 +36,21 @@ quantile clipped to ``A``, which is what we use so that the oracle's regret is e
 """
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, register, uniform
+from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, box_log_density, register, uniform
 
 DEMAND_TYPES = ("linear", "square", "mixed")
 SQUARE_SCALE_PER_DIM = 4.0  # square demand (wᵀX~)² / s with s = 4d (16 at d = 4): see the module docstring
+W_RANGE = (0.0, 3.0)  # w ~ U[0, 3]^d (also the range of the demand features X~)
+EPS_BAR_RANGE = (1.0, 10.0)  # ε̄ ~ U[1, 10]
+H_RANGE = (0.5, 2.0)  # h ~ U[0.5, 2]
+FEASIBILITY_TOL = 1e-3  # float slack of the likelihood's support check: the true environment must stay feasible
 
 
 @register("newsvendor-nonstationary-censored", censored=True, nonstationary=True)
@@ -65,9 +70,9 @@ class Newsvendor(DemandTypes, Task):
         horizon: the episode length ``T`` of the change-point prior, and the default evaluation horizon.
     """
 
-    loss = "l1"
+    loss = "l1"  # the Bayes decision under it: the posterior median of a*
     benchmarks = ("erm", "fai")  # the paper's benchmarks for this task (appendix D.3)
-    observed_params = ("h",)  # the holding cost is the context's first feature: never pooled (SPEC §6)
+    observed_params = ("h",)  # the holding cost is the context's first feature: never pooled (docs/paper-gaps.md §6)
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, 30.0
@@ -95,23 +100,23 @@ class Newsvendor(DemandTypes, Task):
         super().__init__(**pool)
 
     # ----------------------------------------------------------------------------------------------
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         # The linear draws come first and in the original order, so "newsvendor" keeps its seeds.
         envs = {
-            "w": uniform(n, (self.dim,), 0.0, 3.0, generator),
-            "eps_bar": uniform(n, (), 1.0, 10.0, generator),
-            "h": uniform(n, (), 0.5, 2.0, generator),
+            "w": uniform(n, (self.dim,), *W_RANGE, generator),
+            "eps_bar": uniform(n, (), *EPS_BAR_RANGE, generator),
+            "h": uniform(n, (), *H_RANGE, generator),
         }
         if self.demand_types == "mixed":
             envs["square"] = torch.rand(n, generator=generator, device=generator.device) < 0.5
         if self.nonstationary:
-            envs["w_after"] = uniform(n, (self.dim,), 0.0, 3.0, generator)
+            envs["w_after"] = uniform(n, (self.dim,), *W_RANGE, generator)
             envs["tau"] = torch.randint(1, self.horizon + 1, (n,), generator=generator, device=generator.device)
         return envs
 
     def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
         n = envs["w"].shape[0]
-        return torch.cat([envs["h"][:, None], uniform(n, (self.dim,), 0.0, 3.0, generator)], dim=-1)
+        return torch.cat([envs["h"][:, None], uniform(n, (self.dim,), *W_RANGE, generator)], dim=-1)
 
     def split_context(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``x = (…state, h, X~)`` -> holding cost ``h`` ``(...)`` and demand features ``X~`` ``(..., d)``."""
@@ -139,6 +144,54 @@ class Newsvendor(DemandTypes, Task):
         demand = (self.mean_demand_floor(envs, x, t) + eps)[:, None]
         return torch.minimum(demand, a) if self.censored else demand
 
+    # -- the model of the world ---------------------------------------------------------------------
+    @property
+    def moved_params(self) -> tuple[str, ...]:
+        """``(w, ε̄)`` and the non-stationary ``w_after``; the change point ``τ``, the mixed prior's type
+        and the known ``h`` are never moved."""
+        return ("w", "eps_bar", "w_after") if self.nonstationary else ("w", "eps_bar")
+
+    def log_prior(self, candidates: Envs) -> Tensor:
+        out = box_log_density(candidates["w"], *W_RANGE) + box_log_density(candidates["eps_bar"][:, None], *EPS_BAR_RANGE)
+        if self.nonstationary:
+            out = out + box_log_density(candidates["w_after"], *W_RANGE)
+        return out
+
+    def context_params(self, x: Tensor) -> Envs:
+        """The holding cost ``h``, the context's first feature after the state."""
+        return {"h": self.split_context(x)[0]}
+
+    def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
+        """Uncensored (the paper's): ``D ~ U[m_γ, m_γ + ε̄_γ]``, so ``-log ε̄_γ`` where
+        ``0 ≤ O - m_γ ≤ ε̄_γ`` (up to :data:`FEASIBILITY_TOL`) and ``-inf`` elsewhere -- the paper's
+        ``ε̄^{1-t} 1{feasible}``. Censored (``O = min(D, a)``): a sale below the order reveals the demand
+        (the same term); a sell-out ``O = a`` only says ``D ≥ a``, of probability
+        ``clamp((m_γ + ε̄_γ - a) / ε̄_γ, 0, 1)``."""
+        o = o[:, 0]
+        m, e = self.mean_demand_floor(candidates, x, t), candidates["eps_bar"]
+        excess = o - m
+        feasible = (excess >= -FEASIBILITY_TOL) & (excess <= e + FEASIBILITY_TOL)
+        exact = torch.where(feasible, -torch.log(e), torch.full_like(e, -math.inf))
+        if not self.censored:
+            return exact
+        sold_out = o >= a[:, 0]  # O = min(D, a) equals a exactly when the demand reached the order
+        tail = ((m + e + FEASIBILITY_TOL - a[:, 0]) / e).clamp(0.0, 1.0)  # P(D >= a)
+        return torch.where(sold_out, torch.log(tail), exact)
+
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """``E[D] = m + ε̄/2``, or censored ``E[min(D, a)] = a - E[(a - D)^+]``, ``(B, 1)``."""
+        m, e = self.mean_demand_floor(envs, x, t), envs["eps_bar"]
+        if not self.censored:
+            return (m + e / 2)[:, None]
+        return (a[:, 0] - self._overage(m, e, a[:, 0]))[:, None]
+
+    @staticmethod
+    def _overage(m: Tensor, e: Tensor, a: Tensor) -> Tensor:
+        """``E(a - D)^+`` for ``D ~ U[m, m + e]``: 0 below ``m``, ``(a - m)²/2e`` inside, ``a - m - e/2`` above."""
+        inside = (a - m).clamp(0, None).clamp(None, e)
+        return inside**2 / (2 * e) + (a - m - e).clamp(0, None)
+
+    # -- decisions and rewards ----------------------------------------------------------------------
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         quantile = self.mean_demand_floor(envs, x, t) + envs["eps_bar"] / (1 + envs["h"])
         return self.project(quantile[:, None], x)
@@ -148,8 +201,7 @@ class Newsvendor(DemandTypes, Task):
         # E(D - a)^+ = E(D) - a + E(a - D)^+.
         m, e, h, l = self.mean_demand_floor(envs, x, t), envs["eps_bar"], envs["h"], self.lost_sale_cost
         a = a[:, 0]
-        inside = (a - m).clamp(0, None).clamp(None, e)
-        overage = inside**2 / (2 * e) + (a - m - e).clamp(0, None)
+        overage = self._overage(m, e, a)
         underage = m + e / 2 - a + overage
         return -(h * overage + l * underage)
 

@@ -1,4 +1,4 @@
-"""Non-perishable newsvendor (paper §5.2.3 and appendix D.2; SPEC §3): leftover stock carries over.
+"""Non-perishable newsvendor (paper §5.2.3 and appendix D.2; docs/paper-gaps.md §3): leftover stock carries over.
 
 Everything of :class:`~omgpt.tasks.newsvendor.Newsvendor` (prior, demand types, change point,
 censoring) plus an inventory state:
@@ -7,14 +7,14 @@ censoring) plus an inventory state:
   period ``t+1``. Under censoring the sales ``O_t = min(D_t, a_t)`` give the same ``a_t - O_t``, so
   the state is known to the decision maker in both cases. The state lives in ``envs["inventory"]``
   ``(B,)``, set to zero by :meth:`start` and replaced (never modified in place) by :meth:`step`.
-* The action is the order-up-to level (SPEC §3: the paper mixes order quantity and order-up-to
+* The action is the order-up-to level (docs/paper-gaps.md §3: the paper mixes order quantity and order-up-to
   level; we take the level), so the action set is ``[I_t, 30 + I_t]`` (you cannot order a negative
   quantity, nor more than 30 units); :meth:`project` clips onto it using ``I_t`` from the context.
 * Context ``X_t = (I_t, h, X~_t)``.
 * Reward: the period's cost with the perishable formula applied to the stock on hand ``a``, i.e.
   ``-(h (a - D)^+ + l (D - a)^+)``. A unit left over is charged the holding cost ``h`` in the period it
   is left over and is then carried into the next period (it is not lost); ordering itself is free.
-* ``a*_t = max(I_t, wᵀX~_t + ε̄/(1+h))`` (the SPEC's order-up-to reading of the paper's
+* ``a*_t = max(I_t, wᵀX~_t + ε̄/(1+h))`` (the order-up-to reading, docs/paper-gaps.md §3, of the paper's
   ``max{0, wᵀX~ + ε̄/(1+h) - I_t}`` order quantity), more precisely the demand quantile clipped to
   ``[I_t, 30 + I_t]``: the one-period expected cost is convex in ``a``, so this is the maximiser of
   the expected reward over the state's action set, and the per-step pseudo-regret

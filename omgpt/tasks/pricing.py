@@ -8,7 +8,7 @@ variance, as the paper's posterior formulas use it). Observation ``O_t = D_t``; 
 
 * linear (the paper's): ``D = αᵀX - βᵀX · a + ε``; expected revenue ``a (αᵀX - βᵀX a)`` is maximised by
   ``a* = αᵀX / (2 βᵀX)``, at most 15 under this prior, so always inside ``A = [0, 30]``;
-* square (``demand_types="square"``; the paper never defines it, SPEC §3):
+* square (``demand_types="square"``; the paper never defines it, docs/paper-gaps.md §3):
   ``D = αᵀX - βᵀX · a² + ε``; expected revenue ``a (αᵀX - βᵀX a²)`` is concave on ``a ≥ 0`` and
   maximised by ``a* = sqrt(αᵀX / (3 βᵀX))``, at most ``sqrt(10) ≈ 3.2``;
 * mixed (``demand_types="mixed"``): each environment is linear or square with probability 1/2, the
@@ -39,14 +39,14 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, check_noise_std, register, uniform
+from omgpt.tasks.base import DemandTypes, Envs, GaussianNoise, Scaling, Task, box_log_density, check_noise_std, register, uniform
 
 DEMAND_TYPES = ("linear", "square", "mixed")
 
 
 @register("pricing-square", demand_types="square")
 @register("pricing")  # applied first: the class's name
-class Pricing(DemandTypes, Task):
+class Pricing(GaussianNoise, DemandTypes, Task):
     """Args:
         dim: context dimension ``d`` (paper: 6; 4 / 10 / 20 in the scaling study).
         noise_std: standard deviation ``σ`` of the demand noise (paper: 0.2).
@@ -55,7 +55,8 @@ class Pricing(DemandTypes, Task):
         id_shift: in-domain shift ``μ ∈ [0, 1)``: random sub-intervals of length ``1-μ`` (test-time).
     """
 
-    loss = "mse"
+    loss = "mse"  # the Bayes decision under it: the posterior mean of a*
+    moved_params = ("alpha", "beta")  # the mixed prior's type is only resampled
     benchmarks = ("ilse", "cils", "ts-pricing")  # the paper's benchmarks for this task (appendix D.3)
     obs_dim = 1
     action_dim = 1
@@ -83,7 +84,7 @@ class Pricing(DemandTypes, Task):
         self.context_dim = dim
         super().__init__(**pool)
 
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         # Without shifts these are exactly the draws (and values) of the unshifted prior.
         (a_lo, a_hi), (b_lo, b_hi) = self.alpha_range, self.beta_range
         shift, mu = self.ood_shift, self.id_shift
@@ -115,10 +116,23 @@ class Pricing(DemandTypes, Task):
             return price**2 if square else price
         return torch.where(square, price**2, price)
 
-    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """The expected demand at price ``a``: ``αᵀX - βᵀX · a`` (``a²`` for square demand), ``(B, 1)``."""
         intercept, slope = self.intercept_slope(envs, x)
-        noise = self.noise_std * torch.randn(intercept.shape, generator=generator, device=generator.device)
-        return (intercept - slope * self._price_term(envs, a[:, 0]) + noise)[:, None]
+        return (intercept - slope * self._price_term(envs, a[:, 0]))[:, None]
+
+    def params_at_context(self, envs: Envs, x: Tensor) -> Tensor:
+        """``(αᵀX, βᵀX)`` ``(B, 2)``: the demand function at ``x``, all that ``a*`` depends on there."""
+        return torch.stack(self.intercept_slope(envs, x), dim=-1)
+
+    def log_prior(self, candidates: Envs) -> Tensor:
+        """``U`` on the (shifted) ranges of ``α`` and ``β``, or the in-domain shift's mixture over
+        random sub-intervals of length ``1 - μ``."""
+        (a_lo, a_hi), (b_lo, b_hi) = self.alpha_range, self.beta_range
+        shift, width = self.ood_shift, 1.0 - self.id_shift
+        return box_log_density(candidates["alpha"], a_lo + shift, a_hi + shift, width * (a_hi - a_lo)) + box_log_density(
+            candidates["beta"], b_lo + shift, b_hi + shift, width * (b_hi - b_lo)
+        )
 
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         intercept, slope = self.intercept_slope(envs, x)

@@ -16,10 +16,10 @@ holding plus service cost with a known cost parameter ``c``: ``r(X_t, a_t) = -(O
 is a deterministic function of the state at the start of the period and the action, so "the expected
 reward given the state and the action" is the reward itself.
 
-Context ``X_t = (O_{t-1}, c)`` (SPEC §3; ``c`` is known, so it is part of the context), observation
+Context ``X_t = (O_{t-1}, c)`` (docs/paper-gaps.md §3; ``c`` is known, so it is part of the context), observation
 ``O_t`` (one number). The environment is ``γ = (λ, c)``, uniform over the 36 points
 ``λ ∈ {0.1, 0.26, 0.42, 0.58, 0.74, 0.9}`` × ``c ∈ {5, 16, 27, 38, 49, 60}`` (the Task base's
-``pool_size`` option pools the hidden ``λ``; the known ``c`` is redrawn every episode, SPEC §6).
+``pool_size`` option pools the hidden ``λ``; the known ``c`` is redrawn every episode, docs/paper-gaps.md §6).
 
 Actions. The paper trains this task with the squared loss, so the action is a continuous scalar that
 :meth:`Queueing.project` rounds to the nearest grid point (after clipping to ``[0, 1]``); the model
@@ -37,7 +37,7 @@ horizon's optimum only in the last few periods of *that* horizon, which an early
 an episode longer than the option raises (build the task with ``horizon=`` at least the episode's
 length, e.g. ``--option horizon=200``).
 
-Regret (SPEC §4). The curve at ``t`` is the expected cumulative reward of the optimal policy up to
+Regret (docs/paper-gaps.md §4). The curve at ``t`` is the expected cumulative reward of the optimal policy up to
 ``t`` minus the algorithm's: per step, ``E[r(S*_t, a*_t(S*_t))] - r(S_t, a_t)`` where the first term
 is the optimal policy's expected reward at step ``t`` from the empty queue (exact: the state
 distribution is propagated forward through the DP policy's transition matrices in :meth:`start`,
@@ -126,6 +126,7 @@ class Queueing(Task):
     loss = "mse"
     benchmarks = ("random",)  # the paper's benchmark for this task (appendix D.3)
     context_dim = 2  # (O_{t-1}, c)
+    state_dims = 1  # the queue length O_{t-1} is the episode's state
     obs_dim = 1  # queue length at the end of the period
     action_dim = 1
     action_low, action_high = 0.0, 1.0
@@ -137,7 +138,7 @@ class Queueing(Task):
         super().__init__(**pool)
 
     # -- prior and simulator ------------------------------------------------------------------------
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         device = generator.device
         li = torch.randint(len(LAMBDAS), (n,), generator=generator, device=device)
         ci = torch.randint(len(COSTS), (n,), generator=generator, device=device)
@@ -196,10 +197,23 @@ class Queueing(Task):
         """``r(X_t, a) = -(O_{t-1} + c a²)`` (deterministic given the state and the action)."""
         return -(x[:, 0] + x[:, 1] * a[:, 0] ** 2)
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
-        """The optimal policy's expected reward at ``t`` (from the empty queue) minus ``r(X_t, a_t)``."""
+    def optimal_reward(self, envs: Envs, x: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
+        """The optimal policy's expected reward at ``t`` from the empty queue (float64), which the
+        regret subtracts ``r(X_t, a_t)`` from."""
         self._check_t(envs, t)
-        return (envs["opt_reward"][:, t] - self.expected_reward(envs, x, a, t).double()).to(x.dtype)
+        return envs["opt_reward"][:, t]
+
+    # -- the model of the world ---------------------------------------------------------------------
+    def context_params(self, x: Tensor) -> Envs:
+        """The known cost ``c``, the context's second number."""
+        return {"c": x[:, 1]}
+
+    def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
+        """The expected queue length at the end of the period, ``Σ_s' P_a[S_t, s'] s'``, ``(B, 1)``."""
+        queue = x[:, 0].round().long()
+        p = transition_matrix(envs["lam"], a[:, 0].double())  # (B, 5, 5)
+        row = p[torch.arange(queue.shape[0], device=queue.device), queue]
+        return (row @ torch.arange(STATES, dtype=row.dtype, device=row.device)).to(x.dtype)[:, None]
 
     def scaling(self) -> Scaling:
         # Measured under the prior, T = 100: the queue length (0..4) has mean 2.9 / 2.0 and sd 1.6 for

@@ -8,7 +8,7 @@ accepting; the request is accepted, ``y_t = 1``, with probability ``a_t`` when t
 covers it (``A~_t ≤ B_t`` in every resource) and ``y_t = 0`` otherwise. An accepted request earns
 ``r~_t`` and consumes ``A~_t``: ``B_{t+1} = B_t - A~_t y_t`` (never negative).
 
-Tokens (SPEC §3, "Variants"). The paper's ``X_t = (r~_t, A~_t)`` hides the budget that ``a*_t``
+Tokens (docs/paper-gaps.md §3, "Variants"). The paper's ``X_t = (r~_t, A~_t)`` hides the budget that ``a*_t``
 depends on, so the context is ``X_t = (r~_t, A~_{t,1..J}, b_{t,1..J})`` with
 ``b_t = B_t / (T - t + 1)`` (1-based ``t``) the remaining budget per remaining period -- ``1 + 2J = 7``
 numbers -- and the observation is the paper's ``O_t = X_t`` (the type) plus the realised acceptance:
@@ -24,22 +24,21 @@ variables attains its optimum at a vertex, where ``K`` of its ``2K + J`` constra
 :func:`solve_box_lp` solves the ``C(9, 3) = 84`` minus the 21 impossible (``y_k = 0`` and
 ``y_k = u_k`` together) = 63 candidate ``3×3`` systems of every environment at once by Cramer's rule,
 keeps the feasible candidates and takes the best (float64; ties go to the first candidate).
-``"highs"`` is the reference: ``scipy.optimize.linprog(method="highs")``, one call per environment
-per LP. Measured on the development machine (2 shared CPU cores, one thread, K = J = 3, 2000 random
-LPs, SciPy 1.17.1, CVXPY 1.9.3 in a scratch environment; the ranges are two runs under different
-load): ``linprog(method="highs")`` 0.95-2.3 ms per LP; a CVXPY problem compiled once with
-``Parameter`` data (DPP) 1.2-2.2 ms per LP with the HiGHS backend, 0.8-1.2 ms with Clarabel
-(objective within 1e-8 of HiGHS), 2.2-3.6 ms with the SciPy backend. Per-call overhead dominates LPs
-this small, so CVXPY is not faster than ``linprog`` in any useful sense and not worth a dependency.
-The batched enumeration: 0.36 ms for a single LP, 0.55 ms for a batch of 64 (9 µs per LP), 6-11 µs
-per LP for batches of 1024-4096 -- 100-200× faster than one solver call per environment; every
-rollout step solves two LP batches (``a*``, memoised across the oracle policy / target /
-suboptimality calls, and the hindsight bound, shared by :meth:`Revenue.regret` and
-:meth:`Revenue.step`), so an oracle rollout of 64 environments × 50 steps takes 0.08 s with
-``enum`` and 6.1 s with ``highs`` (identical regrets). The tests
-check ``enum`` against ``highs`` on random LPs and against a brute-force grid.
+``"cvxpy"`` is the readable reference: the LP as :func:`omgpt.lp.box_lp` states it, one cvxpy call
+per environment per LP. Measured on the development machine (2 shared CPU cores, one thread, K = J =
+3, 2000 random LPs, SciPy 1.17.1, CVXPY 1.9.3; the ranges are two runs under different load):
+``linprog(method="highs")`` 0.95-2.3 ms per LP; a CVXPY problem compiled once with ``Parameter`` data
+(DPP, as :mod:`omgpt.lp` builds it) 1.2-2.2 ms per LP with the HiGHS backend, 0.8-1.2 ms with
+Clarabel (objective within 1e-8 of HiGHS). Per-call overhead dominates LPs this small. The batched
+enumeration: 0.36 ms for a single LP, 0.55 ms for a batch of 64 (9 µs per LP), 6-11 µs per LP for
+batches of 1024-4096 -- 100-200× faster than one solver call per environment; every rollout step
+solves two LP batches (``a*``, memoised across the oracle policy / target / suboptimality calls, and
+the hindsight bound, shared by :meth:`Revenue.optimal_reward` and :meth:`Revenue.step`), so an oracle
+rollout of 64 environments × 50 steps takes 0.08 s with ``enum`` and several seconds with one solver
+call per LP (6.1 s with SciPy's HiGHS; identical regrets). The tests check ``enum`` against
+``cvxpy`` on random LPs and against a brute-force grid.
 
-Regret (SPEC §4: the hindsight LP upper bound minus the collected reward). Let ``HLP_t`` be the
+Regret (docs/paper-gaps.md §4: the hindsight LP upper bound minus the collected reward). Let ``HLP_t`` be the
 hindsight LP of the first ``t`` arrivals with the pro-rated budget ``(t/T)·B_1 = t·1``:
 ``max Σ_{s≤t} r~_s z_s  s.t.  Σ_{s≤t} A~_s z_s ≤ (t/T) B_1,  0 ≤ z ≤ 1`` (solved exactly by
 aggregating the arrivals by type: ``K`` variables bounded by the type counts, the same vertex
@@ -63,10 +62,10 @@ from __future__ import annotations
 import itertools
 from functools import lru_cache
 
-import numpy as np
 import torch
 from torch import Tensor
 
+from omgpt import lp
 from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Scaling, Task, register, uniform
 
@@ -148,25 +147,23 @@ def solve_box_lp(c: Tensor, m: Tensor, b: Tensor, upper: Tensor) -> tuple[Tensor
     return y.reshape(*lead, k), (c * y).sum(-1).reshape(lead)
 
 
-def solve_box_lp_highs(c, m, b, upper) -> tuple[np.ndarray, np.ndarray]:
-    """Reference for :func:`solve_box_lp`: ``scipy.optimize.linprog(method="highs")``, one LP per row."""
-    from scipy.optimize import linprog
-
-    c, m, b, upper = (np.asarray(torch.as_tensor(v).double().cpu()) for v in (c, m, b, upper))
-    lead = c.shape[:-1]
-    c, m, b, upper = c.reshape(-1, c.shape[-1]), m.reshape(-1, *m.shape[-2:]), b.reshape(-1, b.shape[-1]), upper.reshape(-1, c.shape[-1])
-    ys = np.empty_like(c)
-    for i in range(c.shape[0]):
-        res = linprog(-c[i], A_ub=m[i], b_ub=b[i], bounds=list(zip(np.zeros_like(upper[i]), upper[i])), method="highs")
-        if not res.success:
-            raise OMGPTError(f"linprog failed: {res.message}")
-        ys[i] = res.x
-    return ys.reshape(*lead, -1), (c * ys).sum(-1).reshape(lead)
-
-
 def _same(key: tuple, other: tuple) -> bool:
     """Memo keys: the same tensor objects (identity) and the same step."""
     return key[-1] == other[-1] and all(a is b for a, b in zip(key[:-1], other[:-1]))
+
+
+SOLVERS = ("enum", "cvxpy")
+
+
+def solve(c: Tensor, m: Tensor, b: Tensor, upper: Tensor, solver: str = "enum") -> tuple[Tensor, Tensor]:
+    """:func:`solve_box_lp` (``"enum"``) or its cvxpy reference :func:`omgpt.lp.box_lp` (``"cvxpy"``),
+    as float64 tensors on the inputs' device."""
+    if solver == "enum":
+        return solve_box_lp(c, m, b, upper)
+    if solver == "cvxpy":
+        y, value = lp.box_lp(*(v.double().cpu() for v in (c, m, b, upper)))
+        return torch.as_tensor(y, device=c.device), torch.as_tensor(value, device=c.device)
+    raise OMGPTError(f"unknown LP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
 
 
 def fluid_lp(r: Tensor, a: Tensor, p: Tensor, b: Tensor, solver: str = "enum") -> Tensor:
@@ -177,11 +174,7 @@ def fluid_lp(r: Tensor, a: Tensor, p: Tensor, b: Tensor, solver: str = "enum") -
     """
     r, a, p, b = r.double(), a.double(), p.double(), b.double()
     c, m, upper = p * r, (p[:, :, None] * a).transpose(1, 2), torch.ones_like(r)
-    if solver == "enum":
-        return solve_box_lp(c, m, b, upper)[0]
-    if solver == "highs":
-        return torch.as_tensor(solve_box_lp_highs(c, m, b, upper)[0], device=r.device)
-    raise OMGPTError(f"unknown LP solver {solver!r}; choose 'enum' or 'highs'")
+    return solve(c, m, b, upper, solver)[0]
 
 
 @register("revenue")
@@ -190,8 +183,8 @@ class Revenue(Task):
         horizon: ``T``: sets the budget ``B_1 = T·1`` and ``b_t = B_t/(T-t+1)`` (paper: 50).
         types: number of customer types ``K`` (paper: 3).
         resources: number of resources ``J`` (paper: 3).
-        solver: ``"enum"`` (exact batched vertex enumeration, default) or ``"highs"`` (SciPy, one LP
-            per environment and step; the slow reference).
+        solver: ``"enum"`` (exact batched vertex enumeration, default) or ``"cvxpy"`` (the readable
+            reference of :mod:`omgpt.lp`, one LP per environment and step; slow).
     """
 
     observed_params = ("r", "A")  # the type table is known (Ada reads it): a pool fixes only the probabilities
@@ -206,8 +199,8 @@ class Revenue(Task):
             raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
         if types < 1 or resources < 1:
             raise OMGPTError(f"types and resources must be positive, got {types}, {resources}")
-        if solver not in ("enum", "highs"):
-            raise OMGPTError(f"unknown LP solver {solver!r}; choose 'enum' or 'highs'")
+        if solver not in SOLVERS:
+            raise OMGPTError(f"unknown LP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
         self.horizon, self.types, self.resources, self.solver = int(horizon), types, resources, solver
         self.context_dim = 1 + 2 * resources  # (r~_t, A~_t, b_t)
         self.obs_dim = 2 + resources  # (r~_t, A~_t, y_t)
@@ -215,7 +208,7 @@ class Revenue(Task):
         super().__init__(**pool)
 
     # -- prior and state ----------------------------------------------------------------------------
-    def _sample_prior(self, n: int, generator: torch.Generator) -> Envs:
+    def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
         mu = uniform(n, (self.types,), 0.0, 1.0, generator)
         return {
             "r": uniform(n, (self.types,), 1.0, 2.0, generator),
@@ -300,13 +293,11 @@ class Revenue(Task):
         pro-rated budget ``(periods/T)·B_1 = periods·1``, ``(B,)`` float64 (0 for ``periods = 0``)."""
         budget = torch.full((counts.shape[0], self.resources), float(periods), dtype=torch.float64, device=counts.device)
         c, m = envs["r"].double(), envs["A"].double().transpose(1, 2)
-        if self.solver == "highs":
-            return torch.as_tensor(solve_box_lp_highs(c, m, budget, counts)[1], device=counts.device)
-        return solve_box_lp(c, m, budget, counts)[1]
+        return solve(c, m, budget, counts, self.solver)[1]
 
     def _bound_after(self, envs: Envs, x: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """Counts including the arrival ``x`` at step ``t`` and ``HLP_t`` over them (memoised, so
-        :meth:`step` reuses what :meth:`regret` solved)."""
+        :meth:`step` reuses what :meth:`optimal_reward` solved)."""
         key = (envs["counts"], envs["r"], envs["A"], x, t)
         memo = self._memo.get("bound")
         if memo is not None and _same(memo[0], key):
@@ -316,12 +307,12 @@ class Revenue(Task):
         self._memo["bound"] = (key, out)
         return out
 
-    def regret(self, envs: Envs, x: Tensor, a: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
-        """``(HLP_t - HLP_{t-1}) - r~_t a_t 1{fits}`` (see the module docstring); sums to
+    def optimal_reward(self, envs: Envs, x: Tensor, t: int, a_star: Tensor | None = None) -> Tensor:
+        """The hindsight bound's increment ``HLP_t - HLP_{t-1}`` (float64), so that the regret
+        ``(HLP_t - HLP_{t-1}) - r~_t a_t 1{fits}`` (see the module docstring) sums to
         ``HLP_T - Σ_t E[reward_t]``."""
         self._check_t(t)
-        gain = self._bound_after(envs, x, t)[1] - envs["bound"]
-        return (gain - self.expected_reward(envs, x, a, t).double()).to(x.dtype)
+        return self._bound_after(envs, x, t)[1] - envs["bound"]
 
     def scaling(self) -> Scaling:
         j = self.resources

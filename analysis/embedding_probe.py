@@ -8,6 +8,11 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from analysis.capture import collect
+from analysis.probing import plot_probes, probe_collected
+from analysis.tsne import plot_tsne_layers, tsne_layers
+from omgpt.files import write_json
+
 
 class EmbeddingProbe(Callback):
     """Every ``every_n_epochs`` training epochs, on global rank 0 only: play ``n_train + n_test`` fresh
@@ -70,9 +75,6 @@ class EmbeddingProbe(Callback):
         self.probe(trainer, pl_module)
 
     def probe(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict:
-        from analysis.capture import collect
-        from analysis.probing import plot_probes, probe_collected
-        from omgpt.files import write_json
 
         model, task = pl_module.model, pl_module.task
         step = min(self.step or model.cfg.max_steps, model.cfg.max_steps)
@@ -89,11 +91,9 @@ class EmbeddingProbe(Callback):
         folder = self._folder(trainer)
         plot_probes(result, folder / "probe.png", title=f"Linear probes at X_{step}, epoch {trainer.current_epoch}")
         if self.tsne:
-            from analysis.tsne import plot_tsne_layers, tsne_layers
-
             m = min(self.tsne_samples, self.n_test)
-            if "square" in test.labels:
-                labels, categorical, name, classes = test.labels["square"][:m].long(), True, "demand type", {0: "linear", 1: "square"}
+            if test.hidden_type is not None:
+                labels, categorical, name, classes = test.types()[:m], True, test.hidden_type.name, dict(enumerate(test.hidden_type.classes))
             else:
                 labels, categorical, name, classes = test.optimal_action[:m], False, "a*_t", None
             ts = tsne_layers(test.hidden[:, :m], labels, categorical, perplexity=min(30, (m - 1) / 3), seed=self.seed)

@@ -1,0 +1,141 @@
+"""The model store of ``omgpt experiment``: every model an experiment needs is one ``omgpt fit`` run in
+a content-addressed folder ``MODELS_DIR/<task>-<hash of its fit arguments and configs>``, trained once
+(resumed from its ``last.ckpt`` when interrupted) and shared by every experiment that asks for it.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from omgpt.errors import OMGPTError
+from omgpt.experiment.config import SCALES
+from omgpt.files import write_json
+from omgpt.resources import CHECKOUT, CONFIGS
+
+ROOT = CHECKOUT  # reports show paths relative to the repository; fits run from it
+BASE_CONFIG = CONFIGS / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.lightning_cli.build_cli)
+
+
+def fit_arguments(model: dict, scale: str, extra_configs: list[str]) -> list[str]:
+    """The ``omgpt fit`` arguments of one model (without where it writes)."""
+    args = ["--config", str(SCALES[scale])]
+    for cfg in [*model.get("configs", []), *extra_configs]:
+        args += ["--config", str(ROOT / cfg) if not Path(cfg).is_absolute() and (ROOT / cfg).is_file() else str(cfg)]
+    args += ["--model.task", model["task"], "--model.task_options", json.dumps(model["task_options"], sort_keys=True)]
+    args += ["--model.horizon", str(model["horizon"])]
+    for key, value in sorted(model["args"].items()):
+        args += [f"--{key}", json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)]
+    return args
+
+
+def run_key(task: str, args: list[str]) -> str:
+    """``task-<hash>``: the hash covers the fit arguments (config paths relative to the repository, so
+    a moved clone keeps its models) and the content of every config file, ``configs/base.yaml`` -- the
+    layer every fit starts from -- included, so a changed config trains a new model instead of reusing
+    a stale one. (Code changes are not hashed: delete the models folder after changing the model.)"""
+    shown = [_shown(Path(a)) if i and args[i - 1] == "--config" else a for i, a in enumerate(args)]
+    h = hashlib.sha1(json.dumps(shown).encode())
+    configs = [BASE_CONFIG] + [Path(a) for i, a in enumerate(args) if i and args[i - 1] == "--config"]
+    for cfg in configs:
+        h.update(cfg.read_bytes())
+    return f"{task}-{h.hexdigest()[:10]}"
+
+
+def best_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint of best validation regret (ModelCheckpoint keeps one), else ``last.ckpt``."""
+    ckpts = run_dir / "run" / "checkpoints"
+    best = sorted(p for p in ckpts.glob("*.ckpt") if p.name != "last.ckpt")
+    if best:
+        return best[-1]
+    last = ckpts / "last.ckpt"
+    return last if last.is_file() else None
+
+
+def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_configs: list[str], threads: int | None) -> dict:
+    """Train one model unless its run folder already holds a finished run; returns its record."""
+    args = fit_arguments(model, scale, extra_configs)
+    key = run_key(model["task"], args)
+    run_dir = models_dir / key
+    done = run_dir / "done.json"
+    if done.is_file():
+        record = json.loads(done.read_text())
+        record["ckpt"] = str(run_dir / record["ckpt"])  # stored relative: the models folder can move
+        record["command"] = _fit_command(args)
+        print(f"  {name}: reusing {_shown(Path(record['ckpt']))}")
+        return record
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "omgpt", "fit", *args, "--trainer.logger.init_args.save_dir", str(models_dir),
+           "--trainer.logger.init_args.name", key, "--trainer.logger.init_args.version", "run"]
+    last = run_dir / "run" / "checkpoints" / "last.ckpt"
+    if last.is_file():  # an interrupted fit: continue it exactly (RNG, data stream, scheduler)
+        cmd += ["--ckpt_path", str(last)]
+        metrics = run_dir / "run" / "metrics.csv"
+        if metrics.is_file():  # the CSV logger starts a fresh metrics.csv: keep the earlier part
+            metrics.rename(metrics.with_name(f"metrics-part{len(list(metrics.parent.glob('metrics-part*.csv')))}.csv"))
+    env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    print(f"  {name}: training -> {run_dir} (log: {run_dir / 'train.log'})", flush=True)
+    start = time.perf_counter()
+    with open(run_dir / "train.log", "a") as log:
+        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    if code != 0:
+        tail = (run_dir / "train.log").read_text().strip().splitlines()[-1:] or [""]
+        raise OMGPTError(f"training model {name!r} failed (exit {code}): {tail[0]} -- see {run_dir / 'train.log'}")
+    ckpt = best_checkpoint(run_dir)
+    if ckpt is None:
+        raise OMGPTError(f"training model {name!r} wrote no checkpoint in {run_dir}")
+    record = {"model": name, "key": key, "ckpt": str(ckpt.relative_to(run_dir)), "train_seconds": round(time.perf_counter() - start, 1),
+              "command": _fit_command(args), **_training_summary(run_dir)}
+    write_json(record, done)
+    record["ckpt"] = str(ckpt)
+    print(f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record.get('best_val_regret')}", flush=True)
+    return record
+
+
+def _fit_command(args: list[str]) -> str:
+    """The model's ``omgpt fit`` command as a shell line (config paths relative to the repository)."""
+    return "omgpt fit " + shlex.join(_shown(Path(a)) if Path(a).is_absolute() else a for a in args)
+
+
+def _shown(path: Path) -> str:
+    """A path as reports print it: relative to the repository when inside it (no machine paths)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _training_summary(run_dir: Path) -> dict:
+    """Steps trained, the validation regret curve, and the validation regret of the kept checkpoint
+    (lowest ``val/regret_ucb``, the mean + one sd rule, where logged; else lowest ``val/regret``)."""
+    run = run_dir / "run"
+    parts = sorted(run.glob("metrics-part*.csv"), key=lambda p: int(p.stem.removeprefix("metrics-part"))) + [run / "metrics.csv"]
+    by_step = {}  # a resumed fit's parts, later ones winning where they overlap: step -> (regret, ucb)
+    for part in (p for p in parts if p.is_file()):
+        for r in csv.DictReader(part.open()):
+            if r.get("val/regret"):
+                ucb = float(r["val/regret_ucb"]) if r.get("val/regret_ucb") else None
+                by_step[int(r["step"]) + 1] = (round(float(r["val/regret"]), 4), ucb)
+    if not by_step:
+        return {}
+    curve = [[step, v] for step, (v, _) in sorted(by_step.items())]
+    kept = min(by_step.values(), key=lambda v: v[0] if v[1] is None else v[1])
+    return {"val_regret": curve, "best_val_regret": kept[0], "steps": curve[-1][0],
+            "selected_by": "val/regret" if kept[1] is None else "val/regret_ucb"}
+
+
+def train_all(exp: dict, models_dir: Path, extra_configs: list[str], jobs: int) -> dict[str, dict]:
+    names = list(exp["models"])
+    threads = 1 if jobs > 1 and "OMP_NUM_THREADS" not in os.environ else None
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {n: pool.submit(train_model, n, exp["models"][n], exp["scale"], models_dir, extra_configs, threads) for n in names}
+        return {n: f.result() for n, f in futures.items()}

@@ -1,0 +1,115 @@
+"""``omgpt fit|validate``: LightningCLI with ``configs/base.yaml`` as the first config layer, and user
+errors (config typos, an unknown task, a bad option) turned into one-line :class:`OMGPTError` s.
+
+A command-line module: the library never imports it (``omgpt.demo`` runs a fit through it).
+"""
+from __future__ import annotations
+
+from jsonargparse import ArgumentError
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.cli import ArgsType, LightningCLI
+
+from omgpt import checks
+from omgpt.errors import OMGPTError
+from omgpt.files import SafeCheckpointIO, read_checkpoint
+from omgpt.resources import CONFIGS
+
+LIGHTNING_COMMANDS = ("fit", "validate")  # no `test`: the module has no test step; `omgpt evaluate` tests
+CKPT_ALIASES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves inside fit
+
+
+class OMGPTCLI(LightningCLI):
+    """LightningCLI whose user errors (config typos, unknown task, bad option) become :class:`OMGPTError`."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        # One source of truth for the task and horizon: the model's, fed to the data.
+        parser.link_arguments("model.task", "data.task")
+        parser.link_arguments("model.task_options", "data.task_options")
+        parser.link_arguments("model.horizon", "data.horizon")
+
+    def parse_arguments(self, parser, args) -> None:
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as e:
+            raise OMGPTError(clean_message(str(e))) from None
+        command = self.config.get("subcommand")
+        if not command:
+            return
+        config = self.config[command]
+        if config.get("seed_everything") not in (None, True, False):  # Lightning's own check ends in a traceback
+            checks.seed("seed_everything", config.get("seed_everything"))
+        ckpt = config.get("ckpt_path")
+        if ckpt and ckpt not in CKPT_ALIASES:
+            # Before LightningCLI copies the checkpoint's hyper-parameters over the config: a setting
+            # that differs would otherwise be silently replaced. (The aliases are resolved only inside
+            # fit; OMGPTModule.on_load_checkpoint checks them there.)
+            from omgpt.module import check_resumable
+
+            check_resumable(read_checkpoint(ckpt, mmap=True), config["model"].as_dict(), ckpt)
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except OMGPTError:
+            raise
+        except (ValueError, TypeError, KeyError, ImportError, MisconfigurationException) as e:  # a bad value reaching a constructor
+            raise OMGPTError(clean_message(str(e))) from None
+        # Every checkpoint this trainer writes or reads -- step and epoch-end saves, the --ckpt_path
+        # file and the last/best/hpc aliases -- goes through the atomic writer and the safe reader.
+        if type(self.trainer.strategy.checkpoint_io) is not TorchCheckpointIO:
+            raise OMGPTError("omgpt fit saves and loads checkpoints with its own CheckpointIO; remove the --trainer.plugins checkpoint IO")
+        self.trainer.strategy.checkpoint_io = SafeCheckpointIO()
+
+    # LightningCLI runs a subcommand through the CLI's method of that name when there is one.
+    def fit(self, **kwargs) -> None:
+        _resolving_aliases(self.trainer.fit, **kwargs)
+
+    def validate(self, **kwargs) -> None:
+        _resolving_aliases(self.trainer.validate, **kwargs)
+
+
+def _resolving_aliases(run, **kwargs) -> None:
+    """Lightning resolves a ``--ckpt_path`` alias inside fit and raises a ValueError when it names no
+    checkpoint (``best`` in a new process, ``hpc`` without an HPC checkpoint): one line instead."""
+    try:
+        run(**kwargs)
+    except ValueError as e:
+        if kwargs.get("ckpt_path") in CKPT_ALIASES and "ckpt_path=" in str(e):
+            raise OMGPTError(str(e).replace("`", "")) from None
+        raise
+
+
+def build_cli(args: ArgsType = None) -> OMGPTCLI:
+    """Run ``omgpt fit|validate|test`` with ``configs/base.yaml`` (trainer, logger, callbacks) as the
+    first config layer. Returns the CLI object (its ``trainer`` holds the checkpoint paths)."""
+    from datamodules import HistoryDataModule
+    from omgpt.module import OMGPTModule
+
+    base = CONFIGS / "base.yaml"
+    defaults = {"default_config_files": [str(base)]} if base.is_file() else {}
+    parser_kwargs = {cmd: {**defaults, "exit_on_error": False} for cmd in LIGHTNING_COMMANDS}
+    parser_kwargs["exit_on_error"] = False
+    return OMGPTCLI(
+        OMGPTModule,
+        HistoryDataModule,
+        args=args,
+        parser_kwargs=parser_kwargs,
+        save_config_kwargs={"overwrite": True},
+        seed_everything_default=0,
+    )
+
+
+def clean_message(message: str) -> str:
+    """jsonargparse nests messages ('Problem with given class_path ...:\\n  - ...'): keep the informative line."""
+    lines = [l.strip(" -") for l in str(message).splitlines() if l.strip()]
+    for line in reversed(lines):
+        if "omgpt" in line.lower() or "unknown task" in line or "no option" in line:
+            return line
+    if len(lines) > 1 and lines[0].startswith("Parser key"):  # 'Parser key "model.n_layer":' + why, below
+        i = next((i for i, l in enumerate(lines) if l.startswith(("Problem with given class_path", "Expected"))), 1)
+        why = " ".join(lines[i : i + 2]) if lines[i].startswith("Problem") else lines[i]
+        return f"{lines[0][len('Parser key'):].strip(' :').strip(chr(34))}: {why}"
+    if lines and lines[0].startswith("Problems parsing config"):  # YAML syntax: keep where and what
+        return "; ".join(l.replace('in "<unicode string>", ', "") for l in lines)
+    return lines[0] if lines else "invalid arguments"
