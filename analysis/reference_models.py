@@ -18,6 +18,7 @@ the test table, and a 10-run spot check that ``tests/test_pretrained.py`` reprod
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 
 from analysis.recipe import validation_points
-from omgpt.files import atomic_write, read_checkpoint, write_json, write_text
+from omgpt.files import atomic_write, read_checkpoint, save_figure, write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "pretrained"
@@ -66,6 +67,15 @@ def validation_curve(folder: Path) -> list[dict]:
     return [q for metrics in sorted(folder.glob("metrics*.csv")) for q in validation_points(metrics)]
 
 
+def wall_minutes(folder: Path) -> float | None:
+    """The run's wall-clock training minutes at its last validation (carried across resumes)."""
+    last = None
+    for metrics in sorted(folder.glob("metrics*.csv")):
+        for row in csv.DictReader(metrics.open()):
+            last = float(row["time/wall_minutes"]) if row.get("time/wall_minutes") else last
+    return None if last is None else round(last, 1)
+
+
 def export(ckpt: Path, out: Path) -> Path:
     """Weights and hyper-parameters of a Lightning checkpoint, nothing else, as ``out/model.ckpt``."""
     full = read_checkpoint(ckpt)
@@ -94,7 +104,7 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
     curve = validation_curve(folder)
     info = {"name": name, "task": task.name, "horizon": module.hparams.horizon, "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
             "kept_checkpoint": kept[-1].name, "steps": read_checkpoint(model_ckpt).get("global_step"),
-            "cpu_minutes": curve[-1]["minutes"] if curve else None, "validation": curve,
+            "cpu_minutes": curve[-1]["minutes"] if curve else None, "wall_minutes": wall_minutes(folder), "validation": curve,
             "test": summary, "spot_check": {"runs": SPOT_RUNS, "seed": SPOT_SEED,
                                             "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}}
     write_json(info, out / "card.json", indent=1)
@@ -102,7 +112,9 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
     star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
     lines = [f"# Reference model `{name}`", "", f"Task `{task.name}`, horizon {info['horizon']}; trained with",
              "", f"    {info['command']}", "",
-             f"{info['steps']} steps, {info['cpu_minutes']} CPU-minutes on one core; kept checkpoint `{info['kept_checkpoint']}` "
+             f"{info['steps']} steps in {info['cpu_minutes']} CPU-minutes of one thread (the wall-clock on an idle core of the "
+             f"2-core CPU machine; {info['wall_minutes']} minutes of wall-clock as it ran, sharing the machine); "
+             f"kept checkpoint `{info['kept_checkpoint']}` "
              "(lowest validation mean + one sd of regret).", "",
              f"## Test: {runs} fresh environments (seed {seed})", "",
              "| policy | final regret | 90% CI | × alg-star | \\|a − a*\\| at T |", "|---|---|---|---|---|"]
@@ -110,11 +122,29 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
         ratio = f"{s['final_regret']['mean'] / star:.2f}" if star else "—"
         lo, hi = s["final_regret"]["ci90"]
         lines.append(f"| {pol} | {s['final_regret']['mean']:.2f} | [{lo:.2f}, {hi:.2f}] | {ratio} | {s['final_suboptimality']['mean']:.3f} |")
-    lines += ["", "## Validation curve (128 fixed validation environments)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
+    plot_validation(curve, name, out / "validation.png")
+    lines += ["", "## Validation curve (the run's fixed validation environments, never the test ones)", "",
+              "![validation](validation.png)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
     lines += [f"| {p['step']} | {p['minutes']} | {p['regret']:.2f} | {p['subopt']:.3f} |" for p in curve]
     lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name} --policies {','.join(policies)} --runs {runs} --seed {seed}`"]
     write_text(out / "card.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+
+
+def plot_validation(curve: list[dict], name: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    minutes = [p["minutes"] for p in curve]
+    left.plot(minutes, [p["regret"] for p in curve], marker=".")
+    right.plot(minutes, [p["subopt"] for p in curve], marker=".")
+    left.set(xlabel="training time (CPU-minutes, one core)", ylabel="validation regret at T", yscale="log", title=name)
+    right.set(xlabel="training time (CPU-minutes, one core)", ylabel="validation |a - a*| at t = T", yscale="log")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

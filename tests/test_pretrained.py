@@ -50,6 +50,7 @@ def test_a_reference_model_reproduces_its_cards_spot_check(name, tmp_path):
     assert got == pytest.approx(spot["final_regret_mean"], rel=1e-4, abs=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["", *(["newsvendor"] if "newsvendor" in SHIPPED else [])])
 def test_the_quickstart_notebook_runs(model, tmp_path, monkeypatch):
     """analysis/notebooks/quickstart.ipynb end to end: on the shipped newsvendor model, and with no model
