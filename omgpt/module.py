@@ -18,10 +18,25 @@ from omgpt.files import read_checkpoint
 from omgpt.metrics import MeanCurve
 from omgpt.model import BACKBONES, GPTConfig, build_model
 from omgpt.policies import make_policy
-from omgpt.rollout import rollout
+from omgpt.rollout import History, rollout
 from omgpt.tasks import make_episode_task
+from omgpt.tasks.base import Task
 
 POSITIVE_INT, UNIT = dict(integer=True, low=1), dict(low=0, high=1, high_open=True)  # bounds for checks.number
+
+
+def validation_envs(task: Task, runs: int, val_seed: int) -> dict[str, Tensor]:
+    """The fixed validation environments: drawn once from their own seed, never the test ones."""
+    return task.sample_envs(runs, torch.Generator().manual_seed(stream_seed(val_seed, 0)))
+
+
+def validation_rollout(task: Task, envs: dict[str, Tensor], idx: Tensor, policy, horizon: int, val_seed: int, device="cpu") -> History:
+    """One validation batch (``envs[idx]``) played by ``policy`` with the batch's own seed: what the
+    module validates on, so that any other policy (``alg-star``, a benchmark) can be measured on the
+    very same episodes."""
+    part = {k: v[idx].to(device) for k, v in envs.items()}
+    g = torch.Generator(device=device).manual_seed(stream_seed(val_seed, 1, int(idx[0])))
+    return rollout(task, part, policy, horizon, g)
 
 
 class OMGPTModule(L.LightningModule):
@@ -179,15 +194,10 @@ class OMGPTModule(L.LightningModule):
 
     # ---------------------------------------------------------------------------------------------
     def validation_step(self, batch: Tensor, batch_idx: int) -> None:
-        if self._val_envs is None:  # fixed validation environments, drawn once from their own seed
-            g = torch.Generator().manual_seed(stream_seed(self.hparams.val_seed, 0))
-            n = len(self.trainer.val_dataloaders.dataset)
-            self._val_envs = self.task.sample_envs(n, g)
-        idx = batch.cpu()
-        envs = {k: v[idx].to(self.device) for k, v in self._val_envs.items()}
-        g = torch.Generator(device=self.device).manual_seed(stream_seed(self.hparams.val_seed, 1, int(idx[0])))
+        if self._val_envs is None:
+            self._val_envs = validation_envs(self.task, len(self.trainer.val_dataloaders.dataset), self.hparams.val_seed)
         policy = make_policy("omgpt", self.task, model=self.model, window=self.hparams.window)
-        history = rollout(self.task, envs, policy, self.hparams.horizon, g)
+        history = validation_rollout(self.task, self._val_envs, batch.cpu(), policy, self.hparams.horizon, self.hparams.val_seed, self.device)
         self.val_regret.update(history.cumulative_regret())
         self.val_subopt.update(history.suboptimality)
 
