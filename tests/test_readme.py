@@ -35,6 +35,14 @@ def test_every_command_and_config_the_readme_mentions_exists():
         assert isinstance(yaml.safe_load(path.read_text()), dict), path
 
 
+def test_the_readmes_result_tables_are_the_ones_results_json_gives():
+    """Generated blocks (<!-- table:NAME -->) hold exactly what analysis.readme_tables builds from results/."""
+    from analysis import readme_tables
+
+    assert "<!-- table:recipe -->" in README
+    assert readme_tables.render(README) == README, "run: python -m analysis.readme_tables"
+
+
 @pytest.mark.slow
 def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
     """Run the README's set-up (a no-op when already set up) and the demo with a tiny budget."""

@@ -1,0 +1,66 @@
+"""The README's result tables, generated from the JSON in ``results/`` so that they cannot drift.
+
+    python -m analysis.readme_tables            # rewrite every generated block of README.md
+    python -m analysis.readme_tables --check    # exit 1 if a block differs from what the JSON says
+
+A generated block sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; ``TABLES[NAME]``
+builds its Markdown from the results. ``tests/test_readme.py`` runs the check.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from omgpt.files import write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def recipe_table() -> str:
+    """The recipe study (``results/recipe/recipe.json``), sorted by final validation regret."""
+    data = json.loads((ROOT / "results" / "recipe" / "recipe.json").read_text())
+    star = data["alg-star"]
+    lines = ["| variant (lever) | steps | CPU-minutes | val. regret at `T = 50` (× alg-star) | `\\|a − a*\\|` at `t = 50` |",
+             "|---|---|---|---|---|"]
+    for name, r in sorted(data["variants"].items(), key=lambda kv: kv[1]["final"]["regret"]):
+        f = r["final"]
+        lever = re.sub(r"^Lever (\w) \((.*?)\)$", r"\1: \2", r["lever"].split(":", 1)[0])  # "Lever d (batch)" -> "d: batch"
+        lines.append(f"| `{name}` ({lever}) | {f['step']:,} | {f['minutes']:.1f} | {f['regret']:.2f} ({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
+    lines.append(f"| `alg-star` (Bayes-optimal, no training) | | | {star['regret']:.2f} (1.00×) | {star['subopt']:.3f} |")
+    return "\n".join(lines)
+
+
+TABLES = {"recipe": recipe_table}
+
+
+def render(text: str) -> str:
+    for name, build in TABLES.items():
+        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"omgpt: error: README.md has no <!-- table:{name} --> block")
+        text = pattern.sub(lambda m: m.group(1) + build() + "\n" + m.group(2), text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.readme_tables", description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="only check; exit 1 where the README differs")
+    args = p.parse_args(argv)
+    text = README.read_text()
+    new = render(text)
+    if args.check:
+        if new != text:
+            print("README.md's generated tables differ from results/: run python -m analysis.readme_tables")
+            return 1
+        return 0
+    if new != text:
+        write_text(README, new)
+    print("README.md tables up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
