@@ -33,7 +33,29 @@ def recipe_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"recipe": recipe_table}
+def pretrained_table() -> str:
+    """The shipped reference models (``pretrained/*/card.json``) and the configured ones not shipped yet."""
+    lines = ["| model | task, `T` | steps | CPU-minutes | OMGPT (× alg-star) | alg-star | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
+             "|---|---|---|---|---|---|---|---|"]
+    for config in sorted((ROOT / "configs" / "pretrained").glob("*.yaml")):
+        card_path = ROOT / "pretrained" / config.stem / "card.json"
+        if not card_path.is_file():
+            lines.append(f"| `{config.stem}` | not trained yet (`configs/pretrained/{config.stem}.yaml`) | | | | | | |")
+            continue
+        card = json.loads(card_path.read_text())
+        pols = card["test"]["policies"]
+        final = {k: v["final_regret"]["mean"] for k, v in pols.items()}
+        bench = min((k for k in pols if k not in ("omgpt", "alg-star", "oracle")), key=final.get)
+        star = final.get("alg-star")
+        ratio = f" ({final['omgpt'] / star:.2f}×)" if star else ""
+        sub = lambda k: pols[k]["final_suboptimality"]["mean"]  # noqa: E731
+        lines.append(f"| [`{card['name']}`](pretrained/{card['name']}/card.md) | {card['task']}, {card['horizon']} | {card['steps']:,} | "
+                     f"{card['cpu_minutes']:.0f} | {final['omgpt']:.2f}{ratio} | {f'{star:.2f}' if star else '—'} | "
+                     f"{bench} {final[bench]:.2f} | {sub('omgpt'):.3f} / {sub(bench):.3f} |")
+    return "\n".join(lines)
+
+
+TABLES = {"recipe": recipe_table, "pretrained": pretrained_table}
 
 
 def render(text: str) -> str:
