@@ -35,7 +35,7 @@ def recipe_table() -> str:
 
 def pretrained_table() -> str:
     """The shipped reference models (``pretrained/*/card.json``) and the configured ones not shipped yet."""
-    lines = ["| model | task, `T` | steps | CPU-minutes | OMGPT (× alg-star) | alg-star | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
+    lines = ["| model | task, `T` | kept step / trained steps | CPU-minutes | OMGPT (× alg-star) | alg-star | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
              "|---|---|---|---|---|---|---|---|"]
     for config in sorted((ROOT / "configs" / "pretrained").glob("*.yaml")):
         card_path = ROOT / "pretrained" / config.stem / "card.json"
@@ -49,7 +49,7 @@ def pretrained_table() -> str:
         star = final.get("alg-star")
         ratio = f" ({final['omgpt'] / star:.2f}×)" if star else ""
         sub = lambda k: pols[k]["final_suboptimality"]["mean"]  # noqa: E731
-        lines.append(f"| [`{card['name']}`](pretrained/{card['name']}/card.md) | {card['task']}, {card['horizon']} | {card['steps']:,} | "
+        lines.append(f"| [`{card['name']}`](pretrained/{card['name']}/card.md) | {card['task']}, {card['horizon']} | {card['steps']:,} / {card['validation'][-1]['step']:,} | "
                      f"{card['cpu_minutes']:.0f} | {final['omgpt']:.2f}{ratio} | {f'{star:.2f}' if star else '—'} | "
                      f"{bench} {final[bench]:.2f} | {sub('omgpt'):.3f} / {sub(bench):.3f} |")
     return "\n".join(lines)
