@@ -20,12 +20,13 @@ import os
 import platform
 import sys
 import time
+from typing import Optional
 
 import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
 
-from omgpt import checks
+from omgpt.cli_args import Device, PositiveInt
 from omgpt.errors import OMGPTError
 from omgpt.files import write_json, writable_file
 from omgpt.resources import BENCHMARKS, CONFIGS
@@ -198,26 +199,39 @@ def run(mode: str = "quick", device: str = "cpu", threads: int = 1) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    from omgpt.cli_args import Parser  # errors: one line, exit code 2
+def bench_command(
+    quick: bool = False,
+    smoke: bool = False,
+    device: Device = "cpu",
+    threads: PositiveInt = 1,
+    json: Optional[str] = None,
+) -> int:
+    """Speed benchmarks: KV cache, data generation, streaming data, Lightning overhead.
 
-    p = Parser(prog="omgpt bench", description="Speed benchmarks: KV cache, data generation, streaming data, Lightning overhead.")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="smaller sizes: well under 3 minutes on a 2-core CPU")
-    size.add_argument("--smoke", action="store_true", help="the smallest sizes: seconds, only checks that everything runs")
-    p.add_argument("--device", type=checks.device_arg, default="cpu", help="torch device for the model benchmarks, e.g. cuda")
-    p.add_argument("--threads", type=checks.positive_int, default=1, help="torch intra-op threads on CPU (default 1: steadier timings)")
-    p.add_argument("--json", help="also write every measurement to this JSON file")
-    a = p.parse_args(argv)
-    if a.json:
-        writable_file(a.json, "--json")  # now, not after the whole run
+    Args:
+        quick: smaller sizes: well under 3 minutes on a 2-core CPU
+        smoke: the smallest sizes: seconds, only checks that everything runs
+        device: torch device for the model benchmarks, e.g. cuda
+        threads: torch intra-op threads on CPU (default 1: steadier timings)
+        json: also write every measurement to this JSON file
+    """
+    if quick and smoke:
+        raise OMGPTError("omgpt bench: --quick and --smoke exclude each other")
+    if json:
+        writable_file(json, "--json")  # now, not after the whole run
     start = time.perf_counter()
-    results = run("smoke" if a.smoke else "quick" if a.quick else "full", a.device, a.threads)
+    results = run("smoke" if smoke else "quick" if quick else "full", device, threads)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
-    if a.json:
-        write_json(results, a.json, indent=1)
+    if json:
+        write_json(results, json, indent=1)
     return 0
 
+
+def main(argv: list[str] | None = None) -> int:
+    """``omgpt bench`` (also ``python -m omgpt.bench``): :func:`bench_command` behind jsonargparse."""
+    from omgpt.cli_args import command  # errors: one line, exit code 2
+
+    return command(bench_command, "omgpt bench")(sys.argv[1:] if argv is None else argv)
 
 if __name__ == "__main__":
     sys.exit(main())

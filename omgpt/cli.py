@@ -3,129 +3,171 @@ demo|experiment|bench|probe|tsne|manipulate``.
 
 Errors a user can cause end with one line on stderr and exit code 2, never a traceback: every value is
 checked by :mod:`omgpt.checks` before the work starts, every file is written by :mod:`omgpt.files`.
+Every other command is a typed function (here, :mod:`omgpt.bench`, :mod:`omgpt.interpret`) whose
+signature and docstring jsonargparse -- LightningCLI's parser -- turns into its parser and ``--help``
+(:func:`omgpt.cli_args.command`); ``omgpt --help`` lists each with its docstring's first line.
 This module sits on top: it dispatches to the commands; nothing imports it but the entry point (the
 commands share :mod:`omgpt.cli_args` and :mod:`omgpt.lightning_cli`).
 """
 from __future__ import annotations
 
 import sys
+from typing import Literal, Optional
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType
 
-from omgpt import checks
-from omgpt.cli_args import Parser, task_options
+from omgpt.cli_args import Device, PositiveInt, Seed, command, summary, task_options
 from omgpt.errors import OMGPTError
 from omgpt.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
 
 
-def evaluate_command(argv: list[str]) -> int:
+def evaluate(
+    task: Optional[str] = None,
+    option: Optional[list[str]] = None,
+    policies: Optional[str] = None,
+    ckpt: Optional[str] = None,
+    runs: PositiveInt = 100,
+    horizon: Optional[PositiveInt] = None,
+    window: Optional[PositiveInt] = None,
+    seed: Seed = 0,
+    out: str = "runs/evaluate",
+    batch_size: PositiveInt = 50,
+    device: Device = "cpu",
+    no_progress: bool = False,
+    demand_prediction: bool = False,
+) -> None:
+    """Roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png.
+
+    Args:
+        task: task name (default: the checkpoint's task)
+        option: task option KEY=VALUE, repeatable
+        policies: comma-separated policy names, e.g. omgpt,oracle,erm,fai
+        ckpt: checkpoint of a trained OMGPT (needed for the omgpt policy)
+        runs: test environments (a 90% CI needs >= 2)
+        horizon: steps per run (default: the checkpoint's or the task's horizon)
+        window: OMGPT context window W (default: whole history)
+        seed: seed of the test environments and their noise
+        out: output folder (summary.json, curves.csv, regret.png), written as a whole
+        batch_size: runs rolled out together
+        device: torch device, e.g. cuda
+        no_progress: hide the progress bar
+        demand_prediction: instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)
+    """
     from omgpt.evaluate import run_demand_prediction, run_evaluation
 
-    p = Parser(prog="omgpt evaluate", description="Roll out policies on fresh test environments and report regret.")
-    p.add_argument("--task", help="task name (default: the checkpoint's task)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option, repeatable")
-    p.add_argument("--policies", help="comma-separated policy names, e.g. omgpt,oracle,erm,fai")
-    p.add_argument("--ckpt", help="checkpoint of a trained OMGPT (needed for the omgpt policy)")
-    p.add_argument("--runs", type=checks.positive_int, default=100, help="test environments (default 100; a 90%% CI needs >= 2)")
-    p.add_argument("--horizon", type=checks.positive_int, help="steps per run (default: the checkpoint's or the task's horizon)")
-    p.add_argument("--window", type=checks.positive_int, help="OMGPT context window W (default: whole history)")
-    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the test environments and their noise")
-    p.add_argument("--out", default="runs/evaluate", help="output folder (summary.json, curves.csv, regret.png), written as a whole")
-    p.add_argument("--batch-size", type=checks.positive_int, default=50, help="runs rolled out together")
-    p.add_argument("--device", type=checks.device_arg, default="cpu", help="torch device, e.g. cuda")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--demand-prediction", action="store_true",
-                   help="instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)")
-    a = p.parse_args(argv)
-    if a.demand_prediction:
+    if demand_prediction:
         run_demand_prediction(
-            ckpt=a.ckpt, task_options=task_options(a.option), runs=a.runs, horizon=a.horizon, window=a.window,
-            seed=a.seed, out=a.out, policy=a.policies or "omgpt", batch_size=a.batch_size, device=a.device,
-            progress=not a.no_progress, task_name=a.task,
+            ckpt=ckpt, task_options=task_options(option), runs=runs, horizon=horizon, window=window,
+            seed=seed, out=out, policy=policies or "omgpt", batch_size=batch_size, device=device,
+            progress=not no_progress, task_name=task,
         )
-        return 0
-    if not a.policies:
+        return
+    if not policies:
         raise OMGPTError("omgpt evaluate: --policies is required (e.g. --policies omgpt,oracle,erm,fai)")
-    policies = [name.strip() for name in a.policies.split(",") if name.strip()]
     run_evaluation(
-        task_name=a.task, task_options=task_options(a.option), policies=policies, ckpt=a.ckpt, runs=a.runs,
-        horizon=a.horizon, window=a.window, seed=a.seed, out=a.out, batch_size=a.batch_size, device=a.device,
-        progress=not a.no_progress,
+        task_name=task, task_options=task_options(option), policies=[n.strip() for n in policies.split(",") if n.strip()],
+        ckpt=ckpt, runs=runs, horizon=horizon, window=window, seed=seed, out=out, batch_size=batch_size, device=device,
+        progress=not no_progress,
     )
-    return 0
 
 
-def demo_command(argv: list[str]) -> int:
+def demo(out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: PositiveInt = 100, seed: Seed = 0) -> int:
+    """The embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks.
+
+    Args:
+        out: output folder
+        max_steps: override the demo's training steps (for quick checks)
+        runs: test environments
+        seed: seed of the test environments
+    """
     from omgpt.demo import run_demo
 
-    p = Parser(prog="omgpt demo", description="Pre-train a small OMGPT on CPU and compare it with the benchmarks.")
-    p.add_argument("--out", default="runs/demo", help="output folder")
-    p.add_argument("--max-steps", type=checks.positive_int, help="override the demo's training steps (for quick checks)")
-    p.add_argument("--runs", type=checks.positive_int, default=100, help="test environments (default 100)")
-    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the test environments")
-    a = p.parse_args(argv)
-    return run_demo(out=a.out, max_steps=a.max_steps, runs=a.runs, seed=a.seed)
+    return run_demo(out=out, max_steps=max_steps, runs=runs, seed=seed)
 
 
-def experiment_command(argv: list[str]) -> int:
+def experiment(
+    name: Optional[str] = None,
+    list: bool = False,
+    scale: Literal["cpu", "paper"] = "cpu",
+    out: Optional[str] = None,
+    models_dir: Optional[str] = None,
+    jobs: PositiveInt = 1,
+    runs: Optional[PositiveInt] = None,
+    horizon: Optional[PositiveInt] = None,
+    fit_config: Optional[list[str]] = None,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    train_only: bool = False,
+) -> None:
+    """One paper figure end to end: train, evaluate, draw, report (omgpt experiment --list).
+
+    Args:
+        name: experiment name (see --list)
+        list: list the experiments and exit
+        scale: cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)
+        out: report folder (default results/NAME; results/NAME-paper at paper scale)
+        models_dir: trained models, shared across experiments (default runs/experiments/models)
+        jobs: models trained at once, one process each (one CPU thread each when > 1)
+        runs: test runs per panel (default: the experiment's, 100)
+        horizon: override every model's training horizon (quick runs)
+        fit_config: a config layered on every model's fit, repeatable
+        seed: seed of the test environments
+        device: evaluation device (training uses the trainer's accelerator)
+        train_only: train the models and stop
+    """
     from omgpt.experiment import available, run_experiment
 
-    p = Parser(prog="omgpt experiment", description="Run one of the paper's experiments end to end: train, evaluate, draw, report.")
-    p.add_argument("name", nargs="?", help="experiment name (see --list)")
-    p.add_argument("--list", action="store_true", help="list the experiments and exit")
-    p.add_argument("--scale", default="cpu", choices=("cpu", "paper"), help="cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)")
-    p.add_argument("--out", help="report folder (default results/NAME; results/NAME-paper at paper scale)")
-    p.add_argument("--models-dir", help="trained models, shared across experiments (default runs/experiments/models)")
-    p.add_argument("--jobs", type=checks.positive_int, default=1, help="models trained at once, one process each (one CPU thread each when > 1)")
-    p.add_argument("--runs", type=checks.positive_int, help="test runs per panel (default: the experiment's, 100)")
-    p.add_argument("--horizon", type=checks.positive_int, help="override every model's training horizon (quick runs)")
-    p.add_argument("--fit-config", action="append", default=[], metavar="YAML", help="a config layered on every model's fit (repeatable)")
-    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the test environments")
-    p.add_argument("--device", type=checks.device_arg, default="cpu", help="evaluation device (training uses the trainer's accelerator)")
-    p.add_argument("--train-only", action="store_true", help="train the models and stop")
-    a = p.parse_args(argv)
-    if a.list:
-        for name, title in available().items():
-            print(f"{name:<26} {title}")
-        return 0
-    if not a.name:
+    if list:
+        for key, title in available().items():
+            print(f"{key:<26} {title}")
+        return
+    if not name:
         raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list)")
-    run_experiment(a.name, a.scale, a.out, a.models_dir, a.jobs, a.runs, a.horizon, a.fit_config, a.seed, a.device, a.train_only)
-    return 0
+    run_experiment(name, scale, out, models_dir, jobs, runs, horizon, fit_config or [], seed, device, train_only)
 
 
 def _interpret(name: str):
     """``omgpt probe|tsne|manipulate``: implemented in ``omgpt.interpret`` (imported on use)."""
 
-    def command(argv: list[str]) -> int:
+    def run(argv: list[str]) -> int:
         from omgpt import interpret
 
-        return getattr(interpret, f"{name}_command")(argv)
+        return command(getattr(interpret, f"{name}_command"), f"omgpt {name}")(argv)
 
-    return command
+    return run
 
 
-def bench_command(argv: list[str]) -> int:
+def _bench(argv: list[str]) -> int:
     from omgpt.bench import main as bench_main
 
     return bench_main(argv)
 
 
-COMMANDS = {"evaluate": evaluate_command, "demo": demo_command, "experiment": experiment_command, "bench": bench_command, **{n: _interpret(n) for n in ("probe", "tsne", "manipulate")}}
+COMMANDS = {
+    "evaluate": command(evaluate, "omgpt evaluate"),
+    "demo": command(demo, "omgpt demo"),
+    "experiment": command(experiment, "omgpt experiment", positional=("name",)),
+    "bench": _bench,
+    **{n: _interpret(n) for n in ("probe", "tsne", "manipulate")},
+}
+LIGHTNING_SUMMARIES = {
+    "fit": "Pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml).",
+    "validate": "Online validation of a checkpoint on the validation environments (LightningCLI).",
+}
 
-USAGE = """usage: omgpt {fit,validate,evaluate,demo,experiment,probe,tsne,manipulate,bench} ...
 
-  fit        pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml)
-  validate   online validation of a checkpoint on the validation environments (LightningCLI)
-  evaluate   roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png
-  demo       the embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks
-  experiment one paper figure end to end: train, evaluate, draw, report (omgpt experiment --list)
-  bench      the speed benchmarks: KV cache, batched data generation, streaming data, Lightning overhead
-  probe      linear probes of every layer's embedding of a checkpoint (probe.png / probe.json)
-  tsne       t-SNE of every layer, or of histories across checkpoints vs Alg* (tsne.png / tsne.json)
-  manipulate context manipulation: optimal decision inference (manipulation.png / manipulation.json)
-"""
+def usage() -> str:
+    """``omgpt`` alone or ``omgpt --help``: each command with the first line of its function's
+    docstring (``omgpt COMMAND --help``: its options, from the same docstring)."""
+    from omgpt import bench, interpret
+
+    functions = {"evaluate": evaluate, "demo": demo, "experiment": experiment, "bench": bench.bench_command,
+                 **{n: getattr(interpret, f"{n}_command") for n in ("probe", "tsne", "manipulate")}}
+    summaries = {**LIGHTNING_SUMMARIES, **{name: summary(fn) for name, fn in functions.items()}}
+    lines = [f"usage: omgpt {{{','.join(summaries)}}} ...", ""]
+    lines += [f"  {name:<10} {text}" for name, text in summaries.items()]
+    return "\n".join(lines + ["", "omgpt COMMAND --help lists the options of a command."])
 
 
 def cli_main(args: ArgsType = None) -> int:
@@ -133,7 +175,7 @@ def cli_main(args: ArgsType = None) -> int:
     argv = list(sys.argv[1:] if args is None else args)
     try:
         if not argv or argv[0] in ("-h", "--help"):
-            print(USAGE)
+            print(usage())
             return 0 if argv else 2
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])

@@ -1,21 +1,137 @@
-"""What the ``omgpt`` subcommands share on the command line: an argument parser whose errors are one
-line and exit code 2, and ``--option KEY=VALUE`` task options.
+"""What the ``omgpt`` subcommands share on the command line: each command is a typed function, and
+jsonargparse -- the parser LightningCLI uses for ``omgpt fit`` -- builds its parser from the function's
+signature and docstring (:func:`command`). Errors are one line and exit code 2.
+
+The command line keeps its spelling: ``--batch-size`` is the parameter ``batch_size``, a ``bool``
+parameter is a flag (``--no-progress``), a ``list`` parameter is a repeatable option
+(``--option a=1 --option b=2``), and a parameter named in ``positional`` is an optional positional.
 
 A command-line module: the library never imports it.
 """
 from __future__ import annotations
 
-import argparse
+import inspect
+import re
+import typing
+from typing import Any, Callable, Optional, get_type_hints
 
+from jsonargparse import ArgumentError, ArgumentParser
+from jsonargparse.typing import register_type
+
+from omgpt import checks
 from omgpt.errors import OMGPTError
 
 
-def task_options(pairs: list[str]) -> dict:
+# --------------------------------------------------------------------------------------------------
+# Typed values: jsonargparse checks them with omgpt.checks while parsing, before the command runs.
+def _checked_type(name: str, base: type, check: Callable[[Any], Any]) -> type:
+    cls = type(name, (base,), {"__doc__": f"{base.__name__}, checked by omgpt.checks"})
+    register_type(cls, serializer=base, deserializer=lambda value: cls(check(value)))
+    return cls
+
+
+PositiveInt = _checked_type("PositiveInt", int, lambda v: checks.number("value", v, integer=True, low=1))
+PositiveFloat = _checked_type("PositiveFloat", float, lambda v: checks.number("value", v, low=0, low_open=True))
+Number = _checked_type("Number", float, lambda v: checks.number("value", v))
+Seed = _checked_type("Seed", int, lambda v: checks.seed("value", v))
+Device = _checked_type("Device", str, lambda v: str(checks.device(v)))
+
+
+# --------------------------------------------------------------------------------------------------
+def command(fn: Callable[..., Any], prog: str, positional: tuple[str, ...] = ()) -> Callable[[list[str]], int]:
+    """``argv -> exit code``: parse ``argv`` against ``fn``'s signature and call it (``None`` -> 0)."""
+
+    def run(argv: list[str]) -> int:
+        kwargs = parse(fn, prog, argv, positional)
+        result = fn(**kwargs)
+        return 0 if result is None else int(result)
+
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def summary(fn: Callable[..., Any]) -> str:
+    """The first line of ``fn``'s docstring (the command's one-line description)."""
+    return (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ").strip()
+
+
+def parser(fn: Callable[..., Any], prog: str, positional: tuple[str, ...] = ()) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description=summary(fn), exit_on_error=False)
+    p.add_function_arguments(fn, skip=set(positional), as_group=False)
+    hints = get_type_hints(fn)
+    for name in positional:
+        found = re.search(rf"^\s*{name}: (.+)$", inspect.getdoc(fn) or "", re.M)
+        p.add_argument(name, nargs="?", type=hints[name], default=inspect.signature(fn).parameters[name].default,
+                       help=found.group(1) if found else None)
+    return p
+
+
+def parse(fn: Callable[..., Any], prog: str, argv: list[str], positional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``fn``'s keyword arguments from ``argv``, or :class:`OMGPTError` (one line) on bad input."""
+    p = parser(fn, prog, positional)
+    try:
+        namespace = p.parse_args(_jsonargparse_argv(fn, argv))
+    except ArgumentError as e:
+        message = one_line(str(e), option=True)
+        required = "the following arguments are required: "
+        if message.startswith(required):  # options, spelled as on the command line
+            names = [n.strip() for n in message[len(required):].split(",")]
+            message = required + ", ".join(n if n in positional else "--" + n.replace("_", "-") for n in names)
+        raise OMGPTError(f"{prog}: {message}") from None
+    return {name: namespace[name] for name in inspect.signature(fn).parameters}
+
+
+def _jsonargparse_argv(fn: Callable[..., Any], argv: list[str]) -> list[str]:
+    """The command line's spelling in jsonargparse's: ``--batch-size`` -> ``--batch_size``, a bare
+    bool flag -> ``--flag true``, a repeated list option -> ``--option+ VALUE`` (append)."""
+    hints = get_type_hints(fn)
+    out, i = [], 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if not token.startswith("--") or token == "--":
+            out.append(token)
+            continue
+        name, eq, value = token[2:].partition("=")
+        key = name.replace("-", "_")
+        hint = hints.get(key.rstrip("+"))
+        if hint is bool and not eq and (i == len(argv) or argv[i].lower() not in ("true", "false", "yes", "no")):
+            out += [f"--{key}", "true"]
+            continue
+        if _is_list(hint) and not key.endswith("+"):
+            key += "+"
+        out.append(f"--{key}{eq}{value}")
+    return out
+
+
+def _is_list(hint: Any) -> bool:
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) is typing.Union else [hint]
+    return len(args) == 1 and typing.get_origin(args[0]) is list
+
+
+_NESTING = ("Parser key", "Problem with given class_path", "Does not validate against any", "Subtypes:", "Errors:",
+            "Given value", "Expected a <class 'NoneType'>")
+
+
+def one_line(message: str, option: bool = False) -> str:
+    """jsonargparse nests a message per level ('Parser key "a.b":' / 'Problem with given class_path
+    ...:' / the reason): the keys joined with dots (``--key`` for an ``option``), then the reason."""
+    keys = re.findall(r'Parser key "([^"]+)"', message)
+    reasons = [l.strip(" -") for l in message.splitlines() if l.strip(" -") and not l.strip(" -").startswith(_NESTING)]
+    reason = re.sub(r"^Not of type \w+: ", "", (reasons or ["invalid value"])[0]).replace("value must be", "must be")
+    if not keys:
+        return reason
+    where = ".".join(keys)
+    where = "--" + where.replace("_", "-") if option else where
+    return reason if reason.startswith(where) else f"{where}: {reason}"
+
+
+def task_options(pairs: Optional[list[str]]) -> dict:
     """``["pool_size=4", "censored=true"]`` -> ``{"pool_size": 4, "censored": True}`` (YAML scalars)."""
     import yaml
 
     out = {}
-    for pair in pairs:
+    for pair in pairs or []:
         if "=" not in pair:
             raise OMGPTError(f"--option expects KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
@@ -24,10 +140,3 @@ def task_options(pairs: list[str]) -> dict:
         except yaml.YAMLError:
             raise OMGPTError(f"--option {pair!r}: the value is not valid YAML") from None
     return out
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with errors as one line and exit code 2 (argparse's default prints the usage too)."""
-
-    def error(self, message: str):
-        raise OMGPTError(f"{self.prog}: {message}")

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal, Optional
 
-from omgpt import checks
-from omgpt.cli_args import Parser, task_options
+from omgpt.cli_args import Device, Number, PositiveFloat, PositiveInt, Seed, task_options
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json
 
@@ -53,36 +53,44 @@ def _step(module, step: int | None) -> int:
     return step
 
 
-def _common(p: Parser, out: str) -> None:
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="task option override, repeatable")
-    p.add_argument("--seed", type=checks.seed_arg, default=0, help="seed of the environments and their noise")
-    p.add_argument("--device", type=checks.device_arg, default="cpu", help="torch device, e.g. cuda")
-    p.add_argument("--out", default=out, help=f"output folder (default {out}), written as a whole")
-
-
 TSNE_FILES = ("tsne.png", "tsne.json", "training_ood.png", "training_ood.json")  # both modes of `omgpt tsne`
 
 
 # --------------------------------------------------------------------------------------------------
-def probe_command(argv: list[str]) -> int:
+def probe_command(
+    ckpt: str,
+    n_train: PositiveInt = 1024,
+    n_test: PositiveInt = 256,
+    step: Optional[int] = None,
+    policy: str = "omgpt",
+    option: Optional[list[str]] = None,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    out: str = "runs/probe",
+) -> int:
+    """Linear probes of every layer's embedding (paper §5.3).
+
+    Args:
+        ckpt: checkpoint of a trained OMGPT
+        n_train: histories to fit the probes (paper: 1024)
+        n_test: held-out histories (paper: 256)
+        step: probe the feature token of X_step, 1-based (default: the horizon; paper: 100)
+        policy: who plays the histories (default: the model itself)
+        option: task option override KEY=VALUE, repeatable
+        seed: seed of the environments and their noise
+        device: torch device, e.g. cuda
+        out: output folder, written as a whole
+    """
     from analysis.probing import plot_probes, run_probes
 
-    p = Parser(prog="omgpt probe", description="Linear probes of every layer's embedding (paper §5.3).")
-    p.add_argument("--ckpt", required=True, help="checkpoint of a trained OMGPT")
-    p.add_argument("--n-train", type=checks.positive_int, default=1024, help="histories to fit the probes (paper: 1024)")
-    p.add_argument("--n-test", type=checks.positive_int, default=256, help="held-out histories (paper: 256)")
-    p.add_argument("--step", type=int, help="probe the feature token of X_step, 1-based (default: the horizon; paper: 100)")
-    p.add_argument("--policy", default="omgpt", help="who plays the histories (default: the model itself)")
-    _common(p, "runs/probe")
-    a = p.parse_args(argv)
-    module = _load(a.ckpt, a.device)
-    task, step = _task(module, a.option), _step(module, a.step)
-    with output_folder(a.out, ("probe.png", "probe.json"), "omgpt probe") as folder:
-        result = run_probes(module.model, task, a.n_train, a.n_test, step, a.policy, a.seed)
-        result["ckpt"] = str(a.ckpt)
+    module = _load(ckpt, device)
+    task, step = _task(module, option), _step(module, step)
+    with output_folder(out, ("probe.png", "probe.json"), "omgpt probe") as folder:
+        result = run_probes(module.model, task, n_train, n_test, step, policy, seed)
+        result["ckpt"] = str(ckpt)
         plot_probes(result, folder / "probe.png")
         write_json(result, folder / "probe.json")
-    out = Path(a.out)
+    out = Path(out)
     width = max(len(k) for k in result["errors"])
     print(f"normalised held-out error per layer at X_{step} (1 = chance / the mean):")
     for name, curve in result["errors"].items():
@@ -105,36 +113,57 @@ def _parse_layers(text: str | None, n: int) -> list[int] | None:
     return layers
 
 
-def tsne_command(argv: list[str]) -> int:
-    p = Parser(prog="omgpt tsne", description="t-SNE of every layer (paper §5.3) or of histories across checkpoints (appendix B).")
-    p.add_argument("--ckpt", action="append", required=True, help="checkpoint; repeat it for --mode training (oldest first)")
-    p.add_argument("--mode", choices=("layers", "training"), default="layers", help="layers: one checkpoint's embeddings; training: histories of several checkpoints vs Alg*")
-    p.add_argument("--samples", type=checks.positive_int, default=500, help="layers: histories (paper: 500, half of each demand type)")
-    p.add_argument("--step", type=int, help="layers: the feature token of X_step (default: the horizon)")
-    p.add_argument("--label", default=None, help="layers: colour by 'type' (mixed demand types; default there), 'action' (a*_t, default otherwise) or 'model' (the model's read-out)")
-    p.add_argument("--layers", help="layers: which layers, e.g. 0,1,2,10,11,12 (default: all)")
-    p.add_argument("--policy", default="omgpt", help="layers: who plays the histories (default: the model itself)")
-    p.add_argument("--perplexity", type=checks.positive_float, default=30.0, help="t-SNE perplexity (capped below a third of the points)")
-    p.add_argument("--sequences", type=checks.positive_int, default=30, help="training: sequences per checkpoint (paper: 30)")
-    p.add_argument("--steps", type=checks.positive_int, default=20, help="training: steps stacked into a point (paper: 20)")
-    p.add_argument("--no-alg-star", action="store_true", help="training: leave Alg* out")
-    _common(p, "runs/tsne")
-    a = p.parse_args(argv)
-    if a.mode == "training":
-        return _training_ood(a, Path(a.out))
-    if len(a.ckpt) != 1:
+def tsne_command(
+    ckpt: list[str],
+    mode: Literal["layers", "training"] = "layers",
+    samples: PositiveInt = 500,
+    step: Optional[int] = None,
+    label: Optional[str] = None,
+    layers: Optional[str] = None,
+    policy: str = "omgpt",
+    perplexity: PositiveFloat = 30.0,
+    sequences: PositiveInt = 30,
+    steps: PositiveInt = 20,
+    no_alg_star: bool = False,
+    option: Optional[list[str]] = None,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    out: str = "runs/tsne",
+) -> int:
+    """t-SNE of every layer (paper §5.3) or of histories across checkpoints (appendix B).
+
+    Args:
+        ckpt: checkpoint; repeat it for --mode training (oldest first)
+        mode: layers: one checkpoint's embeddings; training: histories of several checkpoints vs Alg*
+        samples: layers: histories (paper: 500, half of each demand type)
+        step: layers: the feature token of X_step (default: the horizon)
+        label: layers: colour by 'type' (mixed demand types; default there), 'action' (a*_t, default otherwise) or 'model' (the model's read-out)
+        layers: layers: which layers, e.g. 0,1,2,10,11,12 (default: all)
+        policy: layers: who plays the histories (default: the model itself)
+        perplexity: t-SNE perplexity (capped below a third of the points)
+        sequences: training: sequences per checkpoint (paper: 30)
+        steps: training: steps stacked into a point (paper: 20)
+        no_alg_star: training: leave Alg* out
+        option: task option override KEY=VALUE, repeatable
+        seed: seed of the environments and their noise
+        device: torch device, e.g. cuda
+        out: output folder, written as a whole
+    """
+    if mode == "training":
+        return _training_ood(ckpt, option, sequences, steps, perplexity, no_alg_star, seed, device, Path(out))
+    if len(ckpt) != 1:
         raise OMGPTError("--mode layers takes exactly one --ckpt (use --mode training for several)")
     from analysis.capture import collect
     from analysis.tsne import plot_tsne_layers, tsne_layers
 
-    module = _load(a.ckpt[0], a.device)
-    task, step = _task(module, a.option), _step(module, a.step)
-    layers = _parse_layers(a.layers, module.model.cfg.n_layer)
-    if a.label not in (None, "type", "action", "model"):
-        raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {a.label!r}")
-    with output_folder(a.out, TSNE_FILES, "omgpt tsne") as folder:
-        data = collect(module.model, task, a.samples, step, a.policy, seed=a.seed)
-        label = a.label or ("type" if data.hidden_type is not None else "action")
+    module = _load(ckpt[0], device)
+    task, step = _task(module, option), _step(module, step)
+    layer_list = _parse_layers(layers, module.model.cfg.n_layer)
+    if label not in (None, "type", "action", "model"):
+        raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {label!r}")
+    with output_folder(out, TSNE_FILES, "omgpt tsne") as folder:
+        data = collect(module.model, task, samples, step, policy, seed=seed)
+        label = label or ("type" if data.hidden_type is not None else "action")
         if label == "type":
             if data.hidden_type is None:
                 raise OMGPTError(f"--label type needs a task with a hidden type, e.g. mixed demand types (task {task.name!r} has one type); use --label action")
@@ -143,37 +172,37 @@ def tsne_command(argv: list[str]) -> int:
             values, categorical, name, classes = data.optimal_action, False, f"a*_{step}", None
         else:
             values, categorical, name, classes = data.prediction, False, f"model's a_{step}", None
-        result = tsne_layers(data.hidden, values, categorical, layers, a.perplexity, a.seed)
-        plot_tsne_layers(result, folder / "tsne.png", name, classes, title=f"t-SNE of the embedding of X_{step} per layer ({task.name}, {a.samples} histories)")
+        result = tsne_layers(data.hidden, values, categorical, layer_list, perplexity, seed)
+        plot_tsne_layers(result, folder / "tsne.png", name, classes, title=f"t-SNE of the embedding of X_{step} per layer ({task.name}, {samples} histories)")
         write_json({
-            "ckpt": a.ckpt[0], "task": task.name, "task_options": task.options(), "step": step, "samples": a.samples, "label": label,
-            "policy": a.policy, "seed": a.seed, "layers": result["layers"], "knn_score": result["knn"],
+            "ckpt": ckpt[0], "task": task.name, "task_options": task.options(), "step": step, "samples": samples, "label": label,
+            "policy": policy, "seed": seed, "layers": result["layers"], "knn_score": result["knn"],
             "knn_score_meaning": "leave-one-out 10-NN accuracy of the label in the 2-D map" if categorical else "leave-one-out 10-NN R^2 of the label in the 2-D map",
             "coords": {str(k): c for k, c in zip(result["layers"], result["coords"])}, "labels": result["labels"],
         }, folder / "tsne.json")
-    out = Path(a.out)
+    out = Path(out)
     print("layer  " + "  ".join(f"{k:>5}" for k in result["layers"]))
     print("10-NN  " + "  ".join(f"{v:5.2f}" for v in result["knn"]))
     print(f"wrote {out / 'tsne.png'} and {out / 'tsne.json'}")
     return 0
 
 
-def _training_ood(a, out: Path) -> int:
+def _training_ood(ckpt: list[str], option, sequences: int, steps: int, perplexity: float, no_alg_star: bool, seed: int, device: str, out: Path) -> int:
     from analysis.tsne import plot_training_ood, training_ood
 
-    modules = [(Path(c).stem, _load(c, a.device)) for c in a.ckpt]
+    modules = [(Path(c).stem, _load(c, device)) for c in ckpt]
     names = [n for n, _ in modules]
     if len(set(names)) != len(names):  # e.g. last.ckpt of two runs: fall back to the full paths
-        names = [str(c) for c in a.ckpt]
+        names = [str(c) for c in ckpt]
     tasks = {(m.hparams.task, json.dumps(m.hparams.task_options or {}, sort_keys=True)) for _, m in modules}
     if len(tasks) > 1:
         raise OMGPTError(f"the checkpoints were trained on different tasks: {sorted(tasks)}")
-    task = _task(modules[0][1], a.option)
+    task = _task(modules[0][1], option)
     models = [(n, m.model) for n, (_, m) in zip(names, modules)]
     with output_folder(out, TSNE_FILES, "omgpt tsne") as folder:
-        result = training_ood(models, task, a.sequences, a.steps, a.seed, alg_star=not a.no_alg_star, perplexity=a.perplexity)
+        result = training_ood(models, task, sequences, steps, seed, alg_star=not no_alg_star, perplexity=perplexity)
         plot_training_ood(result, folder / "training_ood.png")
-        write_json({k: v for k, v in result.items() if k != "points"} | {"ckpts": list(a.ckpt), "task": task.name}, folder / "training_ood.json")
+        write_json({k: v for k, v in result.items() if k != "points"} | {"ckpts": list(ckpt), "task": task.name}, folder / "training_ood.json")
     for name in result["groups"]:
         d = result["distance_to_alg_star"].get(name)
         print(f"  {name:<24} mean |a - a*| {result['mean_suboptimality'][name]:.3f}" + (f"   distance to Alg* {d:.2f}" if d is not None else ""))
@@ -183,28 +212,45 @@ def _training_ood(a, out: Path) -> int:
     return 0
 
 
-def manipulate_command(argv: list[str]) -> int:
+def manipulate_command(
+    ckpt: str,
+    n: PositiveInt = 1000,
+    step: int = 50,
+    low: Number = 0.0,
+    high: Number = 10.0,
+    columns: Optional[str] = None,
+    policy: str = "omgpt",
+    option: Optional[list[str]] = None,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    out: str = "runs/manipulate",
+) -> int:
+    """Context manipulation: optimal decision inference (paper §5.3.2).
+
+    Args:
+        ckpt: checkpoint (paper: the non-perishable newsvendor)
+        n: environments (paper: 1000)
+        step: the manipulated step t, 1-based (paper: 50; capped at the horizon)
+        low: manipulated context ~ U[low, high] (paper: [0, 10])
+        high: the upper end of the manipulated context's range
+        columns: context columns replaced: 'state' (the inventory; default when the task has one), 'all', or indices like 0,2
+        policy: who plays the histories up to t (default: the model itself)
+        option: task option override KEY=VALUE, repeatable
+        seed: seed of the environments and their noise
+        device: torch device, e.g. cuda
+        out: output folder, written as a whole
+    """
     from analysis.manipulation import manipulate, plot_manipulation
 
-    p = Parser(prog="omgpt manipulate", description="Context manipulation: optimal decision inference (paper §5.3.2).")
-    p.add_argument("--ckpt", required=True, help="checkpoint (paper: the non-perishable newsvendor)")
-    p.add_argument("--n", type=checks.positive_int, default=1000, help="environments (paper: 1000)")
-    p.add_argument("--step", type=int, default=50, help="the manipulated step t, 1-based (paper: 50; capped at the horizon)")
-    p.add_argument("--low", type=checks.arg(checks.number), default=0.0, help="manipulated context ~ U[low, high] (paper: [0, 10])")
-    p.add_argument("--high", type=checks.arg(checks.number), default=10.0)
-    p.add_argument("--columns", default=None, help="context columns replaced: 'state' (the inventory; default when the task has one), 'all', or indices like 0,2")
-    p.add_argument("--policy", default="omgpt", help="who plays the histories up to t (default: the model itself)")
-    _common(p, "runs/manipulate")
-    a = p.parse_args(argv)
-    module = _load(a.ckpt, a.device)
-    task = _task(module, a.option)
-    step = _step(module, min(a.step, module.model.cfg.max_steps) if a.step >= 1 else a.step)
-    with output_folder(a.out, ("manipulation.png", "manipulation.json"), "omgpt manipulate") as folder:
-        result = manipulate(module.model, task, a.n, step, a.low, a.high, a.columns, a.policy, a.seed)
+    module = _load(ckpt, device)
+    task = _task(module, option)
+    step = _step(module, min(step, module.model.cfg.max_steps) if step >= 1 else step)
+    with output_folder(out, ("manipulation.png", "manipulation.json"), "omgpt manipulate") as folder:
+        result = manipulate(module.model, task, n, step, low, high, columns, policy, seed)
         plot_manipulation(result, folder / "manipulation.png")
-        summary = {k: v for k, v in result.items() if k != "arrays"} | {"ckpt": str(a.ckpt)}
+        summary = {k: v for k, v in result.items() if k != "arrays"} | {"ckpt": str(ckpt)}
         write_json(summary, folder / "manipulation.json")
-    out = Path(a.out)
+    out = Path(out)
     b, af, ch = result["tf_minus_a_star_before"], result["tf_minus_a_star_after"], result["optimal_change"]
     print(f"a*(X') - a*(X): median {ch['median']:.2f}, |change| > 0.5 in {result['fraction_changed']:.0%} of environments")
     if "optimal_quantity_change" in result:

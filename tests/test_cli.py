@@ -5,10 +5,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 from omgpt.cli import cli_main
+from omgpt.cli_args import PositiveInt, parse
+from omgpt.errors import OMGPTError
 
 ROOT = Path(__file__).resolve().parents[1]
 NEWSVENDOR = str(ROOT / "configs/newsvendor.yaml")
@@ -107,3 +110,34 @@ def test_python_dash_m_and_console_script_agree():
     for cmd in ([sys.executable, "-m", "omgpt", "--help"], [str(Path(sys.executable).parent / "omgpt"), "--help"]):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and "evaluate" in done.stdout and "demo" in done.stdout
+
+
+def typed_command(name: Optional[str] = None, batch_size: PositiveInt = 50, no_progress: bool = False, option: Optional[list[str]] = None):
+    """A command: a typed function whose signature and docstring jsonargparse turns into its parser.
+
+    Args:
+        name: a positional
+        batch_size: a checked integer
+        no_progress: a flag
+        option: a repeatable option
+    """
+
+
+def test_commands_are_typed_functions_behind_jsonargparse_with_the_command_lines_spelling():
+    got = parse(typed_command, "omgpt x", ["--batch-size", "3", "--no-progress", "--option", "a=1", "--option", "b=2", "n"], positional=("name",))
+    assert got == {"name": "n", "batch_size": 3, "no_progress": True, "option": ["a=1", "b=2"]}
+    assert parse(typed_command, "omgpt x", ["--batch_size=4", "--no_progress", "false"])["batch_size"] == 4
+    assert parse(typed_command, "omgpt x", [])["no_progress"] is False
+    for argv, message in ((["--batch-size", "0"], "omgpt x: --batch-size: must be a positive integer"),
+                          (["--frob"], "omgpt x: unrecognized arguments: --frob")):
+        with pytest.raises(OMGPTError) as e:
+            parse(typed_command, "omgpt x", argv)
+        assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_help_lists_every_command_with_its_functions_summary(capsys):
+    assert cli_main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fit", "validate", "evaluate", "demo", "experiment", "bench", "probe", "tsne", "manipulate"):
+        assert f"\n  {name:<10} " in out, name
+    assert "Roll out OMGPT and benchmarks on test environments" in out

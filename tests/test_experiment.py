@@ -42,6 +42,23 @@ def test_scale_overrides_resolve_at_every_depth():
     assert at_scale(node, "paper") == {"horizon": 100, "models": {"m": {"args": {"a": 1, "b": 2}, "x": 9}}}
 
 
+
+@pytest.mark.parametrize("data, key", [
+    ({"title": "t", "models": {"m": {"task": "mab", "horizn": 3}}, "panels": []}, "horizn"),
+    ({"title": "t", "models": {"m": {"task": "mab", "horizon": 0}}, "panels": []}, "models.horizon"),
+    ({"title": "t", "models": {"m": {"task": "mab"}}, "panels": [{"title": "p"}]}, "model"),
+    ({"title": "t", "models": {}, "panels": [], "figure": "pie"}, "figure"),
+    ({"models": {}, "panels": []}, "title"),
+])
+def test_experiment_configs_are_typed_and_a_bad_one_is_one_line_naming_the_key(data, key):
+    """jsonargparse parses every experiment config against typed records (omgpt.experiment.config)."""
+    from omgpt.errors import OMGPTError
+    from omgpt.experiment.config import parse_experiment
+
+    with pytest.raises(OMGPTError) as e:
+        parse_experiment(data, "x.yaml")
+    assert str(e.value).startswith("x.yaml: ") and key in str(e.value) and "\n" not in str(e.value)
+
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
 def test_every_experiment_builds_its_tasks_and_policies(scale):
     """Each panel's test task accepts its options and every policy applies to it -- a config typo

@@ -44,6 +44,29 @@ def test_cpu_scale_and_demo_keep_their_measured_schedule(capsys, layer):
     assert checkpoint_monitors(config) == ["val/regret_ucb"]
 
 
+
+@pytest.mark.parametrize("layers, callbacks", [
+    (["newsvendor.yaml"], ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
+    (["newsvendor.yaml", "scale/paper.yaml"], ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
+    (["demo.yaml"], ["ModelCheckpoint", "LearningRateMonitor"]),
+    (["newsvendor.yaml", "scale/cpu.yaml"], ["SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
+    (["pretrained/newsvendor.yaml"], ["ModelCheckpoint"]),
+])
+def test_print_config_shows_each_configs_callbacks(capsys, layers, callbacks):
+    """The demo and the CPU scale replace base.yaml's list with their own, stated in the file."""
+    config = resolved(capsys, *[a for layer in layers for a in ("--config", str(CONFIGS / layer))])
+    assert [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]] == callbacks
+    assert checkpoint_monitors(config) == ["val/regret_ucb"]
+
+
+def test_shared_callback_blocks_are_written_once():
+    """The checkpoint rule and the learning-rate monitor live in configs/callbacks/; configs list them by path."""
+    def holding(text: str) -> list[str]:
+        return sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml") if text in p.read_text())
+
+    assert holding("monitor: val/regret_ucb") == ["callbacks/checkpoint.yaml"]
+    assert holding("LearningRateMonitor") == ["callbacks/lr_monitor.yaml"]
+
 def test_warm_up_is_linear_over_1000_steps_then_constant():
     module = OMGPTModule(task="newsvendor", horizon=4, n_layer=1, n_head=1, n_embd=8, lr=1e-4, warmup_steps=1000)
     module.trainer = SimpleNamespace(estimated_stepping_batches=1500)  # what configure_optimizers reads

@@ -1,6 +1,6 @@
 """``omgpt experiment NAME``: one paper figure, end to end, from one config.
 
-The package: :mod:`~omgpt.experiment.config` (the config language), :mod:`~omgpt.experiment.models`
+The package: :mod:`~omgpt.experiment.config` (the typed experiment configs, parsed by jsonargparse), :mod:`~omgpt.experiment.models`
 (the content-addressed model store), :mod:`~omgpt.experiment.panels` (evaluations and their numbers),
 :mod:`~omgpt.experiment.report` (``report.md``); this module runs the whole.
 

@@ -1,18 +1,76 @@
-"""``omgpt experiment``'s config language: ``configs/experiments/NAME.yaml`` resolved at a scale.
+"""``omgpt experiment``'s configs: ``configs/experiments/NAME.yaml`` resolved at a scale, then parsed and
+type-checked by jsonargparse (the parser LightningCLI uses) into the typed records below.
 
 An experiment names the models it trains and the panels it draws; any mapping may hold ``cpu:`` /
-``paper:`` keys whose contents override its siblings at that scale.
+``paper:`` keys whose contents override its siblings at that scale (:func:`at_scale`, applied before
+parsing). :func:`load_experiment` returns plain dicts (the records' fields, with every default filled in).
 """
 from __future__ import annotations
 
-import yaml
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
 
+import yaml
+from jsonargparse import ArgumentParser
+from jsonargparse.typing import PositiveFloat, PositiveInt
+
+from omgpt.cli_args import one_line
 from omgpt.errors import OMGPTError
 from omgpt.resources import CONFIGS
 
 EXPERIMENTS = CONFIGS / "experiments"
 SCALES = {"cpu": CONFIGS / "scale" / "cpu.yaml", "paper": CONFIGS / "scale" / "paper.yaml"}
-FIGURES = ("curves", "advantage", "alg-star-match", "demand-prediction")
+Figure = Literal["curves", "advantage", "alg-star-match", "demand-prediction"]
+FIGURES = Figure.__args__
+
+
+@dataclass
+class ModelSpec:
+    """One ``omgpt fit`` run: a task, its options, a horizon (default: the experiment's), extra fit
+    arguments (``{"model.n_layer": 2}``) and extra config files layered on the scale's."""
+
+    task: str
+    task_options: dict[str, Any] = field(default_factory=dict)
+    horizon: Optional[PositiveInt] = None
+    args: dict[str, Any] = field(default_factory=dict)
+    configs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PanelSpec:
+    """One evaluation: ``model`` (a model of the experiment) and ``policies`` on a test task -- the
+    model's unless ``task`` is given, with ``task_options`` over the model's and the horizon
+    ``horizon_factor`` times the model's. ``omgpt@NAME`` in ``policies`` is another model, labelled NAME."""
+
+    title: str
+    model: str
+    policies: list[str] = field(default_factory=list)
+    task: Optional[str] = None
+    task_options: dict[str, Any] = field(default_factory=dict)
+    horizon_factor: PositiveFloat = 1
+    figure_file: Optional[str] = None
+    grid: Optional[dict[str, int]] = None
+
+
+@dataclass
+class ExperimentSpec:
+    """``configs/experiments/NAME.yaml`` at one scale."""
+
+    title: str
+    models: dict[str, ModelSpec]
+    panels: list[PanelSpec]
+    source: str = ""
+    claim: str = ""
+    figure: Figure = "curves"
+    horizon: Optional[PositiveInt] = None
+    runs: PositiveInt = 100
+
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--experiment", type=ExperimentSpec)
+    return parser
 
 
 def available() -> dict[str, str]:
@@ -38,6 +96,18 @@ def _merge(base: dict, override: dict) -> dict:
     return out
 
 
+def parse_experiment(data: dict, source: str = "experiment") -> ExperimentSpec:
+    """A scale-resolved experiment mapping -> :class:`ExperimentSpec`, type-checked by jsonargparse
+    (an unknown key, a missing title or a wrong type is one line naming the key)."""
+    parser = _parser()
+    try:
+        config = parser.parse_object({"experiment": data})
+        return parser.instantiate_classes(config).experiment
+    except Exception as e:  # jsonargparse's ArgumentError / a constructor's TypeError
+        raise OMGPTError(f"{source}: {one_line(str(e)).replace('experiment.', '')}") from None
+
+
+
 def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
     """The experiment ``name`` resolved at ``scale``: every model and panel with its task, options and
     horizon filled in. ``horizon`` overrides the experiment's (for quick runs)."""
@@ -46,26 +116,23 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
         raise OMGPTError(f"unknown experiment {name!r}; available: {', '.join(available())} (omgpt experiment --list)")
     if scale not in SCALES:
         raise OMGPTError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
-    exp = at_scale(yaml.safe_load(path.read_text()), scale)
+    spec = parse_experiment(at_scale(yaml.safe_load(path.read_text()), scale), str(path))
+    exp = dataclasses.asdict(spec)
     exp["name"], exp["scale"] = name, scale
-    if exp.get("figure", "curves") not in FIGURES:
-        raise OMGPTError(f"{path}: figure must be one of {', '.join(FIGURES)}")
-    default_horizon = horizon or exp.get("horizon")
     for model_name, m in exp["models"].items():
-        m.setdefault("task_options", {})
-        m.setdefault("args", {})
-        m["horizon"] = horizon or m.get("horizon") or default_horizon
-        if not m.get("task") or not m["horizon"]:
-            raise OMGPTError(f"{path}: model {model_name!r} needs a task and a horizon")
+        m["horizon"] = horizon or m["horizon"] or spec.horizon
+        if not m["horizon"]:
+            raise OMGPTError(f"{path}: model {model_name!r} needs a horizon (its own or the experiment's)")
     for panel in exp["panels"]:
-        model = exp["models"].get(panel.get("model"))
+        model = exp["models"].get(panel["model"])
         if model is None:
-            raise OMGPTError(f"{path}: panel {panel.get('title')!r} names no model of this experiment")
-        panel.setdefault("task", model["task"])
-        panel["task_options"] = {**model["task_options"], **(panel.get("task_options") or {})}
-        panel["horizon"] = int(model["horizon"] * panel.get("horizon_factor", 1))
-        panel.setdefault("figure_file", exp.get("figure", "curves"))
-        panel.setdefault("policies", [])
+            raise OMGPTError(f"{path}: panel {panel['title']!r} names no model of this experiment")
+        panel["task"] = panel["task"] or model["task"]
+        panel["task_options"] = {**model["task_options"], **panel["task_options"]}
+        panel["horizon"] = int(model["horizon"] * panel["horizon_factor"])
+        panel["figure_file"] = panel["figure_file"] or spec.figure
+        if panel["grid"] is None:
+            del panel["grid"]
         for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
             if model_name is not None and model_name not in exp["models"]:
                 raise OMGPTError(f"{path}: panel {panel['title']!r} policy {label!r} names an unknown model")
