@@ -60,12 +60,21 @@ def test_print_config_shows_each_configs_callbacks(capsys, layers, callbacks):
 
 
 def test_shared_callback_blocks_are_written_once():
-    """The checkpoint rule and the learning-rate monitor live in configs/callbacks/; configs list them by path."""
+    """The checkpoint rule and the learning-rate monitor live in configs/trainer/callback/; configs list them by path."""
     def holding(text: str) -> list[str]:
         return sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml") if text in p.read_text())
 
-    assert holding("monitor: val/regret_ucb") == ["callbacks/checkpoint.yaml"]
-    assert holding("LearningRateMonitor") == ["callbacks/lr_monitor.yaml"]
+    assert holding("monitor: val/regret_ucb") == ["trainer/callback/checkpoint.yaml"]
+    assert holding("LearningRateMonitor") == ["trainer/callback/lr_monitor.yaml"]
+
+
+def test_no_config_folder_shadows_a_project_package():
+    """jsonargparse enters a config's folder to read the files it lists by relative path; a Python started
+    with '' on sys.path (a notebook, ``python -c``) then imports ``configs/callbacks/`` as a namespace
+    package named ``callbacks`` instead of the project's, and every ``callbacks.X`` class path fails."""
+    packages = {p.parent.name for p in CONFIGS.parent.glob("*/__init__.py")}
+    folders = {p.name for p in CONFIGS.rglob("*") if p.is_dir()}
+    assert packages >= {"callbacks", "omgpt", "datamodules"} and not folders & packages
 
 def test_warm_up_is_linear_over_1000_steps_then_constant():
     module = OMGPTModule(task="newsvendor", horizon=4, n_layer=1, n_head=1, n_embd=8, lr=1e-4, warmup_steps=1000)
