@@ -5,7 +5,9 @@
 
 A variant is ``configs/recipe/<VARIANT>.yaml``, a config layered on ``configs/recipe/baseline.yaml`` (the
 demo as it was when the study began, frozen there so that the study stays reproducible as the demo
-moves on) that changes one thing (its first comment line says which lever). ``run`` trains each as
+moves on) that changes one thing (its first comment line says which lever). The ``pricing-*`` variants
+also move the study to its second task, contextual pricing (``d = 6``): each is compared with the
+variants of its own task and with ``alg-star`` on its task's validation episodes. ``run`` trains each as
 ``omgpt fit --config configs/recipe/baseline.yaml --config configs/recipe/VARIANT.yaml`` (the command the
 report quotes), ``--jobs`` at a time, one CPU thread each. ``report`` reads every finished run's
 validation curve -- ``val/regret`` (mean final regret on the 128 validation environments) and
@@ -66,6 +68,16 @@ def lever(variant: str) -> str:
     return first.lstrip("# ").strip()
 
 
+def task_of(variant: str) -> tuple[str, dict]:
+    """The task (and its options) a variant trains on: its own ``model.task`` or the baseline's."""
+    import yaml
+
+    model = {}
+    for name in ("baseline", variant):
+        model.update(yaml.safe_load((VARIANTS / f"{name}.yaml").read_text()).get("model") or {})
+    return model["task"], model.get("task_options") or {}
+
+
 def validation_points(metrics: Path) -> list[dict]:
     """Validation points ``{step, minutes, regret, subopt}`` of a Lightning CSV log; ``minutes`` is the
     run's CPU time (``None`` in logs written before it was recorded)."""
@@ -78,16 +90,17 @@ def validation_points(metrics: Path) -> list[dict]:
     return rows
 
 
-def bayes_on_validation(runs: int = 128, batch: int = 128, val_seed: int = 10_000) -> dict:
-    """``alg-star`` on the study's validation episodes (the demo's newsvendor, T = 50, the module's
-    validation environments and seeds): the Bayes-optimal level each variant's curve aims at."""
+def bayes_on_validation(task_name: str = "newsvendor", task_options: dict | None = None, runs: int = 128,
+                        batch: int = 128, val_seed: int = 10_000) -> dict:
+    """``alg-star`` on the study's validation episodes of a task (T = 50, the module's validation
+    environments and seeds): the Bayes-optimal level each of its variants' curves aims at."""
     import torch
 
     from omgpt.module import validation_envs, validation_rollout
     from omgpt.policies import make_policy
     from omgpt.tasks import make_task
 
-    task, horizon = make_task("newsvendor"), 50
+    task, horizon = make_task(task_name, **(task_options or {})), 50
     envs = validation_envs(task, runs, val_seed)
     regret, subopt = [], []
     for lo in range(0, runs, batch):
@@ -116,31 +129,42 @@ def report(runs_dir: Path, out: Path) -> None:
                 results[variant] = {"lever": lever(variant), "command": " ".join(fit_command(variant, Path("runs/recipe"))),
                                     "curve": curve, "best_regret": min(p["regret"] for p in curve),
                                     "final": curve[-1]}
-    star = bayes_on_validation()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
-    for ax, key in zip(axes, ("regret", "subopt")):
-        ax.axhline(star[key], color="k", ls=":", lw=1, label="alg-star (Bayes-optimal)")
-    for variant, r in sorted(results.items()):
-        style = "-" if variant == "baseline" else ("--" if "compact" not in variant else "-")
-        minutes = [p["minutes"] for p in r["curve"]]
-        axes[0].plot(minutes, [p["regret"] for p in r["curve"]], style, marker=".", label=variant, lw=2.5 if variant == "baseline" else 1.2)
-        axes[1].plot(minutes, [p["subopt"] for p in r["curve"]], style, marker=".", label=variant, lw=2.5 if variant == "baseline" else 1.2)
-    axes[0].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation regret at T", yscale="log")
-    axes[1].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation |a - a*| at t = T", yscale="log")
-    axes[0].legend(fontsize=7, ncol=2)
-    fig.suptitle("Newsvendor, full prior, T = 50: one lever at a time on the demo's recipe")
+    tasks = sorted({task_of(v)[0] for v in results}, key=lambda t: (t != "newsvendor", t))
+    stars = {t: bayes_on_validation(*next(task_of(v) for v in results if task_of(v)[0] == t)) for t in tasks}
+    for variant, r in results.items():
+        r["task"] = task_of(variant)[0]
+    fig, axes = plt.subplots(len(tasks), 2, figsize=(13, 4.8 * len(tasks)), squeeze=False)
+    for row, task in zip(axes, tasks):
+        for ax, key in zip(row, ("regret", "subopt")):
+            ax.axhline(stars[task][key], color="k", ls=":", lw=1, label="alg-star (Bayes-optimal)")
+        for variant, r in sorted(results.items()):
+            if r["task"] != task:
+                continue
+            minutes, width = [p["minutes"] for p in r["curve"]], 2.5 if variant == "baseline" else 1.2
+            style = "--" if "compact" not in variant else "-"
+            for ax, key in zip(row, ("regret", "subopt")):
+                ax.plot(minutes, [p[key] for p in r["curve"]], style, marker=".", label=variant, lw=width)
+        row[0].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation regret at T", yscale="log",
+                   title=f"{task}, T = 50")
+        row[1].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation |a - a*| at t = T", yscale="log",
+                   title=f"{task}, T = 50")
+        row[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("One lever at a time on the demo's recipe (newsvendor: the full prior; pricing: d = 6)")
     fig.tight_layout()
     save_figure(fig, out / "curves.png", dpi=110)
-    write_json({"alg-star": star, "variants": results}, out / "recipe.json", indent=1)
+    write_json({"alg-star": stars, "variants": results}, out / "recipe.json", indent=1)
     lines = ["# The CPU recipe study", "", __doc__.split("\n\n")[2].replace("\n", " "), "",
              "![curves](curves.png)", "",
-             "| variant | lever | steps | minutes | best val. regret | final val. regret (× alg-star) | final \\|a − a*\\| at T |",
-             "|---|---|---|---|---|---|---|"]
-    for variant, r in sorted(results.items(), key=lambda kv: kv[1]["final"]["regret"]):
-        f = r["final"]
-        lines.append(f"| `{variant}` | {r['lever']} | {f['step']} | {f['minutes']:.1f} | {r['best_regret']:.2f} | {f['regret']:.2f} "
-                     f"({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
-    lines.append(f"| `alg-star` | the Bayes-optimal policy on the same validation episodes (no training) | | | | {star['regret']:.2f} | {star['subopt']:.3f} |")
+             "| task | variant | lever | steps | minutes | best val. regret | final val. regret (× alg-star) | final \\|a − a*\\| at T |",
+             "|---|---|---|---|---|---|---|---|"]
+    for task in tasks:
+        star = stars[task]
+        for variant, r in sorted(((v, r) for v, r in results.items() if r["task"] == task), key=lambda kv: kv[1]["final"]["regret"]):
+            f = r["final"]
+            lines.append(f"| {task} | `{variant}` | {r['lever']} | {f['step']} | {f['minutes']:.1f} | {r['best_regret']:.2f} | {f['regret']:.2f} "
+                         f"({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
+        lines.append(f"| {task} | `alg-star` | the Bayes-optimal policy on the same validation episodes (no training) | | | | "
+                     f"{star['regret']:.2f} | {star['subopt']:.3f} |")
     lines += ["", "Commands (from the repository root; `python -m analysis.recipe run VARIANT` runs the same):", ""]
     lines += [f"* `{v}`: `{r['command']}`" for v, r in sorted(results.items())]
     write_text(out / "report.md", "\n".join(lines) + "\n")

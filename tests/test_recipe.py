@@ -21,7 +21,7 @@ def test_every_variant_parses_on_the_demo_config(variant, capsys):
 
 
 def test_report_plots_validation_against_cpu_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(recipe, "bayes_on_validation", lambda: {"regret": 10.0, "subopt": 0.2})  # measured below
+    monkeypatch.setattr(recipe, "bayes_on_validation", lambda *task: {"regret": 10.0, "subopt": 0.2})  # measured below
     runs = tmp_path / "runs"
     for variant, regrets in (("baseline", [30.0, 25.0]), ("compact", [28.0, 20.0])):
         log = runs / variant / "version_0"
@@ -39,10 +39,17 @@ def test_report_plots_validation_against_cpu_time(tmp_path, monkeypatch):
     variants = data["variants"]
     assert variants["compact"]["final"] == {"step": 200, "minutes": 3.0, "regret": 20.0, "subopt": 1.0}
     assert variants["baseline"]["best_regret"] == 25.0 and "compact-rope" not in variants
-    rows = [line for line in (tmp_path / "out" / "report.md").read_text().splitlines() if line.startswith("| `")]
+    rows = [line for line in (tmp_path / "out" / "report.md").read_text().splitlines() if line.startswith("| newsvendor | `")]
     assert [row.split("`")[1] for row in rows] == ["compact", "baseline", "alg-star"]  # sorted by final regret
-    assert "20.00 (2.00×)" in rows[0] and data["alg-star"] == {"regret": 10.0, "subopt": 0.2}
+    assert "20.00 (2.00×)" in rows[0] and data["alg-star"] == {"newsvendor": {"regret": 10.0, "subopt": 0.2}}
+    assert variants["compact"]["task"] == "newsvendor"
     assert (tmp_path / "out" / "curves.png").stat().st_size > 0
+
+
+def test_a_pricing_variant_trains_on_pricing_and_the_rest_on_the_baselines_task():
+    assert recipe.task_of("compact") == ("newsvendor", {})
+    pricing = [v for v in recipe.available() if v.startswith("pricing-")]
+    assert pricing and all(recipe.task_of(v) == ("pricing", {"dim": 6}) for v in pricing)
 
 
 def test_the_bayes_reference_plays_the_modules_validation_episodes():
