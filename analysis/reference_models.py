@@ -2,6 +2,7 @@
 
     python -m analysis.reference_models train NAME [--minutes 90] [--runs-dir runs/pretrained]
     python -m analysis.reference_models card NAME [--runs 200] [--seed 1] [--runs-dir runs/pretrained]
+    python -m analysis.reference_models render NAME     # redraw a shipped card from its card.json
 
 A reference model is ``configs/pretrained/NAME.yaml``: the task, its horizon, its length in epochs and
 the CPU recipe written out in full (a shipped model's command must not drift with the scale configs'
@@ -18,6 +19,7 @@ the test table, and a 10-run spot check that ``tests/test_pretrained.py`` reprod
 from __future__ import annotations
 
 import argparse
+import json
 import csv
 import os
 import subprocess
@@ -107,16 +109,25 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
             "cpu_minutes": curve[-1]["minutes"] if curve else None, "wall_minutes": wall_minutes(folder), "validation": curve,
             "test": summary, "spot_check": {"runs": SPOT_RUNS, "seed": SPOT_SEED,
                                             "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}}
+    write_card(info, out)
+    print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+
+
+def write_card(info: dict, out: Path) -> None:
+    """``card.json``, ``card.md`` and ``validation.png`` from the card's record alone (``render`` redraws
+    a shipped card after a format change without evaluating again)."""
+    name, summary, curve = info["name"], info["test"], info["validation"]
     write_json(info, out / "card.json", indent=1)
     rows = sorted(summary["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"])
     star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
-    lines = [f"# Reference model `{name}`", "", f"Task `{task.name}`, horizon {info['horizon']}; trained with",
+    trained = curve[-1]["step"] if curve else info["steps"]
+    lines = [f"# Reference model `{name}`", "", f"Task `{info['task']}`, horizon {info['horizon']}; trained with",
              "", f"    {info['command']}", "",
-             f"{info['steps']} steps in {info['cpu_minutes']} CPU-minutes of one thread (the wall-clock on an idle core of the "
+             f"{trained} steps trained in {info['cpu_minutes']} CPU-minutes of one thread (the wall-clock on an idle core of the "
              f"2-core CPU machine; {info['wall_minutes']} minutes of wall-clock as it ran, sharing the machine); "
-             f"kept checkpoint `{info['kept_checkpoint']}` "
+             f"the model is the checkpoint the run kept, `{info['kept_checkpoint']}` at step {info['steps']} "
              "(lowest validation mean + one sd of regret).", "",
-             f"## Test: {runs} fresh environments (seed {seed})", "",
+             f"## Test: {summary['runs']} fresh environments (seed {summary['seed']})", "",
              "| policy | final regret | 90% CI | × alg-star | \\|a − a*\\| at T |", "|---|---|---|---|---|"]
     for pol, s in rows:
         ratio = f"{s['final_regret']['mean'] / star:.2f}" if star else "—"
@@ -126,9 +137,9 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
     lines += ["", "## Validation curve (the run's fixed validation environments, never the test ones)", "",
               "![validation](validation.png)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
     lines += [f"| {p['step']} | {p['minutes']} | {p['regret']:.2f} | {p['subopt']:.3f} |" for p in curve]
-    lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name} --policies {','.join(policies)} --runs {runs} --seed {seed}`"]
+    policies = ",".join(summary["policies"])
+    lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`"]
     write_text(out / "card.md", "\n".join(lines) + "\n")
-    print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
 
 
 def plot_validation(curve: list[dict], name: str, path: Path) -> None:
@@ -159,9 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--runs", type=int, default=200)
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--runs-dir", default="runs/pretrained")
+    r = sub.add_parser("render", help="rewrite a shipped card's card.md and figure from its card.json")
+    r.add_argument("name")
     args = p.parse_args(argv)
     if args.cmd == "train":
         return train(args.name, ROOT / args.runs_dir, args.minutes)
+    if args.cmd == "render":
+        out = ROOT / "pretrained" / args.name
+        if not (out / "card.json").is_file():
+            raise SystemExit(f"omgpt: error: no shipped card pretrained/{args.name}/card.json")
+        write_card(json.loads((out / "card.json").read_text()), out)
+        return 0
     card(args.name, ROOT / args.runs_dir, args.runs, args.seed)
     return 0
 
