@@ -20,16 +20,17 @@ README = ROOT / "README.md"
 
 
 def recipe_table() -> str:
-    """The recipe study (``results/recipe/recipe.json``), sorted by final validation regret."""
+    """The recipe study (``results/recipe/recipe.json``): per task, sorted by final validation regret."""
     data = json.loads((ROOT / "results" / "recipe" / "recipe.json").read_text())
-    star = data["alg-star"]
-    lines = ["| variant (lever) | steps | CPU-minutes | val. regret at `T = 50` (× alg-star) | `\\|a − a*\\|` at `t = 50` |",
-             "|---|---|---|---|---|"]
-    for name, r in sorted(data["variants"].items(), key=lambda kv: kv[1]["final"]["regret"]):
-        f = r["final"]
-        lever = re.sub(r"^Lever (\w) \((.*?)\)$", r"\1: \2", r["lever"].split(":", 1)[0])  # "Lever d (batch)" -> "d: batch"
-        lines.append(f"| `{name}` ({lever}) | {f['step']:,} | {f['minutes']:.1f} | {f['regret']:.2f} ({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
-    lines.append(f"| `alg-star` (Bayes-optimal, no training) | | | {star['regret']:.2f} (1.00×) | {star['subopt']:.3f} |")
+    lines = ["| task | variant (lever) | steps | CPU-minutes | val. regret at `T = 50` (× alg-star) | `\\|a − a*\\|` at `t = 50` |",
+             "|---|---|---|---|---|---|"]
+    for task, star in data["alg-star"].items():
+        variants = sorted(((n, r) for n, r in data["variants"].items() if r["task"] == task), key=lambda kv: kv[1]["final"]["regret"])
+        for name, r in variants:
+            f = r["final"]
+            lever = re.sub(r"^Lever (\w) \((.*?)\)$", r"\1: \2", r["lever"].split(":", 1)[0])  # "Lever d (batch)" -> "d: batch"
+            lines.append(f"| {task} | `{name}` ({lever}) | {f['step']:,} | {f['minutes']:.1f} | {f['regret']:.2f} ({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
+        lines.append(f"| {task} | `alg-star` (Bayes-optimal, no training) | | | {star['regret']:.2f} (1.00×) | {star['subopt']:.3f} |")
     return "\n".join(lines)
 
 
@@ -55,7 +56,45 @@ def pretrained_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"recipe": recipe_table, "pretrained": pretrained_table}
+def panel_cell(panel: dict) -> tuple[str, bool | None]:
+    """One panel's numbers in a few words, and whether OMGPT beats the panel's reference there (OMGPT's
+    mean final regret below the best benchmark's; the observation head's error below ridge's)."""
+    title = panel["title"]
+    if "demand_prediction" in panel:
+        m = panel["demand_prediction"]["methods"]
+        ours, ridge = m["omgpt"]["mse"][-1], m["ridge"]["mse"][-1]
+        return f"{title}: MSE after {len(m['omgpt']['mse'])} samples {_bold(ours, ours < ridge)} vs ridge {ridge:.3g}", ours < ridge
+    finals = {k: v["final_regret"]["mean"] for k, v in panel["policies"].items()}
+    best = min(panel["benchmarks"], key=finals.get)
+    ours = panel["models_compared"]
+    star = f", alg-star {finals['alg-star']:.3g}" if "alg-star" in finals else ""
+    match = f", mean \\|TF − Alg*\\| {panel['alg_star_match']['mean_abs_diff']:.3g}" if "alg_star_match" in panel else ""
+    wins = all(finals[k] < finals[best] for k in ours[:1])  # the first model compared is the paper's OMGPT
+    models = ", ".join(f"{k} {_bold(finals[k], finals[k] < finals[best])}" for k in sorted(ours, key=finals.get)) if ours != ["omgpt"] \
+        else _bold(finals["omgpt"], wins)
+    return f"{title}: {models} vs {best} {finals[best]:.4g}{star}{match}", wins
+
+
+def _bold(value: float, win: bool) -> str:
+    return f"**{value:.3g}**" if win else f"{value:.3g}"
+
+
+def experiments_table() -> str:
+    """Every experiment's result (``results/*/experiment.json``): per panel OMGPT against the best
+    benchmark, and how many panels show the paper's claim."""
+    lines = ["| experiment (paper) | scale, test `T` | the paper's claim | panels showing it | measured (mean final regret over the test runs; bold: below the best benchmark) |",
+             "|---|---|---|---|---|"]
+    for path in sorted((ROOT / "results").glob("*/experiment.json")):
+        result = json.loads(path.read_text())
+        cells = [panel_cell(p) for p in result["panels"]]
+        wins = sum(bool(w) for _, w in cells)
+        horizons = sorted({p["horizon"] for p in result["panels"] if p.get("horizon")})
+        lines.append(f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
+                     f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(cells)} | {'; '.join(c for c, _ in cells)} |")
+    return "\n".join(lines)
+
+
+TABLES = {"recipe": recipe_table, "pretrained": pretrained_table, "experiments": experiments_table}
 
 
 def render(text: str) -> str:

@@ -58,3 +58,18 @@ def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
     summary = json.loads((out / "evaluate/summary.json").read_text())
     assert {"omgpt", "alg-star", "erm", "fai", "oracle"} <= set(summary["policies"])
     assert "figure:" in done.stdout and "beat" in done.stdout and "Bayes-optimal alg-star" in done.stdout
+
+
+def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmark():
+    from analysis.readme_tables import panel_cell
+
+    def panel(title, **finals):
+        return {"title": title, "benchmarks": ["erm", "fai"], "models_compared": [k for k in finals if k not in ("erm", "fai")],
+                "policies": {k: {"final_regret": {"mean": v}} for k, v in finals.items()}}
+
+    assert panel_cell(panel("won", omgpt=3.0, erm=5.0, fai=4.0)) == ("won: **3** vs fai 4", True)
+    assert panel_cell(panel("lost", omgpt=4.5, erm=5.0, fai=4.0)) == ("lost: 4.5 vs fai 4", False)
+    lstm = panel_cell(panel("models", transformer=3.0, **{"lstm-5": 4.2}, erm=5.0, fai=4.0))
+    assert lstm == ("models: transformer **3**, lstm-5 4.2 vs fai 4", True)  # the first model compared decides
+    head = {"title": "dp", "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}}}
+    assert panel_cell(head) == ("dp: MSE after 2 samples 0.5 vs ridge 0.1", False)
