@@ -89,6 +89,7 @@ def demo(out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: 
 def experiment(
     name: Optional[str] = None,
     list: bool = False,
+    all: bool = False,
     scale: Literal["cpu", "paper"] = "cpu",
     out: Optional[str] = None,
     models_dir: Optional[str] = None,
@@ -105,6 +106,7 @@ def experiment(
     Args:
         name: experiment name (see --list)
         list: list the experiments and exit
+        all: every experiment, each into results/NAME (the models they share trained once)
         scale: cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)
         out: report folder (default results/NAME; results/NAME-paper at paper scale)
         models_dir: trained models, shared across experiments (default runs/experiments/models)
@@ -116,14 +118,19 @@ def experiment(
         device: evaluation device (training uses the trainer's accelerator)
         train_only: train the models and stop
     """
-    from omgpt.experiment import available, run_experiment
+    from omgpt.experiment import available, run_all, run_experiment
 
     if list:
         for key, title in available().items():
             print(f"{key:<26} {title}")
         return
+    if all:
+        if name or out or horizon or fit_config:
+            raise OMGPTError("omgpt experiment --all: runs every experiment at its own settings; give no name, --out, --horizon or --fit-config")
+        run_all(scale, models_dir, jobs, runs, seed, device, train_only)
+        return
     if not name:
-        raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list)")
+        raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list), or --all")
     run_experiment(name, scale, out, models_dir, jobs, runs, horizon, fit_config or [], seed, device, train_only)
 
 

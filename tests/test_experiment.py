@@ -76,15 +76,38 @@ def test_every_experiment_builds_its_tasks_and_policies(scale):
                     make_policy(policy, task)
 
 
-def test_cpu_scale_halves_the_horizon_and_shares_models_across_experiments():
+def test_cpu_scale_runs_the_papers_horizons_and_shares_models_across_experiments():
     main, shift, lstm = (load_experiment(n, "cpu") for n in ("main-results", "distribution-shift", "transformer-vs-lstm"))
-    assert main["models"]["pricing"]["horizon"] == 50 and load_experiment("main-results", "paper")["models"]["pricing"]["horizon"] == 100
-    assert main["models"]["revenue"]["horizon"] == 50  # the paper's revenue horizon already
+    paper = load_experiment("main-results", "paper")
+    assert main["models"]["pricing"]["horizon"] == paper["models"]["pricing"]["horizon"] == 100
+    assert main["models"]["revenue"]["horizon"] == 50  # the paper's revenue horizon
+    assert main["models"]["pricing"]["pretrained"] == shift["models"]["pricing"]["pretrained"] == "pricing"
+    assert paper["models"]["pricing"]["pretrained"] is None  # the paper scale trains its own
+    assert load_experiment("main-results", "cpu", horizon=6)["models"]["pricing"]["pretrained"] is None  # quick runs train
     key = lambda exp, m: run_key(exp["models"][m]["task"], fit_arguments(exp["models"][m], "cpu", []))
-    assert key(main, "pricing") == key(shift, "pricing") == key(lstm, "transformer")  # trained once
+    match, prior = load_experiment("alg-star-match", "cpu"), load_experiment("prior-benefit", "cpu")
+    assert key(match, "mab-100") == key(prior, "mab-100") != key(match, "mab-4")  # trained once, for both
     assert key(lstm, "lstm-5") != key(lstm, "transformer")
     gen = load_experiment("horizon-generalisation", "cpu")
-    assert [p["horizon"] for p in gen["panels"]] == [100, 100]  # tested at twice the trained horizon
+    assert [p["horizon"] for p in gen["panels"]] == [200, 200]  # tested at twice the trained horizon
+
+
+def test_a_reference_model_stands_in_for_training_only_where_it_is_the_model_asked_for(tmp_path):
+    from omgpt.errors import OMGPTError
+    from omgpt.experiment.models import pretrained_model, train_model
+
+    model = {"task": "newsvendor", "task_options": {}, "horizon": 100, "args": {}, "configs": [], "pretrained": "newsvendor"}
+    record = train_model("nv", model, "cpu", tmp_path, [], None)
+    card = json.loads((ROOT / "pretrained/newsvendor/card.json").read_text())
+    assert record["key"] == "pretrained/newsvendor" and Path(record["ckpt"]) == ROOT / "pretrained/newsvendor/model.ckpt"
+    assert record["steps"] == card["validation"][-1]["step"] and record["command"] == card["command"]
+    assert [card["steps"], record["best_val_regret"]] in record["val_regret"]  # the kept checkpoint's validation
+    assert not any(tmp_path.iterdir())  # nothing trained
+    for wrong in ({"horizon": 50}, {"task": "newsvendor-censored"}, {"task_options": {"noise_std": 1.0}}):
+        with pytest.raises(OMGPTError, match="pretrained/newsvendor is task, options, horizon"):
+            pretrained_model("nv", {**model, **wrong})
+    with pytest.raises(OMGPTError, match="no reference model pretrained/nope"):
+        pretrained_model("nv", {**model, "pretrained": "nope"})
 
 
 def test_run_key_follows_config_content(tmp_path):
@@ -198,7 +221,7 @@ def test_readme_table_and_results_cover_every_experiment():
     readme = (ROOT / "README.md").read_text()
     table = readme[readme.index("### What the CPU scale reproduces"):]
     for name in available():
-        assert f"| `{name}` (" in table, name
+        assert f"| [`{name}`](results/{name}/report.md) (" in table, name
         folder = ROOT / "results" / name
         result = json.loads((folder / "experiment.json").read_text())
         assert result["scale"] == "cpu" and result["runs"] == 100, name
@@ -216,3 +239,20 @@ def test_bandit_alg_star_match_uses_alg_stars_expected_reward():
     assert abs(diff.mean().item()) < 3 * diff.std().item() / len(diff) ** 0.5 + 1e-3  # unbiased
     late = diff.reshape(200, 20)[:, -5:]
     assert late.abs().mean() < 0.05  # the 4-environment posterior has concentrated: Alg*'s draw is near-certain
+
+
+def test_all_trains_every_distinct_model_once_then_runs_every_experiment(monkeypatch, capsys):
+    import omgpt.experiment as experiment
+
+    trained, ran = [], []
+    monkeypatch.setattr(experiment, "train_all", lambda exp, models_dir, configs, jobs: trained.append((exp, jobs)))
+    monkeypatch.setattr(experiment, "run_experiment", lambda name, scale, *rest: ran.append((name, scale)))
+    assert cli_main(["experiment", "--all", "--jobs", "2"]) == 0
+    [(exp, jobs)] = trained
+    per_experiment = [load_experiment(n, "cpu")["models"] for n in available()]
+    keys = {f"pretrained/{m['pretrained']}" if m.get("pretrained") else run_key(m["task"], fit_arguments(m, "cpu", []))
+            for models in per_experiment for m in models.values()}
+    assert jobs == 2 and len(exp["models"]) == len(keys) < sum(map(len, per_experiment))  # shared models trained once
+    assert ran == [(n, "cpu") for n in available()]
+    assert cli_main(["experiment", "--all", "main-results"]) == 2
+    assert "give no name" in capsys.readouterr().err

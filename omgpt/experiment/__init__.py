@@ -23,7 +23,8 @@ Scales. Every experiment runs at two scales with the same command: ``--scale pap
 model and Algorithm 1: ``configs/scale/paper.yaml`` on the defaults of ``configs/base.yaml``; for
 GPUs) and ``--scale cpu`` (``configs/scale/cpu.yaml``: minutes per model on one CPU core). Any
 mapping in an experiment config may hold ``cpu:`` / ``paper:`` keys whose contents override its
-siblings at that scale (e.g. ``horizon: 100`` with ``cpu: {horizon: 50}``).
+siblings at that scale (e.g. ``cpu: {pretrained: pricing}``: a shipped reference model stands in for
+the CPU-scale training of a model).
 
 Figure kinds (``figure:`` in the config): ``curves`` (the paper's regret / suboptimality rows, mean
 with a 90% band, final regret in the legend), ``advantage`` (reward improvement rate of OMGPT over
@@ -47,7 +48,7 @@ EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report fo
 __all__ = [
     "FIGURES", "SCALES", "alg_star_match", "at_scale", "available", "best_checkpoint", "demand_prediction_panel",
     "evaluate_panel", "fit_arguments", "headline", "load_experiment", "optimal_reward", "parse_policies", "report",
-    "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "verdict",
+    "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "verdict",
 ]
 
 
@@ -107,6 +108,27 @@ def run_experiment(
     print(summary_lines(result))
     print(f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)")
     return result
+
+
+def run_all(scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, runs: int | None = None,
+            seed: int = 0, device: str | None = None, train_only: bool = False) -> None:
+    """``omgpt experiment --all``: every experiment into ``results/NAME``. The models of all of them are
+    trained first, each once, in one pool of ``jobs`` workers (experiment by experiment, a worker would
+    idle while the last model of each trains); then every experiment evaluates with its trained models."""
+    names = list(available())
+    models = {}
+    for name in names:
+        exp = load_experiment(name, scale)
+        for label, model in exp["models"].items():
+            key = f"pretrained/{model['pretrained']}" if model.get("pretrained") else run_key(model["task"], fit_arguments(model, scale, []))
+            models.setdefault(key, (f"{name}/{label}", model))
+    print(f"omgpt experiment --all, scale {scale}: {len(names)} experiments, {len(models)} distinct models")
+    start = time.perf_counter()
+    train_all({"models": dict(models.values()), "scale": scale}, Path(models_dir or ROOT / "runs" / "experiments" / "models"), [], jobs)
+    if not train_only:
+        for name in names:
+            run_experiment(name, scale, None, models_dir, jobs, runs, None, [], seed, device)
+    print(f"omgpt experiment --all: {(time.perf_counter() - start) / 60:.1f} minutes")
 
 
 def _command(name, scale, out, models_dir, runs, horizon, fit_configs, seed, device) -> str:

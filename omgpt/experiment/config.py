@@ -28,13 +28,17 @@ FIGURES = Figure.__args__
 @dataclass
 class ModelSpec:
     """One ``omgpt fit`` run: a task, its options, a horizon (default: the experiment's), extra fit
-    arguments (``{"model.n_layer": 2}``) and extra config files layered on the scale's."""
+    arguments (``{"model.n_layer": 2}``) and extra config files layered on the scale's. ``pretrained``
+    names a shipped reference model (``pretrained/NAME``, trained with the CPU recipe) that stands in
+    for the run: its task, options and horizon must be the spec's. Quick runs (``--horizon``,
+    ``--fit-config``) train as usual."""
 
     task: str
     task_options: dict[str, Any] = field(default_factory=dict)
     horizon: Optional[PositiveInt] = None
     args: dict[str, Any] = field(default_factory=dict)
     configs: list[str] = field(default_factory=list)
+    pretrained: Optional[str] = None
 
 
 @dataclass
@@ -121,6 +125,8 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
     exp["name"], exp["scale"] = name, scale
     for model_name, m in exp["models"].items():
         m["horizon"] = horizon or m["horizon"] or spec.horizon
+        if horizon:  # a quick run at another horizon than any reference model's: train
+            m["pretrained"] = None
         if not m["horizon"]:
             raise OMGPTError(f"{path}: model {model_name!r} needs a horizon (its own or the experiment's)")
     for panel in exp["panels"]:

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from omgpt.errors import OMGPTError
 from omgpt.experiment.config import SCALES
-from omgpt.files import write_json
+from omgpt.files import read_checkpoint, write_json
 from omgpt.resources import CHECKOUT, CONFIGS
 
 ROOT = CHECKOUT  # reports show paths relative to the repository; fits run from it
 BASE_CONFIG = CONFIGS / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.lightning_cli.build_cli)
+PRETRAINED = ROOT / "pretrained"  # the shipped reference models (analysis/reference_models.py)
 
 
 def fit_arguments(model: dict, scale: str, extra_configs: list[str]) -> list[str]:
@@ -59,8 +60,32 @@ def best_checkpoint(run_dir: Path) -> Path | None:
     return last if last.is_file() else None
 
 
+def pretrained_model(name: str, model: dict) -> dict:
+    """The record of a shipped reference model (``pretrained/NAME``) standing in for a training run,
+    from its card: the command, steps, CPU time and validation curve of the run that made it."""
+    folder = PRETRAINED / model["pretrained"]
+    if not (folder / "card.json").is_file():
+        raise OMGPTError(f"model {name!r}: no reference model pretrained/{model['pretrained']} "
+                         f"(python -m analysis.reference_models train {model['pretrained']}, then card)")
+    card = json.loads((folder / "card.json").read_text())
+    hp = read_checkpoint(folder / "model.ckpt")["hyper_parameters"]
+    wanted = (model["task"], model["task_options"], model["horizon"])
+    shipped = (hp["task"], hp.get("task_options") or {}, hp["horizon"])
+    if wanted != shipped:
+        raise OMGPTError(f"model {name!r}: pretrained/{model['pretrained']} is task, options, horizon {shipped}, the experiment wants {wanted}")
+    curve = card["validation"]
+    print(f"  {name}: the reference model pretrained/{model['pretrained']} (step {card['steps']} of {curve[-1]['step']})")
+    return {"model": name, "key": f"pretrained/{model['pretrained']}", "ckpt": str(folder / "model.ckpt"),
+            "train_seconds": round(60 * card["cpu_minutes"], 1), "command": card["command"],
+            "val_regret": [[p["step"], p["regret"]] for p in curve], "steps": curve[-1]["step"], "selected_by": "val/regret_ucb",
+            "best_val_regret": next(p["regret"] for p in curve if p["step"] == card["steps"])}
+
+
 def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_configs: list[str], threads: int | None) -> dict:
-    """Train one model unless its run folder already holds a finished run; returns its record."""
+    """Train one model unless its run folder already holds a finished run (or a reference model
+    stands in for it); returns its record."""
+    if model.get("pretrained") and not extra_configs:
+        return pretrained_model(name, model)
     args = fit_arguments(model, scale, extra_configs)
     key = run_key(model["task"], args)
     run_dir = models_dir / key

@@ -54,9 +54,9 @@ def report(result: dict) -> str:
             lines.append("")
         if headline(panel):
             lines += [f"**{headline(panel)}**", ""]
-    lines += ["## Models", "", "| model | steps | train s | best val regret | checkpoint |", "|---|---|---|---|---|"]
+    lines += ["## Models", "", "| model | steps | train s | best val regret | model folder |", "|---|---|---|---|---|"]
     for name, rec in result["models"].items():
-        lines.append(f"| {name} | {rec.get('steps', '')} | {rec.get('train_seconds', '')} | {rec.get('best_val_regret', '')} | `{Path(rec['ckpt']).parent.parent.parent.name}` |")
+        lines.append(f"| {name} | {rec.get('steps', '')} | {rec.get('train_seconds', '')} | {rec.get('best_val_regret', '')} | `{rec['key']}` |")
     lines += ["", "Training commands (the model folders are content-addressed: the same command reuses the model):", ""]
     lines += [f"* {name}: `{rec['command']}`" for name, rec in result["models"].items()]
     return "\n".join(lines) + "\n"
