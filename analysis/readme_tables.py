@@ -28,7 +28,7 @@ def recipe_table() -> str:
         variants = sorted(((n, r) for n, r in data["variants"].items() if r["task"] == task), key=lambda kv: kv[1]["final"]["regret"])
         for name, r in variants:
             f = r["final"]
-            lever = re.sub(r"^Lever (\w) \((.*?)\)$", r"\1: \2", r["lever"].split(":", 1)[0])  # "Lever d (batch)" -> "d: batch"
+            lever = re.sub(r"^Lever (\w) \((.*?)\).*$", r"\1: \2", r["lever"].split(":", 1)[0])  # "Lever d (batch)" -> "d: batch"
             lines.append(f"| {task} | `{name}` ({lever}) | {f['step']:,} | {f['minutes']:.1f} | {f['regret']:.2f} ({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
         lines.append(f"| {task} | `alg-star` (Bayes-optimal, no training) | | | {star['regret']:.2f} (1.00×) | {star['subopt']:.3f} |")
     return "\n".join(lines)
