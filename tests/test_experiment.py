@@ -14,6 +14,7 @@ from omgpt.experiment import (
     available,
     fit_arguments,
     load_experiment,
+    model_key,
     parse_policies,
     run_key,
     alg_star_match,
@@ -250,8 +251,7 @@ def test_all_trains_every_distinct_model_once_then_runs_every_experiment(monkeyp
     assert cli_main(["experiment", "--all", "--jobs", "2"]) == 0
     [(exp, jobs)] = trained
     per_experiment = [load_experiment(n, "cpu")["models"] for n in available()]
-    keys = {f"pretrained/{m['pretrained']}" if m.get("pretrained") else run_key(m["task"], fit_arguments(m, "cpu", []))
-            for models in per_experiment for m in models.values()}
+    keys = {model_key(m, "cpu", []) for models in per_experiment for m in models.values()}
     assert jobs == 2 and len(exp["models"]) == len(keys) < sum(map(len, per_experiment))  # shared models trained once
     assert ran == [(n, "cpu") for n in available()]
     assert cli_main(["experiment", "--all", "main-results"]) == 2

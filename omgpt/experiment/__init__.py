@@ -38,7 +38,7 @@ from pathlib import Path
 
 from omgpt.errors import OMGPTError
 from omgpt.experiment.config import FIGURES, SCALES, at_scale, available, load_experiment, parse_policies
-from omgpt.experiment.models import ROOT, _shown, best_checkpoint, fit_arguments, run_key, train_all, train_model
+from omgpt.experiment.models import ROOT, _shown, best_checkpoint, fit_arguments, model_key, run_key, train_all, train_model
 from omgpt.experiment.panels import alg_star_match, demand_prediction_panel, evaluate_panel, optimal_reward, verdict
 from omgpt.experiment.report import headline, report, summary_lines
 from omgpt.files import output_folder, write_json, write_text
@@ -47,7 +47,7 @@ EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report fo
 
 __all__ = [
     "FIGURES", "SCALES", "alg_star_match", "at_scale", "available", "best_checkpoint", "demand_prediction_panel",
-    "evaluate_panel", "fit_arguments", "headline", "load_experiment", "optimal_reward", "parse_policies", "report",
+    "evaluate_panel", "fit_arguments", "headline", "load_experiment", "model_key", "optimal_reward", "parse_policies", "report",
     "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "verdict",
 ]
 
@@ -120,8 +120,7 @@ def run_all(scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, ru
     for name in names:
         exp = load_experiment(name, scale)
         for label, model in exp["models"].items():
-            key = f"pretrained/{model['pretrained']}" if model.get("pretrained") else run_key(model["task"], fit_arguments(model, scale, []))
-            models.setdefault(key, (f"{name}/{label}", model))
+            models.setdefault(model_key(model, scale, []), (f"{name}/{label}", model))
     print(f"omgpt experiment --all, scale {scale}: {len(names)} experiments, {len(models)} distinct models")
     start = time.perf_counter()
     train_all({"models": dict(models.values()), "scale": scale}, Path(models_dir or ROOT / "runs" / "experiments" / "models"), [], jobs)

@@ -60,6 +60,14 @@ def best_checkpoint(run_dir: Path) -> Path | None:
     return last if last.is_file() else None
 
 
+def model_key(model: dict, scale: str, extra_configs: list[str]) -> str:
+    """What identifies a model's run: ``pretrained/NAME`` where a reference model stands in for it
+    (not with extra fit configs: quick runs train), else its run folder's ``task-<hash>``."""
+    if model.get("pretrained") and not extra_configs:
+        return f"pretrained/{model['pretrained']}"
+    return run_key(model["task"], fit_arguments(model, scale, extra_configs))
+
+
 def pretrained_model(name: str, model: dict) -> dict:
     """The record of a shipped reference model (``pretrained/NAME``) standing in for a training run,
     from its card: the command, steps, CPU time and validation curve of the run that made it."""
@@ -84,10 +92,10 @@ def pretrained_model(name: str, model: dict) -> dict:
 def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_configs: list[str], threads: int | None) -> dict:
     """Train one model unless its run folder already holds a finished run (or a reference model
     stands in for it); returns its record."""
-    if model.get("pretrained") and not extra_configs:
+    key = model_key(model, scale, extra_configs)
+    if key.startswith("pretrained/"):
         return pretrained_model(name, model)
     args = fit_arguments(model, scale, extra_configs)
-    key = run_key(model["task"], args)
     run_dir = models_dir / key
     done = run_dir / "done.json"
     if done.is_file():
