@@ -149,7 +149,7 @@ def report(runs_dir: Path, out: Path) -> None:
         row[1].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation |a - a*| at t = T", yscale="log",
                    title=f"{task}, T = 50")
         row[0].legend(fontsize=7, ncol=2)
-    fig.suptitle("One lever at a time on the demo's recipe (newsvendor: the full prior; pricing: d = 6)")
+    fig.suptitle("One lever at a time on the demo's recipe (newsvendor and censored newsvendor: the full prior; pricing: d = 6)")
     fig.tight_layout()
     save_figure(fig, out / "curves.png", dpi=110)
     write_json({"alg-star": stars, "variants": results}, out / "recipe.json", indent=1)
