@@ -129,10 +129,12 @@ def report(runs_dir: Path, out: Path) -> None:
                 results[variant] = {"lever": lever(variant), "command": " ".join(fit_command(variant, Path("runs/recipe"))),
                                     "curve": curve, "best_regret": min(p["regret"] for p in curve),
                                     "final": curve[-1]}
-    tasks = sorted({task_of(v)[0] for v in results}, key=lambda t: (t != "newsvendor", t))
-    stars = {t: bayes_on_validation(*next(task_of(v) for v in results if task_of(v)[0] == t)) for t in tasks}
+    specs = {variant: task_of(variant) for variant in results}  # (task, options), each config read once
     for variant, r in results.items():
-        r["task"] = task_of(variant)[0]
+        r["task"] = specs[variant][0]
+    options = dict(specs.values())
+    tasks = sorted(options, key=lambda t: (t != "newsvendor", t))
+    stars = {t: bayes_on_validation(t, options[t]) for t in tasks}
     fig, axes = plt.subplots(len(tasks), 2, figsize=(13, 4.8 * len(tasks)), squeeze=False)
     for row, task in zip(axes, tasks):
         for ax, key in zip(row, ("regret", "subopt")):

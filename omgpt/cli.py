@@ -11,8 +11,9 @@ commands share :mod:`omgpt.cli_args` and :mod:`omgpt.lightning_cli`).
 """
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType
@@ -134,30 +135,21 @@ def experiment(
     run_experiment(name, scale, out, models_dir, jobs, runs, horizon, fit_config or [], seed, device, train_only)
 
 
-def _interpret(name: str):
-    """``omgpt probe|tsne|manipulate``: implemented in ``omgpt.interpret`` (imported on use)."""
-
-    def run(argv: list[str]) -> int:
-        from omgpt import interpret
-
-        return command(getattr(interpret, f"{name}_command"), f"omgpt {name}")(argv)
-
-    return run
+def _imported(module: str, attr: str) -> Callable[[], Callable[..., Any]]:
+    """A command function imported on use (bench and the interpretability commands pull in heavy modules)."""
+    return lambda: getattr(importlib.import_module(module), attr)
 
 
-def _bench(argv: list[str]) -> int:
-    from omgpt.bench import main as bench_main
-
-    return bench_main(argv)
-
-
-COMMANDS = {
-    "evaluate": command(evaluate, "omgpt evaluate"),
-    "demo": command(demo, "omgpt demo"),
-    "experiment": command(experiment, "omgpt experiment", positional=("name",)),
-    "bench": _bench,
-    **{n: _interpret(n) for n in ("probe", "tsne", "manipulate")},
+# Every command but LightningCLI's: its function (resolved on use) and its positional parameters.
+FUNCTIONS: dict[str, tuple[Callable[[], Callable[..., Any]], tuple[str, ...]]] = {
+    "evaluate": (lambda: evaluate, ()),
+    "demo": (lambda: demo, ()),
+    "experiment": (lambda: experiment, ("name",)),
+    "bench": (_imported("omgpt.bench", "bench_command"), ()),
+    **{n: (_imported("omgpt.interpret", f"{n}_command"), ()) for n in ("probe", "tsne", "manipulate")},
 }
+COMMANDS = {name: (lambda argv, name=name: command(FUNCTIONS[name][0](), f"omgpt {name}", FUNCTIONS[name][1])(argv))
+            for name in FUNCTIONS}
 LIGHTNING_SUMMARIES = {
     "fit": "Pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml).",
     "validate": "Online validation of a checkpoint on the validation environments (LightningCLI).",
@@ -167,11 +159,7 @@ LIGHTNING_SUMMARIES = {
 def usage() -> str:
     """``omgpt`` alone or ``omgpt --help``: each command with the first line of its function's
     docstring (``omgpt COMMAND --help``: its options, from the same docstring)."""
-    from omgpt import bench, interpret
-
-    functions = {"evaluate": evaluate, "demo": demo, "experiment": experiment, "bench": bench.bench_command,
-                 **{n: getattr(interpret, f"{n}_command") for n in ("probe", "tsne", "manipulate")}}
-    summaries = {**LIGHTNING_SUMMARIES, **{name: summary(fn) for name, fn in functions.items()}}
+    summaries = {**LIGHTNING_SUMMARIES, **{name: summary(get()) for name, (get, _) in FUNCTIONS.items()}}
     lines = [f"usage: omgpt {{{','.join(summaries)}}} ...", ""]
     lines += [f"  {name:<10} {text}" for name, text in summaries.items()]
     return "\n".join(lines + ["", "omgpt COMMAND --help lists the options of a command."])
