@@ -10,6 +10,11 @@ Two token layouts (``GPTConfig.layout``), both built here from the same ``(featu
   first token of a sequence or window), read out at every token: half the sequence, a quarter of the
   attention. The pair (last action, its outcome) sits in one token, so the model need not learn to
   pair tokens before it can learn from them. No observation head (the next token holds ``O_t``).
+* ``transition``: the compact token plus ``e_p(O_{t-2},X_{t-1})``, the previous step's feature token
+  embedded by a third map: token ``t`` then holds the whole last transition ``(X_{t-1}, a_{t-1},
+  O_{t-1})`` -- one in-context sample of the regression the task poses (demand on context and price)
+  -- beside the new context ``X_t``. In the compact layout ``X_{t-1}`` sits one token back, so the
+  model must first learn to fetch it (a previous-token head) before it can regress ``O`` on ``X``.
 
 Either way one forward pass over a length-``T`` history trains all ``T`` decisions at once. Positions
 (``GPTConfig.pos_encoding``): a learned table (the paper's), rotary embeddings of queries and keys
@@ -45,7 +50,7 @@ from torch import Tensor, nn
 from omgpt.tasks.base import Scaling
 
 BACKBONES = ("gpt", "lstm")
-LAYOUTS = ("paper", "compact")
+LAYOUTS = ("paper", "compact", "transition")
 POS_ENCODINGS = ("learned", "rope", "none")
 
 
@@ -62,7 +67,7 @@ class GPTConfig:
     backbone: str = "gpt"  # "gpt" (the paper's transformer) or "lstm" (its architecture comparison)
     obs_dim: int = 0  # observation coordinates: the first obs_dim columns of a feature token
     obs_head: bool = False  # also predict O_t at every action token a_t (paper §3.5.3)
-    layout: str = "paper"  # "paper": (O,X) and a tokens interleaved; "compact": one token per step
+    layout: str = "paper"  # "paper": (O,X) and a tokens interleaved; "compact"/"transition": one token per step
     pos_encoding: str = "learned"  # "learned" table (paper), "rope" (rotary), "none"; the LSTM needs none
 
     def __post_init__(self):
@@ -72,8 +77,8 @@ class GPTConfig:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.obs_head and not 0 < self.obs_dim <= self.feature_dim:
             raise ValueError(f"obs_head needs 0 < obs_dim <= feature_dim, got obs_dim={self.obs_dim}")
-        if self.obs_head and self.layout == "compact":
-            raise ValueError("obs_head needs the paper layout: in the compact one, O_t is part of the next token")
+        if self.obs_head and self.layout != "paper":
+            raise ValueError(f"obs_head needs the paper layout: in the {self.layout} one, O_t is part of the next token")
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2:
             raise ValueError(f"rope needs an even head size, got n_embd/n_head = {self.n_embd // self.n_head}")
 
@@ -116,6 +121,9 @@ class SequenceModel(nn.Module):
             self.register_buffer(name, torch.tensor(getattr(scaling, name), dtype=torch.float32))
         self.feature_emb = nn.Linear(cfg.feature_dim, cfg.n_embd)
         self.action_emb = nn.Linear(cfg.action_dim, cfg.n_embd)
+        # the transition layout's map of the previous feature token (only there: the other layouts'
+        # initial weights stay as they were)
+        self.prev_feature_emb = nn.Linear(cfg.feature_dim, cfg.n_embd) if cfg.layout == "transition" else None
         self.build_backbone(cfg)
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.action_head = nn.Linear(cfg.n_embd, cfg.action_dim)
@@ -187,12 +195,20 @@ class SequenceModel(nn.Module):
         """The embedded token sequence of a history in the model's layout -- the one token builder of
         training, evaluation and analysis. ``features (B, T, feature_dim)`` are ``(O_{t-1}, X_t)``,
         ``actions (B, T, action_dim)`` are ``a_t``; returns ``(B, 2T, D)`` (paper) or ``(B, T, D)``
-        (compact, where token ``t`` adds ``a_{t-1}`` and the first token has no action term)."""
+        (compact, where token ``t`` adds ``a_{t-1}`` and the first token has no action term; transition,
+        which also adds the previous feature token, none at the first)."""
         f, a = self.embed_features(features), self.embed_actions(actions)  # (B, T, D) each
         if self.cfg.layout == "paper":
             B, T, D = f.shape
             return torch.stack([f, a], dim=2).reshape(B, 2 * T, D)  # (O_0,X_1), a_1, (O_1,X_2), ...
-        return f + F.pad(a[:, :-1], (0, 0, 1, 0))  # a shifted one step right, zeros first
+        tokens = f + F.pad(a[:, :-1], (0, 0, 1, 0))  # a shifted one step right, zeros first
+        if self.cfg.layout == "transition":
+            tokens = tokens + F.pad(self.embed_prev_features(features[:, :-1]), (0, 0, 1, 0))
+        return tokens
+
+    def embed_prev_features(self, features: Tensor) -> Tensor:
+        """The transition layout's embedding of the previous step's feature token."""
+        return self.prev_feature_emb((features - self.feature_loc) / self.feature_scale)
 
     def forward(self, features: Tensor, actions: Tensor, observations: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher-forced pass. ``features (B, T, feature_dim)``, ``actions (B, T, action_dim)`` ->
@@ -206,7 +222,7 @@ class SequenceModel(nn.Module):
         if observations and self.cfg.layout != "paper":
             raise ValueError("observations need the paper layout's action tokens")
         hidden = self._run(self.tokens(features, actions), None)  # (B, L, D)
-        if self.cfg.layout == "compact":
+        if self.cfg.layout != "paper":
             return self.read_out(hidden)
         pred = self.read_out(hidden[:, 0::2])  # read out a* at feature tokens
         return (pred, self.read_obs(hidden[:, 1::2])) if observations else pred
@@ -215,19 +231,24 @@ class SequenceModel(nn.Module):
         """``Ô_t`` at every action token in raw units, ``(B, T, obs_dim)`` (needs ``obs_head``)."""
         return self(features, actions, observations=True)[1]
 
-    def decode(self, t: int, feature: Tensor, prev_action: Tensor | None) -> Tensor:
+    def decode(self, t: int, feature: Tensor, prev_action: Tensor | None, prev_feature: Tensor | None = None) -> Tensor:
         """Action at step ``t`` (0-based) from the started cache plus what step ``t`` adds:
         ``(O_{t-1}, X_t)`` and ``a_{t-1}`` (none at ``t = 0``); ``feature (B, feature_dim)``,
-        ``prev_action (B, action_dim)``. The new tokens are written at input position ``2t - 1``
-        (paper layout: ``a_{t-1}``, then the feature token) or ``t`` (compact)."""
+        ``prev_action (B, action_dim)``; the transition layout also takes ``prev_feature``, step
+        ``t-1``'s feature token. The new tokens are written at input position ``2t - 1`` (paper
+        layout: ``a_{t-1}``, then the feature token) or ``t`` (one token per step)."""
         f = self.embed_features(feature)[:, None]  # (B, 1, D)
         if t == 0:
             tokens = f
-        elif self.cfg.layout == "compact":
-            tokens = f + self.embed_actions(prev_action)[:, None]
-        else:
+        elif self.cfg.layout == "paper":
             tokens = torch.cat([self.embed_actions(prev_action)[:, None], f], dim=1)  # (B, 2, D)
-        input_pos = t if self.cfg.layout == "compact" else max(0, 2 * t - 1)
+        else:
+            tokens = f + self.embed_actions(prev_action)[:, None]
+            if self.cfg.layout == "transition":
+                if prev_feature is None:
+                    raise ValueError("the transition layout decodes step t > 0 with the previous step's feature token")
+                tokens = tokens + self.embed_prev_features(prev_feature)[:, None]
+        input_pos = max(0, 2 * t - 1) if self.cfg.layout == "paper" else t
         return self.read_out(self._run(tokens, input_pos)[:, -1])
 
     # ---------------------------------------------------------------------------------------------

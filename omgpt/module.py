@@ -67,8 +67,9 @@ class OMGPTModule(L.LightningModule):
         window: context window ``W`` (paper §3.5.1): the model sees at most ``W`` steps, in training
             (a random ``W``-step slice of longer histories), validation and rollouts; its positional
             table covers ``W`` steps, so it can act for any horizon. ``None``: the whole ``horizon``.
-        layout: ``paper`` (feature and action tokens interleaved, the paper's) or ``compact`` (one token
-            per decision step; see :mod:`omgpt.model`).
+        layout: ``paper`` (feature and action tokens interleaved, the paper's), ``compact`` (one token
+            per decision step) or ``transition`` (one token per step holding the whole last transition;
+            see :mod:`omgpt.model`).
         pos_encoding: ``learned`` (the paper's table), ``rope`` or ``none``; the LSTM takes ``learned``
             (the default, which it ignores).
     """

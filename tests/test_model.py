@@ -15,7 +15,8 @@ TOL = 1e-5  # fp32
 VARIANTS = [
     ("gpt", "paper", "learned"), ("gpt", "paper", "rope"), ("gpt", "paper", "none"),
     ("gpt", "compact", "learned"), ("gpt", "compact", "rope"), ("gpt", "compact", "none"),
-    ("lstm", "paper", "learned"), ("lstm", "compact", "learned"),
+    ("gpt", "transition", "learned"), ("gpt", "transition", "rope"),
+    ("lstm", "paper", "learned"), ("lstm", "compact", "learned"), ("lstm", "transition", "learned"),
 ]
 IDS = ["-".join(v) for v in VARIANTS]
 
@@ -173,7 +174,7 @@ def test_the_cache_contract(variant):
         model.start_cache(4, 8)
         model.decode(0, f, None)
         with pytest.raises(RuntimeError, match="batch of 4"):
-            model.decode(1, f[:3], a[:3])
+            model.decode(1, f[:3], a[:3], f[:3])
         assert not any("cache" in k or "rope" in k for k in model.state_dict())
         with pytest.raises(ValueError, match="1..8"):
             model.start_cache(4, 9)
@@ -189,10 +190,31 @@ def test_positions_are_what_the_encodings_say():
         model = tiny_model(task, ("gpt", "compact", pos), max_steps=8)
         assert (model.pos_emb is not None) == table
         assert (model.rope_cos is not None) == (pos == "rope")
-    with pytest.raises(ValueError, match="obs_head"):
-        GPTConfig(task.feature_dim, 1, layout="compact", obs_head=True, obs_dim=1)
+    for layout in ("compact", "transition"):
+        with pytest.raises(ValueError, match="obs_head"):
+            GPTConfig(task.feature_dim, 1, layout=layout, obs_head=True, obs_dim=1)
     with pytest.raises(ValueError, match="pos_encoding"):
         build_model(GPTConfig(task.feature_dim, 1, backbone="lstm", pos_encoding="rope"))
+
+
+def test_a_transition_token_holds_the_whole_last_transition():
+    """Token ``t`` of the transition layout reads ``X_{t-1}`` itself (the compact token only through
+    attention); its first token, like the compact one's, has no previous step, and decoding a later
+    step without the previous feature token is refused."""
+    task = make_task("pricing")
+    feats, acts = torch.rand(2, 5, task.feature_dim), torch.rand(2, 5, 1)
+    moved = feats.clone()
+    moved[:, 2, task.obs_dim:] += 1.0  # X_2
+    for layout, reads_prev in (("compact", False), ("transition", True)):
+        model = tiny_model(task, ("gpt", layout, "learned"), max_steps=8)
+        before, after = model.tokens(feats, acts), model.tokens(moved, acts)
+        assert torch.equal(before[:, :2], after[:, :2]) and not torch.equal(before[:, 2], after[:, 2])
+        assert torch.equal(before[:, 3], after[:, 3]) != reads_prev
+        assert torch.equal(before[:, 4], after[:, 4])
+    model.start_cache(2, 8)
+    model.decode(0, feats[:, 0], None)
+    with pytest.raises(ValueError, match="previous step's feature token"):
+        model.decode(1, feats[:, 1], acts[:, 0])
 
 
 def test_history_longer_than_max_steps_needs_a_window():

@@ -13,7 +13,8 @@ from omgpt.rollout import tokens_at
 class GPTPolicy(HistoryPolicy):
     """Acts with a trained network: :class:`~omgpt.model.GPT` or :class:`~omgpt.model.LSTM`.
 
-    Each step feeds only what it adds, ``a_{t-1}`` and ``(O_{t-1}, X_t)``, through the decoding cache
+    Each step feeds only what it adds, ``a_{t-1}`` and ``(O_{t-1}, X_t)`` (and, in the transition
+    layout, step ``t-1``'s feature token), through the decoding cache
     (the GPT's KV cache, the LSTM's recurrent state), started in :meth:`reset` for the batch and
     released in :meth:`close`. With a context window ``W`` the model sees only the last ``W`` steps
     (paper §3.5.1); past ``W`` the cache no longer matches the shifted window, so those steps
@@ -47,7 +48,8 @@ class GPTPolicy(HistoryPolicy):
         model = self.model
         if self.use_cache and (self.window is None or t < self.window):
             feature = tokens_at(self.xs, self.actions, self.observations, t, window=1)[0][:, 0]  # (O_{t-1}, X_t)
-            a = model.decode(t, feature, self.actions[:, t - 1] if t > 0 else None)
+            prev = tokens_at(self.xs, self.actions, self.observations, t - 1, window=1)[0][:, 0] if t > 0 else None
+            a = model.decode(t, feature, self.actions[:, t - 1] if t > 0 else None, prev)
         else:  # re-encode the (windowed) history
             a = model(*tokens_at(self.xs, self.actions, self.observations, t, self.window))[:, -1]
         return self.task.action_from_output(a.float().to(x.device), self.generator, self.greedy)
