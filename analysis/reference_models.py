@@ -26,10 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 from analysis.recipe import validation_points
-from omgpt.files import atomic_write, read_checkpoint, save_figure, write_json, write_text
+from omgpt.files import export_weights, read_checkpoint, save_figure, write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "pretrained"
@@ -78,15 +76,6 @@ def wall_minutes(folder: Path) -> float | None:
     return None if last is None else round(last, 1)
 
 
-def export(ckpt: Path, out: Path) -> Path:
-    """Weights and hyper-parameters of a Lightning checkpoint, nothing else, as ``out/model.ckpt``."""
-    full = read_checkpoint(ckpt)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "model.ckpt", lambda f: torch.save({"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"],
-                                                           "global_step": full.get("global_step")}, f))
-    return out / "model.ckpt"
-
-
 def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
     from omgpt.evaluate import run_evaluation
     from omgpt.module import load_module
@@ -97,7 +86,7 @@ def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
     if not kept:
         raise SystemExit(f"omgpt: error: {folder} has no kept checkpoint; train {name} first")
     out = ROOT / "pretrained" / name
-    model_ckpt = export(kept[-1], out)
+    model_ckpt = export_weights(kept[-1], out / "model.ckpt")
     module = load_module(str(model_ckpt))
     task = module.task
     policies = ["omgpt", *(["alg-star"] if "alg-star" in policies_for(task) else []), *task.benchmarks, "oracle"]

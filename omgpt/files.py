@@ -198,6 +198,15 @@ def read_checkpoint(path: str | Path, map_location: Any = "cpu", mmap: bool = Fa
     return ckpt
 
 
+def export_weights(ckpt: str | Path, out: str | Path) -> Path:
+    """Weights and hyper-parameters of a Lightning checkpoint, nothing else (no optimizer state, so it
+    stays small enough to commit), written atomically to ``out``; ``omgpt evaluate --ckpt`` reads it."""
+    full = read_checkpoint(ckpt)
+    slim = {"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"], "global_step": full.get("global_step")}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write(out, lambda f: torch.save(slim, f))
+
+
 class SafeCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint IO through :func:`atomic_write` and :func:`read_checkpoint` (local files)."""
 

@@ -3,6 +3,7 @@ smallest one runs end to end (tiny fit) -- training once, then reusing its conte
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from omgpt.experiment import (
     run_key,
     alg_star_match,
 )
+from omgpt.files import read_checkpoint
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_episode_task
@@ -179,6 +181,15 @@ def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, cap
     assert cli_main(args) == 0
     again = json.loads(done.read_text())
     assert again["ckpt"] == first["ckpt"] and again["val_regret"] == first["val_regret"] and again["steps"] == first["steps"] == 2
+    # A finished model is done.json + model.ckpt (weights and hyper-parameters only): a store carried
+    # to another machine without the fits' run/ folders still serves every experiment.
+    for folder in (tmp_path / "models").iterdir():
+        assert set(read_checkpoint(folder / "model.ckpt")) == {"state_dict", "hyper_parameters", "global_step"}
+        shutil.rmtree(folder / "run")
+    capsys.readouterr()
+    assert cli_main(args) == 0
+    assert capsys.readouterr().out.count("reusing") == 2
+    assert json.loads((out / "experiment.json").read_text())["panels"] == result["panels"]
 
 
 def test_random_policy_with_high_draws_uniformly_below_it():

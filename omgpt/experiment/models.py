@@ -1,6 +1,11 @@
 """The model store of ``omgpt experiment``: every model an experiment needs is one ``omgpt fit`` run in
 a content-addressed folder ``MODELS_DIR/<task>-<hash of its fit arguments and configs>``, trained once
 (resumed from its ``last.ckpt`` when interrupted) and shared by every experiment that asks for it.
+
+A finished model is ``done.json`` (its training record) and ``model.ckpt`` (the kept checkpoint's
+weights and hyper-parameters, ~1 MB at the CPU scale): what an experiment reads, and all a store needs
+to keep, so a store of finished models can be committed and carried to another machine; the fit's own
+``run/`` folder (full checkpoints with optimizer state, logs) is only needed to resume an unfinished fit.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from pathlib import Path
 
 from omgpt.errors import OMGPTError
 from omgpt.experiment.config import SCALES
-from omgpt.files import read_checkpoint, write_json
+from omgpt.files import export_weights, read_checkpoint, write_json
 from omgpt.resources import CHECKOUT, CONFIGS
 
 ROOT = CHECKOUT  # reports show paths relative to the repository; fits run from it
@@ -126,10 +131,11 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
     ckpt = best_checkpoint(run_dir)
     if ckpt is None:
         raise OMGPTError(f"training model {name!r} wrote no checkpoint in {run_dir}")
-    record = {"model": name, "key": key, "ckpt": str(ckpt.relative_to(run_dir)), "train_seconds": round(time.perf_counter() - start, 1),
+    kept = export_weights(ckpt, run_dir / "model.ckpt")
+    record = {"model": name, "key": key, "ckpt": kept.name, "kept_checkpoint": ckpt.name, "train_seconds": round(time.perf_counter() - start, 1),
               "command": _fit_command(args), **_training_summary(run_dir)}
     write_json(record, done)
-    record["ckpt"] = str(ckpt)
+    record["ckpt"] = str(kept)
     print(f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record.get('best_val_regret')}", flush=True)
     return record
 
