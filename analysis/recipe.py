@@ -142,8 +142,8 @@ def report(runs_dir: Path, out: Path) -> None:
         for variant, r in sorted(results.items()):
             if r["task"] != task:
                 continue
-            minutes, width = [p["minutes"] for p in r["curve"]], 2.5 if variant == "baseline" else 1.2
-            style = "--" if "compact" not in variant else "-"
+            minutes, width = [p["minutes"] for p in r["curve"]], 2.5 if "baseline" in variant or "transition" in variant else 1.2
+            style = "--" if "baseline" in variant else "-"  # the paper layout's starting points dashed
             for ax, key in zip(row, ("regret", "subopt")):
                 ax.plot(minutes, [p[key] for p in r["curve"]], style, marker=".", label=variant, lw=width)
         row[0].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation regret at T", yscale="log",
