@@ -86,7 +86,7 @@ def report(r: dict) -> str:
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="tiny,demo,paper", help=f"comma-separated, from {', '.join(SIZES)}")
-    p.add_argument("--layouts", default="paper", help="comma-separated token layouts: paper, compact")
+    p.add_argument("--layouts", default="paper", help="comma-separated token layouts: paper, compact, transition")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--horizon", type=int, default=100)
     p.add_argument("--paper-batch", type=int, help="batch for the paper size only (its full recompute takes ~30 min on a 2-core CPU at B=256)")

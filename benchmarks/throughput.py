@@ -1,18 +1,19 @@
-"""Training throughput of the two token layouts, eager and compiled, against this machine's matmul peak.
+"""Training throughput of the token layouts, eager and compiled, against this machine's matmul peak.
 
     python benchmarks/throughput.py [--steps 30] [--threads 1] [--batch 64] [--horizon 50] [--no-compile]
-        [--device cpu] [--json FILE]
+        [--layouts paper,compact,transition] [--device cpu] [--json FILE]
 
 At the demo's size (configs/demo.yaml: 4 layers, 64 dims, batch 64, T = 50) one training step --
 forward, the task loss, backward, AdamW -- on one pre-generated batch (no data generation: that is
 ``benchmarks/streaming.py``), for every combination of
 
-* layout: ``paper`` (feature and action tokens interleaved, ``2T`` tokens) or ``compact`` (one token
-  per decision step, ``T`` tokens);
+* layout: ``paper`` (feature and action tokens interleaved, ``2T`` tokens), ``compact`` (one token
+  per decision step, ``T`` tokens) or ``transition`` (``T`` tokens, each also embedding the previous
+  step's feature token);
 * ``model.compile()`` off or on (torch.compile's inductor; on CPU it emits C++).
 
 It prints the steady-state steps/s (the median of ``--steps`` timed steps after warm-up), the decisions
-per second (``B·T`` predictions trained per step: what both layouts have in common) and tokens per
+per second (``B·T`` predictions trained per step: what every layout has in common) and tokens per
 second, the model FLOPs per step (``6·N·tokens`` for the weights plus ``12·n_layer·L²·D`` per sequence
 for attention, forward and backward), and what fraction of this machine's measured peak (the best of
 a few ``1024×1024`` float32 matmuls at the same thread count) that makes. The ratios in the last
@@ -80,6 +81,7 @@ def main() -> None:
     p.add_argument("--horizon", type=int, default=50)
     p.add_argument("--no-compile", action="store_true", help="skip the compiled variants")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--layouts", default="paper,compact,transition", help="comma-separated token layouts")
     p.add_argument("--json", help="also write the numbers here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -88,7 +90,7 @@ def main() -> None:
     print(f"{machine()}; {args.threads} thread(s); matmul peak {peak / 1e9:.1f} GFLOP/s")
     print(f"demo size {cfg['n_layer']}L/{cfg['n_embd']}d, batch {args.batch}, T = {args.horizon}")
     rows, base = [], None
-    for layout in ("paper", "compact"):
+    for layout in args.layouts.split(","):
         for compiled in (False,) if args.no_compile else (False, True):
             torch.manual_seed(0)
             module = OMGPTModule(**{**cfg, "horizon": args.horizon, "layout": layout}).to(args.device)
@@ -105,9 +107,9 @@ def main() -> None:
                    "tokens_per_s": args.batch * module.model.cfg.tokens_per_step * args.horizon / sec,
                    "gflop_per_step": flops / 1e9, "peak_fraction": flops / sec / peak, "speedup": base / sec}
             rows.append(row)
-    print(f"{'layout':8} {'compile':7} {'steps/s':>8} {'decisions/s':>12} {'tokens/s':>10} {'GFLOP/step':>10} {'of peak':>8} {'speed-up':>8}")
+    print(f"{'layout':10} {'compile':7} {'steps/s':>8} {'decisions/s':>12} {'tokens/s':>10} {'GFLOP/step':>10} {'of peak':>8} {'speed-up':>8}")
     for r in rows:
-        print(f"{r['layout']:8} {str(r['compiled']):7} {r['steps_per_s']:8.2f} {r['decisions_per_s']:12.0f} {r['tokens_per_s']:10.0f} "
+        print(f"{r['layout']:10} {str(r['compiled']):7} {r['steps_per_s']:8.2f} {r['decisions_per_s']:12.0f} {r['tokens_per_s']:10.0f} "
               f"{r['gflop_per_step']:10.3f} {r['peak_fraction']:8.1%} {r['speedup']:7.2f}x")
     if args.json:
         with open(args.json, "w") as f:
