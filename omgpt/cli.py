@@ -110,7 +110,7 @@ def experiment(
         all: every experiment, each into results/NAME (the models they share trained once)
         scale: cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)
         out: report folder (default results/NAME; results/NAME-paper at paper scale)
-        models_dir: trained models, shared across experiments (default runs/experiments/models)
+        models_dir: trained models, shared across experiments (default: results/models at the CPU scale, else runs/experiments/models)
         jobs: models trained at once, one process each (one CPU thread each when > 1)
         runs: test runs per panel (default: the experiment's, 100)
         horizon: override every model's training horizon (quick runs)

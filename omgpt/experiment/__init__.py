@@ -71,7 +71,7 @@ def run_experiment(
         if not Path(cfg).is_file():
             raise OMGPTError(f"--fit-config {cfg}: no such file")
     out_dir = Path(out or ROOT / "results" / (name if scale == "cpu" else f"{name}-{scale}"))
-    models_path = Path(models_dir or ROOT / "runs" / "experiments" / "models")
+    models_path = Path(models_dir or default_models_dir(scale, quick=bool(fit_configs) or horizon is not None))
     runs = runs or exp.get("runs", 100)
     device = device or "cpu"  # rollouts of 100 runs are small; the scipy-based benchmarks want CPU tensors
     command = _command(name, scale, out, models_dir, runs if runs != exp.get("runs", 100) else None, horizon, fit_configs, seed, device)
@@ -110,6 +110,14 @@ def run_experiment(
     return result
 
 
+def default_models_dir(scale: str, quick: bool) -> Path:
+    """Where models are stored unless ``--models-dir`` says: the CPU-scale models behind ``results/`` in
+    ``results/models`` (committed: a finished model is ~1 MB, and the store survives the machine, so
+    training can be spread over sessions and every report's models are in the repository); quick runs
+    and the paper scale in ``runs/experiments/models``."""
+    return ROOT / ("runs/experiments/models" if quick or scale != "cpu" else "results/models")
+
+
 def run_all(scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, runs: int | None = None,
             seed: int = 0, device: str | None = None, train_only: bool = False) -> None:
     """``omgpt experiment --all``: every experiment into ``results/NAME``. The models of all of them are
@@ -123,7 +131,7 @@ def run_all(scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, ru
             models.setdefault(model_key(model, scale, []), (f"{name}/{label}", model))
     print(f"omgpt experiment --all, scale {scale}: {len(names)} experiments, {len(models)} distinct models")
     start = time.perf_counter()
-    train_all({"models": dict(models.values()), "scale": scale}, Path(models_dir or ROOT / "runs" / "experiments" / "models"), [], jobs)
+    train_all({"models": dict(models.values()), "scale": scale}, Path(models_dir or default_models_dir(scale, quick=False)), [], jobs)
     if not train_only:
         for name in names:
             run_experiment(name, scale, None, models_dir, jobs, runs, None, [], seed, device)
