@@ -6,9 +6,10 @@ embedding (paper §5.3: "the 0-layer representing the input vectors to the GPT m
 last one before the final LayerNorm and read-out). Captured with a forward pre-hook on ``blocks[0]``
 and forward hooks on every block, so the model's code and outputs are untouched.
 
-Token positions (0-based, docs/paper-gaps.md §1): the history ``(O_0,X_1), a_1, (O_1,X_2), a_2, …`` puts the feature
-token of decision step ``t`` (1-based, the paper's ``X_t``) at position ``2(t-1)`` and the action token
-``a_t`` at ``2t-1``. The paper probes the feature token of ``X_100``: :func:`feature_position` ``(100)``.
+Token positions (0-based, docs/paper-gaps.md §1): the paper layout's history ``(O_0,X_1), a_1, (O_1,X_2), a_2, …``
+puts the feature token of decision step ``t`` (1-based, the paper's ``X_t``) at position ``2(t-1)`` and
+the action token ``a_t`` at ``2t-1``; the one-token layouts (``compact``, ``transition``) put step ``t``'s
+token at ``t-1``. The paper probes the feature token of ``X_100``: :func:`feature_position` ``(100)``.
 
 Everything the probes, t-SNE figures and the ``EmbeddingProbe`` callback need goes through
 :func:`collect`: draw environments, play them with a policy through the one rollout loop, run one
@@ -30,15 +31,16 @@ from omgpt.rollout import History, rollout
 from omgpt.tasks.base import Envs, HiddenType, Task
 
 
-def feature_position(step: int) -> int:
-    """Sequence position of the feature token ``(O_{t-1}, X_t)`` of 1-based decision step ``t``."""
+def feature_position(step: int, layout: str = "paper") -> int:
+    """Sequence position of the token that decides 1-based step ``t``: the feature token ``(O_{t-1}, X_t)``
+    of the paper layout, or step ``t``'s one token in the compact and transition layouts."""
     if step < 1:
         raise OMGPTError(f"step must be a positive integer (1-based, as the paper's X_t), got {step}")
-    return 2 * (step - 1)
+    return 2 * (step - 1) if layout == "paper" else step - 1
 
 
 def action_position(step: int) -> int:
-    """Sequence position of the action token ``a_t`` of 1-based decision step ``t``."""
+    """Sequence position of the action token ``a_t`` of 1-based decision step ``t`` (paper layout)."""
     return feature_position(step) + 1
 
 
@@ -72,7 +74,8 @@ def record_hidden(model: GPT, positions: list[int] | Tensor | None = None):
 def capture(model: GPT, features: Tensor, actions: Tensor, positions: list[int] | Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One teacher-forced pass; returns ``(hidden, output)``.
 
-    ``hidden`` is ``(n_layer + 1, B, P, D)`` at ``positions`` (every token when ``None``: ``P = 2T``);
+    ``hidden`` is ``(n_layer + 1, B, P, D)`` at ``positions`` (every token when ``None``: ``P = 2T`` in
+    the paper layout, ``T`` in the one-token layouts);
     ``output`` is exactly ``model(features, actions)``. Put the model in eval mode first (dropout).
     """
     with record_hidden(model, positions) as states:
@@ -84,13 +87,15 @@ def capture(model: GPT, features: Tensor, actions: Tensor, positions: list[int] 
 
 @torch.no_grad()
 def run_from_layer(model: GPT, hidden: Tensor, layer: int) -> Tensor:
-    """Finish the forward pass from the layer-``layer`` hidden states of a whole sequence ``(B, 2T, D)``:
-    blocks ``layer..n_layer-1``, then the read-out at the feature tokens -> ``(B, T, action_dim)``.
+    """Finish the forward pass from the layer-``layer`` hidden states of a whole sequence (``(B, 2T, D)``
+    in the paper layout, ``(B, T, D)`` in the one-token layouts): blocks ``layer..n_layer-1`` (with the
+    rotary tables of a ``rope`` model), then the read-out at the deciding tokens -> ``(B, T, action_dim)``.
     With ``capture``'s hidden states this reproduces the model's output (the test of the capture)."""
-    x = hidden
+    x, L = hidden, hidden.shape[1]
+    rope = None if model.rope_cos is None else (model.rope_cos[:L], model.rope_sin[:L])
     for block in model.blocks[layer:]:
-        x = block(x)
-    return model.read_out(x[:, 0::2])
+        x = block(x, None, rope)
+    return model.read_out(x[:, 0::2] if model.cfg.layout == "paper" else x)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -190,7 +195,7 @@ def collect(
     env_gen = torch.Generator(device=device).manual_seed(seed)
     envs_all = balanced_envs(task, n, env_gen, balance)
     hidden, opt, pred, hists, at_x = [], [], [], [], []
-    pos = [feature_position(step)]
+    pos = [feature_position(step, model.cfg.layout)]
     for lo in range(0, n, batch_size):
         envs = {k: v[lo : lo + batch_size] for k, v in envs_all.items()}
         g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + lo + 1)

@@ -72,6 +72,29 @@ def test_captured_states_reproduce_the_output(pricing_ckpt):
     torch.testing.assert_close(sel[:, :, 0], hidden[:, :, 2 * (HORIZON - 1)])
 
 
+@pytest.mark.parametrize("layout,pos", [("compact", "rope"), ("transition", "learned"), ("transition", "rope")])
+def test_capture_follows_the_one_token_layouts(layout, pos):
+    """In the compact and transition layouts step t's one token sits at t-1; captured states finish to
+    the model's output (with the rotary tables of a rope model), and collect probes that token."""
+    from omgpt.module import OMGPTModule
+
+    torch.manual_seed(0)
+    module = OMGPTModule(task="pricing", horizon=HORIZON, n_layer=2, n_head=2, n_embd=16, layout=layout, pos_encoding=pos)
+    model = module.model.eval()
+    with torch.no_grad():
+        for p in model.parameters():  # away from the near-constant output of the default init
+            p.normal_(0.0, 0.2)
+    features, actions = _tokens(module)
+    hidden, output = capture(model, features, actions)
+    assert hidden.shape == (3, len(features), HORIZON, 16) and feature_position(HORIZON, layout) == HORIZON - 1
+    for k in range(3):
+        torch.testing.assert_close(run_from_layer(model, hidden[k], k), output, atol=1e-5, rtol=1e-5)
+    data = collect(model, module.task, 4, 5, seed=1, batch_size=4)
+    replay = collect(model, module.task, 4, 5, seed=1, batch_size=4, keep_history=True).history
+    at_step, _ = capture(model, *replay.tokens(), [feature_position(5, layout)])
+    torch.testing.assert_close(data.hidden, at_step[:, :, 0])
+
+
 def test_collect_labels_and_balance(pricing_ckpt):
     module = load_module(str(pricing_ckpt))
     data = collect(module.model, module.task, 10, 6, seed=3, batch_size=4)
