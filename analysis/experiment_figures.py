@@ -40,6 +40,7 @@ def draw(result: dict, out: Path) -> list[str]:
     files = []
     if kind == "advantage":
         files.append(_advantage(panels, out / "advantage.png"))
+        files.append(_scaling(result, out / "scaling.png"))
     if kind == "alg-star-match":
         files += _alg_star_match(panels, out)
     groups: dict[str, list[dict]] = {}
@@ -99,6 +100,31 @@ def _advantage(panels: list[dict], path: Path) -> Path:
     ax.set_yticks(range(len(layers)), [str(n) for n in layers])
     ax.set(xlabel="problem dimension (context)", ylabel="layers", title="reward improvement over the best benchmark")
     fig.colorbar(im, ax=ax, label="%")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _scaling(result: dict, path: Path) -> Path:
+    """The model-size study as scaling curves: per problem dimension, each depth's validation regret
+    against training steps (from its training record: does regret fall with steps at a fixed depth?),
+    and the test regret against depth at the steps trained (does it fall with depth?)."""
+    plt = _plt()
+    panels = result["panels"]
+    dims = sorted({p["grid"]["dimension"] for p in panels})
+    fig, axes = plt.subplots(1, len(dims) + 1, figsize=(4.2 * (len(dims) + 1), 3.8), squeeze=False)
+    for ax, dim in zip(axes[0], dims):
+        for p in sorted((p for p in panels if p["grid"]["dimension"] == dim), key=lambda p: p["grid"]["layers"]):
+            curve = result["models"][p["model"]].get("val_regret") or []
+            ax.plot([s for s, _ in curve], [v for _, v in curve], marker=".", label=f"{p['grid']['layers']} layers")
+        ax.set(xlabel="training steps", ylabel="validation regret at T", yscale="log", title=f"dimension {dim}")
+        ax.legend(fontsize=8)
+    ax = axes[0, -1]
+    for dim in dims:
+        row = sorted((p["grid"]["layers"], p["policies"]["omgpt"]["final_regret"]["mean"]) for p in panels if p["grid"]["dimension"] == dim)
+        ax.plot([n for n, _ in row], [r for _, r in row], marker="o", label=f"dimension {dim}")
+    ax.set(xlabel="layers", ylabel="OMGPT's test regret at T", yscale="log", title="test regret against depth")
+    ax.set_xticks(sorted({p["grid"]["layers"] for p in panels}))
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
 

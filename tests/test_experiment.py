@@ -270,3 +270,13 @@ def test_all_trains_every_distinct_model_once_then_runs_every_experiment(monkeyp
     assert ran == [(n, "cpu") for n in available()]
     assert cli_main(["experiment", "--all", "main-results"]) == 2
     assert "give no name" in capsys.readouterr().err
+
+
+def test_model_size_draws_the_papers_figure_and_the_scaling_curves(tmp_path):
+    """From the committed report's numbers: the advantage grid, the scaling curves (validation regret
+    against steps per depth, test regret against depth) and the regret curves."""
+    from analysis.experiment_figures import draw
+
+    result = json.loads((ROOT / "results" / "model-size" / "experiment.json").read_text())
+    assert draw(result, tmp_path) == ["advantage.png", "scaling.png", "regret.png"]
+    assert all((tmp_path / f).stat().st_size > 10_000 for f in ("advantage.png", "scaling.png"))
