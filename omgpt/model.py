@@ -1,6 +1,6 @@
 """The OMGPT network: a causal sequence model over a history's feature and action tokens.
 
-Two token layouts (``GPTConfig.layout``), both built here from the same ``(features, actions)`` pair:
+Three token layouts (``GPTConfig.layout``), all built here from the same ``(features, actions)`` pair:
 
 * ``paper`` (docs/paper-gaps.md §1, paper appendix A.1): ``(O_0,X_1), a_1, (O_1,X_2), a_2, …, (O_{t-1},X_t)`` --
   feature and action tokens interleaved, ``2t-1`` tokens for ``t`` decisions; a linear read-out at
