@@ -145,8 +145,8 @@ def run_evaluation(
 @torch.no_grad()
 def observation_predictions(model, history: History, window: int | None = None, batch_size: int = 256) -> torch.Tensor:
     """The observation head's ``Ô_t`` at every action token of ``history``, ``(B, T, obs_dim)`` on the
-    CPU, each from the last ``min(W, t+1)`` steps as the windowed model sees them (the whole history
-    without a window)."""
+    CPU, each from the last ``min(W, t+1)`` steps as the windowed model sees them (read as a history of
+    their own, :func:`~omgpt.rollout.tokens_at`; the whole history without a window)."""
     device = next(model.parameters()).device
     model.eval()
     T = history.horizon
@@ -156,7 +156,7 @@ def observation_predictions(model, history: History, window: int | None = None, 
         part = history.apply(lambda v: v[lo : lo + batch_size].to(device))
         # one pass predicts every step of the first window; each later step needs its own window
         preds = [model.predict_observations(*part.tokens(t=W - 1))]
-        preds += [model.predict_observations(*part.tokens(W, t))[:, -1:] for t in range(W, T)]
+        preds += [model.predict_observations(*part.tokens(W, t, restart=True))[:, -1:] for t in range(W, T)]
         out.append(torch.cat(preds, dim=1).float().cpu())
     return torch.cat(out)
 

@@ -148,16 +148,20 @@ class OMGPTModule(L.LightningModule):
 
     def window_slice(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
         """With a context window ``W`` shorter than the batch's histories, keep one random ``W``-step
-        slice of every ``(B, T, ·)`` tensor. The slice's positions restart at 0 and its first feature
-        token carries the observation of the step before it -- exactly what the windowed rollout feeds
-        the model at ``t >= W``. The start is shared by the batch and drawn from a generator seeded by
+        slice of every ``(B, T, ·)`` tensor. The slice is a history of its own: its positions restart at
+        0 and its first feature token's observation is zeroed, as at an episode's start -- exactly what
+        the windowed rollout feeds the model at ``t >= W`` (``tokens_at(..., restart=True)``). The start is shared by the batch and drawn from a generator seeded by
         (global seed, global step, batch index, rank), so a resumed run slices as the original did."""
         W, T = self.hparams.window, batch["features"].shape[1]
         if W is None or T <= W:
             return batch
         g = torch.Generator().manual_seed(stream_seed(torch.initial_seed(), self.global_step, batch_idx, self.global_rank))
         s = int(torch.randint(T - W + 1, (), generator=g))
-        return {k: v[:, s : s + W] if v.dim() > 1 else v for k, v in batch.items()}
+        sliced = {k: v[:, s : s + W] if v.dim() > 1 else v for k, v in batch.items()}
+        if s > 0:
+            sliced["features"] = sliced["features"].clone()
+            sliced["features"][:, 0, : self.task.obs_dim] = 0.0
+        return sliced
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         horizon = batch["features"].shape[1]

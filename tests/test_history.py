@@ -77,6 +77,9 @@ def test_tokens_at_is_the_windowed_slice_of_the_whole_history():
             f, a = tokens_at(h.contexts, h.actions, h.observations, t, window)
             lo = 0 if window is None else max(0, t + 1 - window)
             assert torch.equal(f, feats[:, lo : t + 1]) and torch.equal(a, acts[:, lo : t + 1])
+            restarted, _ = tokens_at(h.contexts, h.actions, h.observations, t, window, restart=True)
+            assert torch.equal(restarted[:, 1:], f[:, 1:]) and torch.equal(restarted[:, 0, task.obs_dim :], f[:, 0, task.obs_dim :])
+            assert torch.equal(restarted[:, 0, : task.obs_dim], torch.zeros(3, task.obs_dim) if lo > 0 else f[:, 0, : task.obs_dim])
     # O_t itself is never read at step t: a policy builds its tokens before it observes
     later = h.observations.clone()
     later[:, 4:] = float("nan")

@@ -100,8 +100,9 @@ def test_windowed_cache_equals_explicit_windowed_recompute(variant):
     explicit = []
     with torch.no_grad():
         for t in range(T):
-            feats, acts = history.truncate(t + 1).tokens(window=W)  # the last min(W, t+1) steps
+            feats, acts = history.truncate(t + 1).tokens(window=W, restart=True)  # the last min(W, t+1) steps
             assert feats.shape[1] == min(W, t + 1)
+            assert (t < W) or not feats[:, 0, : task.obs_dim].any()  # a window restarts: no observation before it
             explicit.append(model(feats, acts)[:, -1])
     explicit = torch.stack(explicit, dim=1)
     assert (explicit - raw).abs().max() <= TOL

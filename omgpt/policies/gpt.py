@@ -50,8 +50,8 @@ class GPTPolicy(HistoryPolicy):
             feature = tokens_at(self.xs, self.actions, self.observations, t, window=1)[0][:, 0]  # (O_{t-1}, X_t)
             prev = tokens_at(self.xs, self.actions, self.observations, t - 1, window=1)[0][:, 0] if t > 0 else None
             a = model.decode(t, feature, self.actions[:, t - 1] if t > 0 else None, prev)
-        else:  # re-encode the (windowed) history
-            a = model(*tokens_at(self.xs, self.actions, self.observations, t, self.window))[:, -1]
+        else:  # re-encode the (windowed) history, a window read as a history of its own
+            a = model(*tokens_at(self.xs, self.actions, self.observations, t, self.window, restart=True))[:, -1]
         return self.task.action_from_output(a.float().to(x.device), self.generator, self.greedy)
 
     def close(self) -> None:
