@@ -18,7 +18,7 @@ from omgpt.files import read_checkpoint
 from omgpt.metrics import MeanCurve
 from omgpt.model import BACKBONES, GPTConfig, build_model
 from omgpt.policies import make_policy
-from omgpt.rollout import History, rollout
+from omgpt.rollout import History, restarted, rollout
 from omgpt.tasks import make_episode_task
 from omgpt.tasks.base import Task
 
@@ -159,8 +159,7 @@ class OMGPTModule(L.LightningModule):
         s = int(torch.randint(T - W + 1, (), generator=g))
         sliced = {k: v[:, s : s + W] if v.dim() > 1 else v for k, v in batch.items()}
         if s > 0:
-            sliced["features"] = sliced["features"].clone()
-            sliced["features"][:, 0, : self.task.obs_dim] = 0.0
+            sliced["features"] = restarted(sliced["features"], self.task.obs_dim)
         return sliced
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:

@@ -114,9 +114,17 @@ def tokens_at(contexts: Tensor, actions: Tensor, observations: Tensor, t: int, w
     without (40 runs), the model's action error jumping from 0.21 to 0.93 at the first windowed step."""
     lo = 0 if window is None else max(0, t + 1 - window)
     prev = observations[:, lo - 1 : t] if lo > 0 else torch.cat([torch.zeros_like(observations[:, :1]), observations[:, :t]], dim=1)
-    if restart and lo > 0:
-        prev = torch.cat([torch.zeros_like(prev[:, :1]), prev[:, 1:]], dim=1)
-    return torch.cat([prev, contexts[:, lo : t + 1]], dim=-1), actions[:, lo : t + 1]
+    features = torch.cat([prev, contexts[:, lo : t + 1]], dim=-1)
+    return (restarted(features, observations.shape[-1]) if restart and lo > 0 else features), actions[:, lo : t + 1]
+
+
+def restarted(features: Tensor, obs_dim: int) -> Tensor:
+    """Feature tokens ``(B, L, ·)`` of a slice of a history read as a history of its own: the first
+    token's observation columns zeroed, as ``O_{-1}`` is at an episode's start (:func:`tokens_at`'s
+    ``restart``, and the windowed training slices of ``OMGPTModule.window_slice``)."""
+    features = features.clone()
+    features[:, 0, :obs_dim] = 0.0
+    return features
 
 
 @torch.no_grad()

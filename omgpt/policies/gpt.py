@@ -47,9 +47,9 @@ class GPTPolicy(HistoryPolicy):
     def decide(self, t: int, x: Tensor) -> Tensor:
         model = self.model
         if self.use_cache and (self.window is None or t < self.window):
-            feature = tokens_at(self.xs, self.actions, self.observations, t, window=1)[0][:, 0]  # (O_{t-1}, X_t)
-            prev = tokens_at(self.xs, self.actions, self.observations, t - 1, window=1)[0][:, 0] if t > 0 else None
-            a = model.decode(t, feature, self.actions[:, t - 1] if t > 0 else None, prev)
+            features = tokens_at(self.xs, self.actions, self.observations, t, window=2)[0]  # steps t-1 (if any) and t
+            prev_feature, prev_action = (features[:, 0], self.actions[:, t - 1]) if t > 0 else (None, None)
+            a = model.decode(t, features[:, -1], prev_action, prev_feature)
         else:  # re-encode the (windowed) history, a window read as a history of its own
             a = model(*tokens_at(self.xs, self.actions, self.observations, t, self.window, restart=True))[:, -1]
         return self.task.action_from_output(a.float().to(x.device), self.generator, self.greedy)
