@@ -94,7 +94,36 @@ def experiments_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"recipe": recipe_table, "pretrained": pretrained_table, "experiments": experiments_table}
+def cost_table() -> str:
+    """What reproducing every experiment costs on this machine, from the runs ``results/*/experiment.json``
+    record: each distinct model's training (a model shared by several experiments, or a reference model
+    standing in for several, counted once) and each experiment's evaluation."""
+    lines = ["| experiment | scale, test `T` | models (reference models) | training, CPU-minutes (first use) | evaluation, minutes |",
+             "|---|---|---|---|---|"]
+    counted: dict[str, float] = {}
+    evaluation = 0.0
+    for path in sorted((ROOT / "results").glob("*/experiment.json")):
+        result = json.loads(path.read_text())
+        records = result["models"].values()
+        new = {r["key"]: r["train_seconds"] for r in records if r["key"] not in counted}
+        counted.update(new)
+        # runs before evaluation_seconds was recorded: their total, which is the evaluation where the
+        # models were trained beforehand (--train-only), as in every run at the CPU recipe's scale
+        seconds = result.get("evaluation_seconds", result["seconds"])
+        evaluation += seconds
+        shipped = sum(r["key"].startswith("pretrained/") for r in records)
+        horizons = sorted({p["horizon"] for p in result["panels"] if p.get("horizon")})
+        lines.append(f"| `{result['name']}` | {result['scale']}, {' / '.join(map(str, horizons))} | {len(result['models'])} ({shipped}) | "
+                     f"{sum(new.values()) / 60:.0f} | {seconds / 60:.0f} |")
+    training = sum(counted.values())
+    lines.append(f"| **all** (`omgpt experiment --all --jobs 2`) | | {len(counted)} distinct | **{training / 60:.0f}** | **{evaluation / 60:.0f}** |")
+    lines.append("")
+    lines.append(f"In all {(training + evaluation) / 3600:.1f} core-hours; with two models training at once "
+                 f"(`--jobs 2`, one core each) about {(training / 2 + evaluation) / 3600:.1f} hours of wall-clock on this 2-core machine.")
+    return "\n".join(lines)
+
+
+TABLES = {"recipe": recipe_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}
 
 
 def render(text: str) -> str:

@@ -73,3 +73,27 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     assert lstm == ("models: transformer **3**, lstm-5 4.2 vs fai 4", True)  # the first model compared decides
     head = {"title": "dp", "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}}}
     assert panel_cell(head) == ("dp: MSE after 2 samples 0.5 vs ridge 0.1", False)
+
+
+def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_evaluation(tmp_path, monkeypatch):
+    import json
+
+    from analysis import readme_tables
+
+    def experiment(name, models, seconds, evaluation=None):
+        result = {"name": name, "scale": "cpu", "panels": [{"horizon": 100}], "seconds": seconds,
+                  "models": {key: {"key": key, "train_seconds": train} for key, train in models.items()}}
+        if evaluation is not None:
+            result["evaluation_seconds"] = evaluation
+        (tmp_path / "results" / name).mkdir(parents=True)
+        (tmp_path / "results" / name / "experiment.json").write_text(json.dumps(result))
+
+    experiment("a", {"m1": 600.0, "pretrained/p": 1200.0}, seconds=2000.0, evaluation=120.0)
+    experiment("b", {"m1": 600.0, "m2": 1800.0}, seconds=240.0)  # no evaluation_seconds: its total
+    monkeypatch.setattr(readme_tables, "ROOT", tmp_path)
+    rows = readme_tables.cost_table().splitlines()
+    assert rows[2] == "| `a` | cpu, 100 | 2 (1) | 30 | 2 |"
+    assert rows[3] == "| `b` | cpu, 100 | 2 (0) | 30 | 4 |"  # m1 already counted under a
+    assert rows[4] == "| **all** (`omgpt experiment --all --jobs 2`) | | 3 distinct | **60** | **6** |"
+    # 3,600 s training + 360 s evaluation = 1.1 core-hours; 1,800 + 360 s = 0.6 hours with two lanes
+    assert rows[6].startswith("In all 1.1 core-hours;") and "about 0.6 hours" in rows[6]

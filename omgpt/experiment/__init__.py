@@ -84,6 +84,7 @@ def run_experiment(
     # made before the training, so an unwritable OUT fails now and not hours later.
     with output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder:
         records = train_all(exp, models_path, fit_configs, jobs)
+        evaluation_start = time.perf_counter()
         kind = exp.get("figure", "curves")
         panels = []
         for panel in exp["panels"]:
@@ -99,7 +100,8 @@ def run_experiment(
             panels.append(numbers)
         result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
                   "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": kind,
-                  "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1)}
+                  "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1),
+                  "evaluation_seconds": round(time.perf_counter() - evaluation_start, 1)}
         from analysis.experiment_figures import draw
 
         result["figures"] = draw(result, folder)

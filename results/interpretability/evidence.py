@@ -2,10 +2,9 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python results/interpretability/evidence.py [RUN_DIR]
 
-RUN_DIR defaults to runs/interpretability/version_0. Probes and t-SNE at the feature token of X_50
-(the horizon of this run; the paper probes X_100 of a T = 100 model) on two kinds of histories:
-``omgpt`` (played by the model itself, its test-time situation) and ``uniform-price`` (prices uniform on
-[0, 3], the pre-training distribution). Equivalent CLI calls for the first kind:
+RUN_DIR defaults to runs/interpretability/version_0. Probes and t-SNE at the token of X_T, T the run's
+horizon (100, as the paper's X_100), on two kinds of histories: ``omgpt`` (played by the model itself,
+its test-time situation) and ``random`` (prices uniform on [0, 3], the pre-training data policy). Equivalent CLI calls for the first kind:
 ``omgpt probe --ckpt RUN_DIR/checkpoints/last.ckpt --out DIR`` and ``omgpt tsne --ckpt … --out DIR``;
 the training-OOD map is ``omgpt tsne --mode training --ckpt epoch000.ckpt --ckpt … --out DIR``.
 
@@ -30,8 +29,10 @@ import numpy as np
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import train  # noqa: E402,F401  (registers the uniform-price policy)
+# the pre-training data policy of pricing_mixed.yaml; its histories are the ``random`` kind
+POLICIES = {"omgpt": {}, "random": {"high": 3.0}}
+# training-OOD checkpoints: early, just before the mixed phase (it starts at epoch 15), after it, last
+OOD_EPOCHS = (0, 5, 14, 20, 29)
 
 from analysis.capture import Collected, collect  # noqa: E402
 from analysis.probing import normalised_mse, plot_probes, probe_collected  # noqa: E402
@@ -106,10 +107,10 @@ def main(run: Path) -> None:
     model, task = module.model.eval(), module.task
     step = model.cfg.max_steps
     summary = {"run": str(run), "ckpt": str(ckpts / "last.ckpt"), "step": step}
-    for policy in ("omgpt", "uniform-price"):
+    for policy, options in POLICIES.items():
         out = HERE / policy
-        train_set = collect(model, task, 1024, step, policy, seed=1)
-        test_set = collect(model, task, 256, step, policy, seed=2, keep_history=True)
+        train_set = collect(model, task, 1024, step, policy, seed=1, policy_options=options)
+        test_set = collect(model, task, 256, step, policy, seed=2, keep_history=True, policy_options=options)
         probes = probe_collected(train_set, test_set)
         probes.update(task=task.name, task_options=task.options(), step=step, policy=policy, n_train=1024, n_test=256)
         probes["reference"] = {"bayes_known_type": bayes_known_type(test_set, task), "bayes_type": bayes_type(test_set, task), "alg_star_action": alg_star_action(test_set, task)}
@@ -117,14 +118,13 @@ def main(run: Path) -> None:
         probes["reference_errors"] = {"type": ref["bayes_type"], "params": ref["bayes_known_type"]["params"], "action": ref["alg_star_action"], "demand_at_x": ref["bayes_known_type"]["demand_at_x"]}
         plot_probes(probes, out / "probe.png", title=f"Linear probes at X_{step}, histories played by {policy} (1024 train / 256 test)")
         write_json(probes, out / "probe.json")
-        data = collect(model, task, 500, step, policy, seed=7)
+        data = collect(model, task, 500, step, policy, seed=7, policy_options=options)
         ts = tsne_layers(data.hidden, data.labels["square"].long(), True, seed=0)
         plot_tsne_layers(ts, out / "tsne.png", "demand type", {0: "linear", 1: "square"}, title=f"t-SNE of X_{step} per layer, 500 histories played by {policy}")
         write_json({"layers": ts["layers"], "knn_accuracy": ts["knn"], "policy": policy, "step": step}, out / "tsne.json")
         summary[policy] = {"probe_errors": probes["errors"], "model_error": probes["model_error"], "reference": probes["reference"], "tsne_knn_accuracy": ts["knn"]}
         print(policy, json.dumps(summary[policy]), flush=True)
-    names = sorted(p.name for p in ckpts.glob("epoch*.ckpt"))
-    picks = [names[i] for i in sorted({0, 2, 5, len(names) // 2, len(names) - 1}) if i < len(names)]
+    picks = [f"epoch{e:03d}.ckpt" for e in OOD_EPOCHS if (ckpts / f"epoch{e:03d}.ckpt").is_file()]
     models = [(p.removesuffix(".ckpt"), load_module(str(ckpts / p)).model) for p in picks]
     ood = training_ood(models, task, n_seq=30, steps=20, seed=0)
     plot_training_ood(ood, HERE / "training_ood.png", title="First 20 actions + observations of 30 sequences per checkpoint vs Alg*")

@@ -7,17 +7,13 @@
 The first (pricing with two demand types, ``pricing_mixed.yaml``) feeds the probes and t-SNE maps, the
 second (the non-perishable newsvendor, ``nonperishable.yaml`` layered on top) the manipulation test.
 
-Pre-training histories are played by uniformly random prices on [0, 3] (`uniform-price`, registered
-here). The project's `random` policy draws prices on the whole action set [0, 30], where square
-demand reaches about -1000 (several hundred in the model's normalised feature units, drowning the
-context X_t that shares the token); the paper's noisy oracle leaks a*_t through the actions (README,
-"What makes in-context learning arrive"). Uniform prices on [0, 3] cover the optimal prices of
-nearly every environment (a* mean 0.9, sd 0.3) and carry no information about the environment.
+The pricing model's pre-training histories are played by the project's `random` policy with prices on
+[0, 3] (`data_policy_options: {high: 3.0}`; pricing_mixed.yaml says why not all of [0, 30]).
 
-The non-perishable newsvendor has the same problem with `random`: order-up-to levels uniform on
-[I_t, 30 + I_t] exceed the demand (mean ~11.5) by ~3.5 on average, so the inventory drifts upwards
-without bound. `uniform-level` draws the level uniformly on [I_t + low, I_t + high] (default [0, 20]:
-mean order 10, the inventory stays small, as under good play), independently of the environment.
+The non-perishable newsvendor needs a policy of its own: `random` levels uniform on [I_t, 30 + I_t]
+exceed the demand (mean ~11.5) by ~3.5 on average, so the inventory drifts upwards without bound.
+`uniform-level` (registered here) draws the level uniformly on [I_t + low, I_t + high] (default
+[0, 20]: mean order 10, the inventory stays small, as under good play), independently of the environment.
 """
 from __future__ import annotations
 
@@ -30,19 +26,6 @@ from omgpt.cli import cli_main
 from omgpt.policies import Policy, register_policy
 
 HERE = Path(__file__).resolve().parent
-
-
-@register_policy("uniform-price")
-class UniformPrice(Policy):
-    """A price drawn uniformly from ``[low, high]``, independently of everything (leak-free)."""
-
-    def __init__(self, task, low: float = 0.0, high: float = 3.0):
-        super().__init__(task)
-        self.low, self.high = low, high
-
-    def act(self, t, x):
-        u = torch.rand(self.batch, self.task.action_dim, generator=self.generator, device=self.device)
-        return self.low + (self.high - self.low) * u
 
 
 @register_policy("uniform-level")
