@@ -156,6 +156,50 @@ def test_improvement_rate_against_the_best_benchmark():
     assert improvement_rate(panel) == pytest.approx((90 - 75) / 75)
 
 
+def _panel(title, task, benchmarks, **finals):
+    return {"title": title, "task": task, "benchmarks": benchmarks,
+            "policies": {k: {"final_regret": {"mean": v}, "optimal_reward": 100.0} for k, v in finals.items()}}
+
+
+def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_numbers():
+    from omgpt.experiment.claims import check_claim
+    from omgpt.experiment.report import report
+
+    # alg-star-match: OMGPT closes (40 - 4) / (40 - 2) = 95% of the gap on 4 environments, (50 - 30) / (50 - 10)
+    # = 50% on 100; its mean deviation grows 0.1 -> 0.5.
+    small = {**_panel("mab 4", "mab", ["ucb"], omgpt=4.0, **{"alg-star": 2.0}, ucb=40.0), "task_options": {"pool_size": 4},
+             "alg_star_match": {"diff": [[0.0], [0.2], [-0.1]], "mean_abs_diff": 0.1}}
+    large = {**_panel("mab 100", "mab", ["ucb"], omgpt=30.0, **{"alg-star": 10.0}, ucb=50.0), "task_options": {"pool_size": 100},
+             "alg_star_match": {"diff": [[0.5], [-0.5]], "mean_abs_diff": 0.5}}
+    match, grows = check_claim({"name": "alg-star-match", "panels": [small, large]})
+    assert not match[1] and match[2].startswith("1 of 2 panels") and "95% of the gap" in match[2] and "50% of the gap" in match[2]
+    assert grows[1] and "mab 0.1 -> 0.5" in grows[2]
+
+    # prior-benefit: Alg* above the best benchmark on the second panel fails the claim there
+    ok = _panel("a", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 1.0}, ilse=20.0)
+    star_loses = _panel("b", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 30.0}, ilse=20.0)
+    (words, holds, numbers), = check_claim({"name": "prior-benefit", "panels": [ok, star_loses]})
+    assert not holds and numbers.startswith("1 of 2 panels") and "(10.0x OMGPT's)" in numbers
+
+    # model-size: reward = 100 - regret; improvement rates (omgpt - ilse) / ilse on a 2 x 2 grid
+    regrets = {(2, 4): 50.0, (2, 10): 60.0, (4, 4): 40.0, (4, 10): 45.0}  # best benchmark reward 40 -> 25%, 0%, 50%, 37.5%
+    panels = [{**_panel(f"{l}x{d}", "pricing", ["ilse"], omgpt=r, ilse=60.0), "grid": {"layers": l, "dimension": d}} for (l, d), r in regrets.items()]
+    positive, deeper, wider = check_claim({"name": "model-size", "panels": panels})
+    assert not positive[1] and "2 layers: d=4 +25.0%, d=10 +0.0%" in positive[2]
+    assert deeper[1] and wider[1] and "at 2 of 2 dimensions" in deeper[2]
+
+    # demand prediction: the head wins everywhere, by 2x on one type and 3x / 4x on two
+    def dp(title, ours, ridge):
+        return {"title": title, "demand_prediction": {"methods": {"omgpt": {"mse": [1.0, ours]}, "ridge": {"mse": [1.0, ridge]}}}}
+    below, wider_margin = check_claim({"name": "demand-prediction", "panels": [dp("Single", 0.1, 0.2), dp("Two types, linear", 0.1, 0.3), dp("Two types, square", 0.1, 0.4)]})
+    assert below[1] and wider_margin[1] and "single type 2.00, two types 3.00, 4.00" in wider_margin[2]
+
+    assert check_claim({"name": "main-results", "panels": []}) == []  # the per-panel verdict is the whole claim
+    result = {"name": "prior-benefit", "title": "t", "source": "", "claim": "", "command": "c", "scale": "cpu", "runs": 1,
+              "seed": 0, "seconds": 1.0, "figures": [], "models": {}, "panels": []}  # the report carries the checks
+    assert "## The paper's claim, checked\n\n* **holds**: OMGPT and Alg* have lower regret" in report(result)
+
+
 @pytest.mark.slow
 def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, capsys):
     args = ["experiment", "horizon-generalisation", "--fit-config", TINY, "--horizon", "6", "--runs", "4",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from omgpt.experiment.claims import check_claim
 from omgpt.experiment.panels import verdict
 
 
@@ -27,7 +28,9 @@ def headline(panel: dict) -> str:
 
 
 def summary_lines(result: dict) -> str:
-    return "\n".join(f"  {p['title']}: {headline(p)}" for p in result["panels"])
+    lines = [f"  {p['title']}: {headline(p)}" for p in result["panels"]]
+    lines += [f"  claim {'holds' if holds else 'does NOT hold'}: {words}" for words, holds, _ in check_claim(result)]
+    return "\n".join(lines)
 
 
 def report(result: dict) -> str:
@@ -43,6 +46,10 @@ def report(result: dict) -> str:
               f"seed {result['seed']}; this run took {result['seconds']:.0f} s, training included for models not "
               f"trained before; each model's training time is in the table at the end).", ""]
     lines += [f"![{Path(f).stem}]({f})" for f in result["figures"]] + [""]
+    checks = check_claim(result)
+    if checks:
+        lines += ["## The paper's claim, checked", ""]
+        lines += [f"* **{'holds' if holds else 'does not hold'}**: {words}. {numbers}." for words, holds, numbers in checks] + [""]
     for panel in result["panels"]:
         lines += [f"## {panel['title']}", "", f"{panel['task']} {json.dumps(panel.get('task_options') or {})}, horizon {panel.get('horizon', '')}"
                   + (f", context window {panel['window']}" if panel.get("window") else "") + f", model `{panel['model']}`.", ""]
