@@ -28,18 +28,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from analysis.capture import Collected, collect
+from analysis.probing import normalised_mse, plot_probes, probe_collected
+from analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers
+from omgpt.files import write_json
+from omgpt.module import load_module
+from omgpt.policies import make_policy
+
 HERE = Path(__file__).resolve().parent
 # the pre-training data policy of pricing_mixed.yaml; its histories are the ``random`` kind
 POLICIES = {"omgpt": {}, "random": {"high": 3.0}}
 # training-OOD checkpoints: early, just before the mixed phase (it starts at epoch 15), after it, last
 OOD_EPOCHS = (0, 5, 14, 20, 29)
-
-from analysis.capture import Collected, collect  # noqa: E402
-from analysis.probing import normalised_mse, plot_probes, probe_collected  # noqa: E402
-from analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers  # noqa: E402
-from omgpt.files import write_json  # noqa: E402
-from omgpt.module import load_module  # noqa: E402
-from omgpt.policies import make_policy  # noqa: E402
 
 
 def bayes_known_type(data: Collected, task) -> dict:
