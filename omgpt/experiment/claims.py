@@ -63,10 +63,10 @@ def _model_size(result: dict) -> list[Check]:
     from analysis.experiment_figures import improvement_rate
 
     rate = {(p["grid"]["layers"], p["grid"]["dimension"]): improvement_rate(p) for p in result["panels"]}
-    layers, dims = sorted({l for l, _ in rate}), sorted({d for _, d in rate})
-    grid = "; ".join(f"{l} layers: " + ", ".join(f"d={d} {100 * rate[l, d]:+.1f}%" for d in dims if (l, d) in rate) for l in layers)
+    layers, dims = sorted({n for n, _ in rate}), sorted({d for _, d in rate})
+    grid = "; ".join(f"{n} layers: " + ", ".join(f"d={d} {100 * rate[n, d]:+.1f}%" for d in dims) for n in layers)
     up = [all(rate[a, d] < rate[b, d] for a, b in zip(layers, layers[1:])) for d in dims]
-    down = [all(rate[l, a] > rate[l, b] for a, b in zip(dims, dims[1:])) for l in layers]
+    down = [all(rate[n, a] > rate[n, b] for a, b in zip(dims, dims[1:])) for n in layers]
     return [
         ("the improvement rate over the best of ILSE, CILS and TS is positive everywhere", all(r > 0 for r in rate.values()), grid),
         ("it grows with the number of layers", all(up), f"rising with depth at {sum(up)} of {len(dims)} dimensions"),
