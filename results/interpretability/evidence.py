@@ -12,7 +12,7 @@ References, on the same test histories (what a good estimator can get out of the
 
 * ``bayes_known_type``: Bayesian linear regression of the observed demands on ``(X_s, -X_s·g(a_s))``
   (``g(a) = a`` or ``a²`` by the *true* type), Gaussian prior with the uniform prior's mean and
-  variance, noise variance ``σ² = 0.2``: posterior-mean parameters, the demand at ``X_t`` they imply,
+  variance, the task's noise variance (``σ = 0.2``, ``σ² = 0.04``): posterior-mean parameters, the demand at ``X_t`` they imply,
   and the plug-in optimal price; normalised errors as the probes'.
 * ``bayes_type``: the Bayes classifier of the demand type (marginal likelihoods of the two
   Gaussian linear models above), error normalised as the type probe's (1 = chance);
@@ -53,7 +53,7 @@ def bayes_known_type(data: Collected, task) -> dict:
     (a_lo, a_hi), (b_lo, b_hi) = task.alpha_range, task.beta_range
     m0 = torch.tensor([(a_lo + a_hi) / 2] * d + [(b_lo + b_hi) / 2] * d, dtype=torch.float64)
     v0 = torch.tensor([(a_hi - a_lo) ** 2 / 12] * d + [(b_hi - b_lo) ** 2 / 12] * d, dtype=torch.float64)
-    var = task.noise_var
+    var = task.noise_std**2
     prec = z.transpose(1, 2) @ z / var + torch.diag(1 / v0)
     rhs = (z.transpose(1, 2) @ o[..., None])[..., 0] / var + m0 / v0
     est = torch.linalg.solve(prec, rhs)  # (N, 2d)
@@ -80,7 +80,7 @@ def bayes_type(data: Collected, task) -> float:
     evidence = []
     for g in (a, a**2):
         z = torch.cat([x, -x * g[..., None]], dim=-1)
-        cov = task.noise_var * torch.eye(z.shape[1], dtype=torch.float64) + z @ torch.diag(v0) @ z.transpose(1, 2)
+        cov = task.noise_std**2 * torch.eye(z.shape[1], dtype=torch.float64) + z @ torch.diag(v0) @ z.transpose(1, 2)
         evidence.append(torch.distributions.MultivariateNormal(z @ m0, covariance_matrix=cov).log_prob(o))
     guess = evidence[1] > evidence[0]
     truth = data.labels["square"].bool()
