@@ -90,10 +90,15 @@ def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_eval
 
     experiment("a", {"m1": 600.0, "pretrained/p": 1200.0}, seconds=2000.0, evaluation=120.0)
     experiment("b", {"m1": 600.0, "m2": 1800.0}, seconds=240.0)  # no evaluation_seconds: its total
+    experiment("c", {"old": 60.0}, seconds=100.0)  # its model is not in the store: an older scale's run
+    for key in ("m1", "m2"):
+        (tmp_path / "results" / "models" / key).mkdir(parents=True)
+        (tmp_path / "results" / "models" / key / "done.json").write_text("{}")
     monkeypatch.setattr(readme_tables, "ROOT", tmp_path)
     rows = readme_tables.cost_table().splitlines()
     assert rows[2] == "| `a` | cpu, 100 | 2 (1) | 30 | 2 |"
     assert rows[3] == "| `b` | cpu, 100 | 2 (0) | 30 | 4 |"  # m1 already counted under a
-    assert rows[4] == "| **all** (`omgpt experiment --all --jobs 2`) | | 3 distinct | **60** | **6** |"
+    assert rows[4].startswith("| `c` | cpu, 100 | 1 | not counted")
+    assert rows[5] == "| **all counted** | | 3 distinct | **60** | **6** |"
     # 3,600 s training + 360 s evaluation = 1.1 core-hours; 1,800 + 360 s = 0.6 hours with two lanes
-    assert rows[6].startswith("In all 1.1 core-hours;") and "about 0.6 hours" in rows[6]
+    assert rows[7].startswith("In all 1.1 core-hours;") and "about 0.6 hours" in rows[7] and "not yet counted (c)" in rows[7]
