@@ -189,9 +189,11 @@ def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_num
     assert deeper[1] and wider[1] and "at 2 of 2 dimensions" in deeper[2]
 
     # demand prediction: the head wins everywhere, by 2x on one type and 3x / 4x on two
-    def dp(title, ours, ridge):
-        return {"title": title, "demand_prediction": {"methods": {"omgpt": {"mse": [1.0, ours]}, "ridge": {"mse": [1.0, ridge]}}}}
-    below, wider_margin = check_claim({"name": "demand-prediction", "panels": [dp("Single", 0.1, 0.2), dp("Two types, linear", 0.1, 0.3), dp("Two types, square", 0.1, 0.4)]})
+    def dp(title, ours, ridge, **options):
+        return {"title": title, "task_options": {"dim": 4, **options},
+                "demand_prediction": {"methods": {"omgpt": {"mse": [1.0, ours]}, "ridge": {"mse": [1.0, ridge]}}}}
+    panels = [dp("Single", 0.1, 0.2), dp("Two, linear", 0.1, 0.3, demand_types="linear"), dp("Two, square", 0.1, 0.4, demand_types="square")]
+    below, wider_margin = check_claim({"name": "demand-prediction", "panels": panels})
     assert below[1] and wider_margin[1] and "single type 2.00, two types 3.00, 4.00" in wider_margin[2]
 
     assert check_claim({"name": "main-results", "panels": []}) == []  # the per-panel verdict is the whole claim
