@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from omgpt.experiment.panels import best_benchmark, final_regrets
 from omgpt.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,8 +65,7 @@ def panel_cell(panel: dict) -> tuple[str, bool | None]:
         m = panel["demand_prediction"]["methods"]
         ours, ridge = m["omgpt"]["mse"][-1], m["ridge"]["mse"][-1]
         return f"{title}: MSE after {len(m['omgpt']['mse'])} samples {_bold(ours, ours < ridge)} vs ridge {ridge:.3g}", ours < ridge
-    finals = {k: v["final_regret"]["mean"] for k, v in panel["policies"].items()}
-    best = min(panel["benchmarks"], key=finals.get)
+    finals, (best, _) = final_regrets(panel), best_benchmark(panel)
     ours = panel["models_compared"]
     star = f", alg-star {finals['alg-star']:.3g}" if "alg-star" in finals else ""
     match = f", mean \\|TF − Alg*\\| {panel['alg_star_match']['mean_abs_diff']:.3g}" if "alg_star_match" in panel else ""

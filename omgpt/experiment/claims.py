@@ -10,17 +10,9 @@ from __future__ import annotations
 
 from statistics import median
 
+from omgpt.experiment.panels import best_benchmark, final_regrets
+
 Check = tuple[str, bool, str]
-
-
-def _finals(panel: dict) -> dict[str, float]:
-    return {k: v["final_regret"]["mean"] for k, v in panel["policies"].items()}
-
-
-def _best_benchmark(panel: dict) -> tuple[str, float]:
-    finals = _finals(panel)
-    best = min(panel["benchmarks"], key=finals.get)
-    return best, finals[best]
 
 
 def _alg_star_match(result: dict) -> list[Check]:
@@ -29,7 +21,7 @@ def _alg_star_match(result: dict) -> list[Check]:
     by_task: dict[str, dict[int, float]] = {}
     for p in panels:
         diffs = [abs(d[0]) for d in p["alg_star_match"]["diff"]]
-        finals, (best, bench) = _finals(p), _best_benchmark(p)
+        finals, (best, bench) = final_regrets(p), best_benchmark(p)
         # the share of the best benchmark's excess regret over Alg*'s that OMGPT closes (1 = matches Alg*)
         closed.append((bench - finals["omgpt"]) / (bench - finals["alg-star"]))
         by_task.setdefault(p["task"], {})[p["task_options"]["pool_size"]] = p["alg_star_match"]["mean_abs_diff"]
@@ -50,7 +42,7 @@ def _alg_star_match(result: dict) -> list[Check]:
 def _prior_benefit(result: dict) -> list[Check]:
     rows, holds = [], []
     for p in result["panels"]:
-        finals, (best, bench) = _finals(p), _best_benchmark(p)
+        finals, (best, bench) = final_regrets(p), best_benchmark(p)
         ours, star = finals["omgpt"], finals.get("alg-star")
         holds.append(ours < bench and (star is None or star < bench))
         star_text = f", Alg* {star:.3g}" if star is not None else ""

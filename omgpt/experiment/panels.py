@@ -88,10 +88,22 @@ def optimal_reward(history) -> torch.Tensor:
     return history.optimal_rewards.double().sum(1)
 
 
+def final_regrets(panel: dict) -> dict[str, float]:
+    """Every policy's mean final regret on the panel."""
+    return {k: v["final_regret"]["mean"] for k, v in panel["policies"].items()}
+
+
+def best_benchmark(panel: dict) -> tuple[str, float]:
+    """The panel's benchmark of lowest mean final regret, and that regret."""
+    finals = final_regrets(panel)
+    best = min(panel["benchmarks"], key=finals.get)
+    return best, finals[best]
+
+
 def verdict(numbers: dict) -> str | None:
     """Where OMGPT's mean final regret stands against the best benchmark of the panel (with several
     models, e.g. transformer vs LSTM, each model's)."""
-    finals = {k: v["final_regret"]["mean"] for k, v in numbers["policies"].items()}
+    finals = final_regrets(numbers)
     bench = {k: finals[k] for k in numbers["benchmarks"]}
     ours = numbers.get("models_compared", [])
     if not ours or not bench:

@@ -4,7 +4,8 @@
 
 RUN_DIR defaults to runs/interpretability/version_0. Probes and t-SNE at the token of X_T, T the run's
 horizon (100, as the paper's X_100), on two kinds of histories: ``omgpt`` (played by the model itself,
-its test-time situation) and ``random`` (prices uniform on [0, 3], the pre-training data policy). Equivalent CLI calls for the first kind:
+its test-time situation) and the run's pre-training data policy, read from RUN_DIR/config.yaml
+(``random`` with prices uniform on [0, 3] in pricing_mixed.yaml). Equivalent CLI calls for the first kind:
 ``omgpt probe --ckpt RUN_DIR/checkpoints/last.ckpt --out DIR`` and ``omgpt tsne --ckpt … --out DIR``;
 the training-OOD map is ``omgpt tsne --mode training --ckpt epoch000.ckpt --ckpt … --out DIR``.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
 from analysis.capture import Collected, collect
 from analysis.probing import normalised_mse, plot_probes, probe_collected
@@ -36,8 +38,6 @@ from omgpt.module import load_module
 from omgpt.policies import make_policy
 
 HERE = Path(__file__).resolve().parent
-# the pre-training data policy of pricing_mixed.yaml; its histories are the ``random`` kind
-POLICIES = {"omgpt": {}, "random": {"high": 3.0}}
 # training-OOD checkpoints: early, just before the mixed phase (it starts at epoch 15), after it, last
 OOD_EPOCHS = (0, 5, 14, 20, 29)
 
@@ -107,7 +107,8 @@ def main(run: Path) -> None:
     model, task = module.model.eval(), module.task
     step = model.cfg.max_steps
     summary = {"run": str(run), "ckpt": str(ckpts / "last.ckpt"), "step": step}
-    for policy, options in POLICIES.items():
+    pretraining = yaml.safe_load((run / "config.yaml").read_text())["data"]  # the run's own data policy
+    for policy, options in {"omgpt": {}, pretraining["data_policy"]: pretraining["data_policy_options"] or {}}.items():
         out = HERE / policy
         train_set = collect(model, task, 1024, step, policy, seed=1, policy_options=options)
         test_set = collect(model, task, 256, step, policy, seed=2, keep_history=True, policy_options=options)
