@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from omgpt.experiment.panels import best_benchmark, final_regrets
+from analysis.report import best_benchmark, final_regrets
 from omgpt.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -40,6 +40,18 @@ def final_regret(stats: dict) -> dict:
     }
 
 
+def final_regrets(panel: dict) -> dict[str, float]:
+    """Every policy's mean final regret on an experiment panel (``results/NAME/experiment.json``)."""
+    return {k: v["final_regret"]["mean"] for k, v in panel["policies"].items()}
+
+
+def best_benchmark(panel: dict) -> tuple[str, float]:
+    """The panel's benchmark of lowest mean final regret, and that regret."""
+    finals = final_regrets(panel)
+    best = min(panel["benchmarks"], key=finals.get)
+    return best, finals[best]
+
+
 def interval(pair: list | None) -> str:
     """``[lo, hi]`` for a table; ``undefined`` where there is none (one run)."""
     return "undefined" if pair is None else f"[{pair[0]:.2f}, {pair[1]:.2f}]"

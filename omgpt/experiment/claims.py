@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from omgpt.experiment.panels import best_benchmark, final_regrets
+from analysis.report import best_benchmark, final_regrets
 
 Check = tuple[str, bool, str]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from analysis.report import final_regrets
 from omgpt.experiment.config import parse_policies
 from omgpt.experiment.models import _shown
 
@@ -86,18 +87,6 @@ def optimal_reward(history) -> torch.Tensor:
     step was played in): the optimal policy's expected cumulative reward, so a policy's reward is this
     minus its regret (reward improvement rates, paper §5.1.2)."""
     return history.optimal_rewards.double().sum(1)
-
-
-def final_regrets(panel: dict) -> dict[str, float]:
-    """Every policy's mean final regret on the panel."""
-    return {k: v["final_regret"]["mean"] for k, v in panel["policies"].items()}
-
-
-def best_benchmark(panel: dict) -> tuple[str, float]:
-    """The panel's benchmark of lowest mean final regret, and that regret."""
-    finals = final_regrets(panel)
-    best = min(panel["benchmarks"], key=finals.get)
-    return best, finals[best]
 
 
 def verdict(numbers: dict) -> str | None:
