@@ -326,3 +326,18 @@ def test_model_size_draws_the_papers_figure_and_the_scaling_curves(tmp_path):
     result = json.loads((ROOT / "results" / "model-size" / "experiment.json").read_text())
     assert draw(result, tmp_path) == ["advantage.png", "scaling.png", "regret.png"]
     assert all((tmp_path / f).stat().st_size > 10_000 for f in ("advantage.png", "scaling.png"))
+
+
+def test_a_resumed_fit_counts_the_training_time_of_every_process(tmp_path):
+    """done.json's train_seconds is the run's own clock, which a resumed fit carries on from its
+    checkpoint, so a fit stopped and resumed is not undercounted as its last process's time."""
+    from omgpt.experiment.models import _training_summary
+    run = tmp_path / "key" / "run"
+    run.mkdir(parents=True)
+    header = "epoch,step,time/wall_minutes,val/regret,val/regret_ucb\n"
+    (run / "metrics-part0.csv").write_text(header + "0,99,2.0,5.0,6.0\n1,199,4.0,4.0,4.5\n")
+    (run / "metrics.csv").write_text(header + "2,299,5.5,3.0,4.6\n")  # resumed: the clock went on from 4.0
+    summary = _training_summary(tmp_path / "key")
+    assert summary["train_seconds"] == 330.0
+    assert summary["val_regret"] == [[100, 5.0], [200, 4.0], [300, 3.0]]
+    assert summary["best_val_regret"] == 4.0 and summary["steps"] == 300  # lowest mean + sd: step 200

@@ -132,8 +132,11 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
     if ckpt is None:
         raise OMGPTError(f"training model {name!r} wrote no checkpoint in {run_dir}")
     kept = export_weights(ckpt, run_dir / "model.ckpt")
-    record = {"model": name, "key": key, "ckpt": kept.name, "kept_checkpoint": ckpt.name, "train_seconds": round(time.perf_counter() - start, 1),
-              "command": _fit_command(args), **_training_summary(run_dir)}
+    summary = _training_summary(run_dir)
+    # this process's wall-clock, unless the run's own clock (summed over resumes) says more
+    seconds = max(round(time.perf_counter() - start, 1), summary.pop("train_seconds", 0.0))
+    record = {"model": name, "key": key, "ckpt": kept.name, "kept_checkpoint": ckpt.name, "train_seconds": seconds,
+              "command": _fit_command(args), **summary}
     write_json(record, done)
     record["ckpt"] = str(kept)
     print(f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record.get('best_val_regret')}", flush=True)
@@ -159,8 +162,11 @@ def _training_summary(run_dir: Path) -> dict:
     run = run_dir / "run"
     parts = sorted(run.glob("metrics-part*.csv"), key=lambda p: int(p.stem.removeprefix("metrics-part"))) + [run / "metrics.csv"]
     by_step = {}  # a resumed fit's parts, later ones winning where they overlap: step -> (regret, ucb)
+    wall_minutes = None  # the module's training clock, which a resumed fit carries on from its checkpoint
     for part in (p for p in parts if p.is_file()):
         for r in csv.DictReader(part.open()):
+            if r.get("time/wall_minutes"):
+                wall_minutes = float(r["time/wall_minutes"])
             if r.get("val/regret"):
                 ucb = float(r["val/regret_ucb"]) if r.get("val/regret_ucb") else None
                 by_step[int(r["step"]) + 1] = (round(float(r["val/regret"]), 4), ucb)
@@ -168,8 +174,11 @@ def _training_summary(run_dir: Path) -> dict:
         return {}
     curve = [[step, v] for step, (v, _) in sorted(by_step.items())]
     kept = min(by_step.values(), key=lambda v: v[0] if v[1] is None else v[1])
-    return {"val_regret": curve, "best_val_regret": kept[0], "steps": curve[-1][0],
-            "selected_by": "val/regret" if kept[1] is None else "val/regret_ucb"}
+    summary = {"val_regret": curve, "best_val_regret": kept[0], "steps": curve[-1][0],
+               "selected_by": "val/regret" if kept[1] is None else "val/regret_ucb"}
+    if wall_minutes is not None:  # every process of a resumed fit, not only the last one
+        summary["train_seconds"] = round(60 * wall_minutes, 1)
+    return summary
 
 
 def train_all(exp: dict, models_dir: Path, extra_configs: list[str], jobs: int) -> dict[str, dict]:
