@@ -9,7 +9,9 @@ Three token layouts (``GPTConfig.layout``), all built here from the same ``(feat
 * ``compact``: one token per decision, ``e_f(O_{t-1},X_t) + e_a(a_{t-1})`` (no action term for the
   first token of a sequence or window), read out at every token: half the sequence, a quarter of the
   attention. The pair (last action, its outcome) sits in one token, so the model need not learn to
-  pair tokens before it can learn from them. No observation head (the next token holds ``O_t``).
+  pair tokens before it can learn from them. Token ``t`` does not hold ``a_t`` (and the next token
+  holds ``O_t``), so here ``obs_head`` reads ``Ô_t`` off token ``t`` as a function of the action: a
+  quadratic in the normalised ``a_t`` whose coefficients the hidden state gives (:meth:`SequenceModel.read_obs`).
 * ``transition``: the compact token plus ``e_p(O_{t-2},X_{t-1})``, the previous step's feature token
   embedded by a third map: token ``t`` then holds the whole last transition ``(X_{t-1}, a_{t-1},
   O_{t-1})`` -- one in-context sample of the regression the task poses (demand on context and price)
@@ -66,7 +68,7 @@ class GPTConfig:
     bias: bool = True  # biases in Linear, LayerNorm and LSTM, as GPT-2
     backbone: str = "gpt"  # "gpt" (the paper's transformer) or "lstm" (its architecture comparison)
     obs_dim: int = 0  # observation coordinates: the first obs_dim columns of a feature token
-    obs_head: bool = False  # also predict O_t at every action token a_t (paper §3.5.3)
+    obs_head: bool = False  # also predict O_t, the outcome of a_t (paper §3.5.3; see read_obs)
     layout: str = "paper"  # "paper": (O,X) and a tokens interleaved; "compact"/"transition": one token per step
     pos_encoding: str = "learned"  # "learned" table (paper), "rope" (rotary), "none"; the LSTM needs none
 
@@ -77,14 +79,18 @@ class GPTConfig:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.obs_head and not 0 < self.obs_dim <= self.feature_dim:
             raise ValueError(f"obs_head needs 0 < obs_dim <= feature_dim, got obs_dim={self.obs_dim}")
-        if self.obs_head and self.layout != "paper":
-            raise ValueError(f"obs_head needs the paper layout: in the {self.layout} one, O_t is part of the next token")
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2:
             raise ValueError(f"rope needs an even head size, got n_embd/n_head = {self.n_embd // self.n_head}")
 
     @property
     def tokens_per_step(self) -> int:
         return 2 if self.layout == "paper" else 1
+
+    @property
+    def obs_basis(self) -> int:
+        """Coefficients the observation head gives per observation coordinate: 1 at the paper layout's
+        action token (which holds ``a_t``); ``(1, ã, ã²)`` per action coordinate in the one-token layouts."""
+        return 1 if self.layout == "paper" else 1 + 2 * self.action_dim
 
     @property
     def max_tokens(self) -> int:
@@ -131,7 +137,7 @@ class SequenceModel(nn.Module):
         self.obs_head = None
         if cfg.obs_head:  # drawn aside: switching the head on leaves every other initial weight as it was
             with torch.random.fork_rng(devices=[]):
-                self.obs_head = nn.Linear(cfg.n_embd, cfg.obs_dim)
+                self.obs_head = nn.Linear(cfg.n_embd, cfg.obs_dim * cfg.obs_basis)
                 self._init_weights(self.obs_head)
 
     @staticmethod
@@ -185,11 +191,23 @@ class SequenceModel(nn.Module):
     def obs_scale(self) -> Tensor:
         return self.feature_scale[: self.cfg.obs_dim]
 
-    def read_obs(self, hidden: Tensor) -> Tensor:
-        """Final LayerNorm and observation head, in raw observation units."""
+    def read_obs(self, hidden: Tensor, actions: Tensor | None = None) -> Tensor:
+        """Final LayerNorm and observation head, in raw observation units.
+
+        Paper layout: ``hidden`` sits at the action tokens, which hold ``a_t``. One-token layouts: token
+        ``t`` holds the history and ``X_t`` but not ``a_t``, so the head gives, per observation
+        coordinate, the coefficients of a quadratic in the normalised action ``ã_t`` (``actions``):
+        ``Ô_t = c_0 + Σ_k c_k ã_k + c'_k ã_k²``. A price enters demand linearly (linear demand) or
+        squared (square demand), so this form holds both exactly; what the model must learn in context
+        is the coefficients, as ridge regression must learn its own."""
         if self.obs_head is None:
             raise ValueError("this model has no observation head (train it with obs_head=True)")
-        return self.obs_head(self.ln_f(hidden)) * self.obs_scale + self.obs_loc
+        out = self.obs_head(self.ln_f(hidden))
+        if self.cfg.layout != "paper":
+            a = (actions - self.action_loc) / self.action_scale  # (B, T, action_dim)
+            basis = torch.cat([torch.ones_like(a[..., :1]), a, a * a], dim=-1)  # (B, T, obs_basis)
+            out = (out.unflatten(-1, (self.cfg.obs_dim, self.cfg.obs_basis)) * basis[..., None, :]).sum(-1)
+        return out * self.obs_scale + self.obs_loc
 
     def tokens(self, features: Tensor, actions: Tensor) -> Tensor:
         """The embedded token sequence of a history in the model's layout -- the one token builder of
@@ -213,22 +231,21 @@ class SequenceModel(nn.Module):
     def forward(self, features: Tensor, actions: Tensor, observations: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher-forced pass. ``features (B, T, feature_dim)``, ``actions (B, T, action_dim)`` ->
         predicted ``a*_t`` at every step, ``(B, T, action_dim)``; prediction ``t`` sees only
-        ``(O_{τ-1}, X_τ)`` for ``τ ≤ t`` and ``a_τ`` for ``τ < t``. With ``observations=True`` (paper
-        layout) also the predicted ``O_t`` at every action token, ``(B, T, obs_dim)``, which sees ``a_t``
-        too."""
+        ``(O_{τ-1}, X_τ)`` for ``τ ≤ t`` and ``a_τ`` for ``τ < t``. With ``observations=True`` also the
+        predicted ``O_t`` at every step, ``(B, T, obs_dim)``, which sees ``a_t`` too (as the paper
+        layout's action token, or through :meth:`read_obs`'s quadratic in the one-token layouts)."""
         T = features.shape[1]
         if T > self.cfg.max_steps:
             raise ValueError(f"history of {T} steps exceeds the model's max_steps={self.cfg.max_steps}; use a window")
-        if observations and self.cfg.layout != "paper":
-            raise ValueError("observations need the paper layout's action tokens")
         hidden = self._run(self.tokens(features, actions), None)  # (B, L, D)
         if self.cfg.layout != "paper":
-            return self.read_out(hidden)
+            pred = self.read_out(hidden)
+            return (pred, self.read_obs(hidden, actions)) if observations else pred
         pred = self.read_out(hidden[:, 0::2])  # read out a* at feature tokens
         return (pred, self.read_obs(hidden[:, 1::2])) if observations else pred
 
     def predict_observations(self, features: Tensor, actions: Tensor) -> Tensor:
-        """``Ô_t`` at every action token in raw units, ``(B, T, obs_dim)`` (needs ``obs_head``)."""
+        """``Ô_t``, the predicted outcome of every ``a_t``, in raw units, ``(B, T, obs_dim)`` (needs ``obs_head``)."""
         return self(features, actions, observations=True)[1]
 
     def decode(self, t: int, feature: Tensor, prev_action: Tensor | None, prev_feature: Tensor | None = None) -> Tensor:

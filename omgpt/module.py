@@ -61,7 +61,7 @@ class OMGPTModule(L.LightningModule):
         val_seed: seed of the validation environments and their context/noise streams.
         backbone: ``gpt`` (the paper's transformer) or ``lstm`` (its architecture comparison; ``n_head``
             is then unused).
-        obs_head: also predict ``O_t`` at every action token (paper §3.5.3) and train on ``l + w·l'``,
+        obs_head: also predict ``O_t``, the outcome of every action (paper §3.5.3), and train on ``l + w·l'``,
             ``l'`` the squared error of the observation in the feature scaling of its columns.
         obs_loss_weight: ``w`` above.
         window: context window ``W`` (paper §3.5.1): the model sees at most ``W`` steps, in training

@@ -191,9 +191,6 @@ def test_positions_are_what_the_encodings_say():
         model = tiny_model(task, ("gpt", "compact", pos), max_steps=8)
         assert (model.pos_emb is not None) == table
         assert (model.rope_cos is not None) == (pos == "rope")
-    for layout in ("compact", "transition"):
-        with pytest.raises(ValueError, match="obs_head"):
-            GPTConfig(task.feature_dim, 1, layout=layout, obs_head=True, obs_dim=1)
     with pytest.raises(ValueError, match="pos_encoding"):
         build_model(GPTConfig(task.feature_dim, 1, backbone="lstm", pos_encoding="rope"))
 
@@ -277,12 +274,13 @@ def test_obs_head_off_adds_nothing_and_leaves_the_loss_unchanged(backbone):
         assert quiet_training_step(module, batch) == expected
 
 
-@pytest.mark.parametrize("backbone", BACKBONES)
-def test_obs_head_learns_its_loss_term(backbone):
+@pytest.mark.parametrize("backbone,layout", [(b, "paper") for b in BACKBONES] + [("gpt", "transition")])
+def test_obs_head_learns_its_loss_term(backbone, layout):
     """A few optimisation steps of ``l + l'`` on a fixed pricing batch cut ``l'`` substantially, and
     ``training_step`` returns exactly ``l + w·l'`` with ``l'`` against the next feature token's O."""
     torch.manual_seed(0)
-    module = OMGPTModule(task="pricing", horizon=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0, backbone=backbone, obs_head=True, obs_loss_weight=0.5)
+    module = OMGPTModule(task="pricing", horizon=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0, backbone=backbone, obs_head=True, obs_loss_weight=0.5,
+                         layout=layout)
     batch = pricing_batch(module.task)
     model, obs_dim = module.model, module.task.obs_dim
 
@@ -307,13 +305,16 @@ def test_obs_head_learns_its_loss_term(backbone):
         assert losses()[1].item() < 0.5 * first
 
 
-@pytest.mark.parametrize("backbone", BACKBONES)
-def test_observation_predictions_sit_at_the_action_tokens(backbone):
-    """Ô_t sees the 2t tokens up to a_t: it depends on a_t and (O_{t-1}, X_t), never on (O_t, X_{t+1})
-    -- which holds O_t itself -- or anything later; the action read-out is the same as without it."""
+@pytest.mark.parametrize("backbone,layout", [(b, "paper") for b in BACKBONES] + [("gpt", "compact"), ("gpt", "transition")])
+def test_observation_predictions_sit_at_the_action_tokens(backbone, layout):
+    """Ô_t sees the history up to a_t: it depends on a_t and (O_{t-1}, X_t), never on (O_t, X_{t+1})
+    -- which holds O_t itself -- or anything later; the action read-out is the same as without it. In
+    the one-token layouts a_t reaches Ô_t through the head's quadratic, never through the tokens, so
+    the action read-out at t still does not see a_t."""
     task, T = make_task("pricing"), 12
     torch.manual_seed(1)
-    model = build_model(GPTConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, max_steps=T, backbone=backbone, obs_dim=1, obs_head=True), task.scaling())
+    model = build_model(GPTConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, max_steps=T, backbone=backbone, obs_dim=1, obs_head=True,
+                                  layout=layout), task.scaling())
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.2)
@@ -336,6 +337,28 @@ def test_observation_predictions_sit_at_the_action_tokens(backbone):
             changed = model.predict_observations(feats, a3)
             assert (changed[:, t] - obs[:, t]).abs().min() > 1e-4
             torch.testing.assert_close(changed[:, :t], obs[:, :t], rtol=0, atol=1e-6)  # ... and nothing before it
+            torch.testing.assert_close(model(feats, a3)[:, : t + 1], pred[:, : t + 1], rtol=0, atol=1e-6)  # nor a*_t
+
+
+def test_one_token_layouts_read_the_observation_as_a_quadratic_in_the_action():
+    """Token t does not hold a_t, so the head gives the coefficients of a quadratic in it: Ô_t at four
+    equally spaced prices has a zero third difference (and a non-zero second: not merely linear)."""
+    task, T = make_task("pricing"), 6
+    torch.manual_seed(2)
+    model = build_model(GPTConfig(task.feature_dim, 1, n_layer=1, n_head=1, n_embd=8, max_steps=T, obs_dim=1, obs_head=True, layout="transition"),
+                        task.scaling()).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+        feats, acts = torch.rand(2, T, task.feature_dim, dtype=torch.float64), torch.rand(2, T, 1, dtype=torch.float64)
+        obs = []
+        for k in range(4):
+            a = acts.clone()
+            a[:, -1] = 1.0 + 0.5 * k
+            obs.append(model.predict_observations(feats, a)[:, -1, 0])
+    second = obs[2] - 2 * obs[1] + obs[0]
+    third = obs[3] - 3 * obs[2] + 3 * obs[1] - obs[0]
+    assert third.abs().max() < 1e-9 and second.abs().min() > 1e-4
 
 
 def test_obs_loss_uses_the_batch_observations_when_it_carries_them():
