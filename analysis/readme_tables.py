@@ -113,7 +113,7 @@ def cost_table() -> str:
             stale.append(result["name"])
             lines.append(row + f"{len(result['models'])} | not counted: an older scale's run, its models not in `results/models/` | |")
             continue
-        new = {r["key"]: r["train_seconds"] for r in records if r["key"] not in counted}
+        new = {r["key"]: _training_seconds(r) for r in records if r["key"] not in counted}
         counted.update(new)
         # runs before evaluation_seconds was recorded: their total, which is the evaluation where the
         # models were trained beforehand (--train-only), as in every run at the CPU recipe's scale
@@ -128,6 +128,16 @@ def cost_table() -> str:
                  f"(`--jobs 2`, one core each) about {(training / 2 + evaluation) / 3600:.1f} hours of wall-clock on this 2-core machine"
                  + (f", {len(stale)} experiment(s) not yet counted ({', '.join(stale)})." if stale else "."))
     return "\n".join(lines)
+
+
+def _training_seconds(record: dict) -> float:
+    """A model's training time: its store record's (``done.json``, the latest word on a resumed fit),
+    in CPU seconds where recorded -- a one-thread fit's time on an idle core, even when fits shared
+    the cores -- else wall-clock seconds."""
+    done = ROOT / "results" / "models" / record["key"] / "done.json"
+    if done.is_file():
+        record = json.loads(done.read_text())
+    return record.get("cpu_seconds", record["train_seconds"])
 
 
 TABLES = {"recipe": recipe_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}

@@ -89,11 +89,12 @@ def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_eval
         (tmp_path / "results" / name / "experiment.json").write_text(json.dumps(result))
 
     experiment("a", {"m1": 600.0, "pretrained/p": 1200.0}, seconds=2000.0, evaluation=120.0)
-    experiment("b", {"m1": 600.0, "m2": 1800.0}, seconds=240.0)  # no evaluation_seconds: its total
+    experiment("b", {"m1": 600.0, "m2": 2400.0}, seconds=240.0)  # no evaluation_seconds: its total
     experiment("c", {"old": 60.0}, seconds=100.0)  # its model is not in the store: an older scale's run
-    for key in ("m1", "m2"):
+    # the store's record counts, in CPU seconds where it has them (m2 shared a core: 2,400 s of wall-clock)
+    for key, record in (("m1", {"train_seconds": 600.0}), ("m2", {"train_seconds": 2400.0, "cpu_seconds": 1800.0})):
         (tmp_path / "results" / "models" / key).mkdir(parents=True)
-        (tmp_path / "results" / "models" / key / "done.json").write_text("{}")
+        (tmp_path / "results" / "models" / key / "done.json").write_text(json.dumps(record))
     monkeypatch.setattr(readme_tables, "ROOT", tmp_path)
     rows = readme_tables.cost_table().splitlines()
     assert rows[2] == "| `a` | cpu, 100 | 2 (1) | 30 | 2 |"

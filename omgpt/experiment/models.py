@@ -162,11 +162,12 @@ def _training_summary(run_dir: Path) -> dict:
     run = run_dir / "run"
     parts = sorted(run.glob("metrics-part*.csv"), key=lambda p: int(p.stem.removeprefix("metrics-part"))) + [run / "metrics.csv"]
     by_step = {}  # a resumed fit's parts, later ones winning where they overlap: step -> (regret, ucb)
-    wall_minutes = None  # the module's training clock, which a resumed fit carries on from its checkpoint
+    clock = {}  # the module's training clocks, which a resumed fit carries on from its checkpoint
     for part in (p for p in parts if p.is_file()):
         for r in csv.DictReader(part.open()):
-            if r.get("time/wall_minutes"):
-                wall_minutes = float(r["time/wall_minutes"])
+            for unit in ("wall", "cpu"):
+                if r.get(f"time/{unit}_minutes"):
+                    clock[unit] = float(r[f"time/{unit}_minutes"])
             if r.get("val/regret"):
                 ucb = float(r["val/regret_ucb"]) if r.get("val/regret_ucb") else None
                 by_step[int(r["step"]) + 1] = (round(float(r["val/regret"]), 4), ucb)
@@ -176,8 +177,9 @@ def _training_summary(run_dir: Path) -> dict:
     kept = min(by_step.values(), key=lambda v: v[0] if v[1] is None else v[1])
     summary = {"val_regret": curve, "best_val_regret": kept[0], "steps": curve[-1][0],
                "selected_by": "val/regret" if kept[1] is None else "val/regret_ucb"}
-    if wall_minutes is not None:  # every process of a resumed fit, not only the last one
-        summary["train_seconds"] = round(60 * wall_minutes, 1)
+    # every process of a resumed fit, not only the last one. CPU seconds: with one thread, what the fit
+    # takes on an idle core, however many fits shared the machine while it ran.
+    summary.update({key: round(60 * clock[unit], 1) for key, unit in (("train_seconds", "wall"), ("cpu_seconds", "cpu")) if unit in clock})
     return summary
 
 
