@@ -18,7 +18,7 @@ from omgpt.files import read_checkpoint
 from omgpt.metrics import MeanCurve
 from omgpt.model import BACKBONES, GPTConfig, build_model
 from omgpt.policies import make_policy
-from omgpt.rollout import History, restarted, rollout
+from omgpt.rollout import History, mean_observations, restarted, rollout
 from omgpt.tasks import make_episode_task
 from omgpt.tasks.base import Task
 
@@ -127,6 +127,10 @@ class OMGPTModule(L.LightningModule):
         self.model = build_model(cfg, self.task.scaling())
         self.val_regret = MeanCurve(horizon)
         self.val_subopt = MeanCurve(horizon)
+        # the observation head's error on the validation rollouts, per step: its learning curve (where
+        # the task knows its expected observation)
+        tracked = obs_head and window is None and type(self.task).mean_observation is not Task.mean_observation
+        self.val_obs = MeanCurve(horizon) if tracked else None
         self._val_envs = None
 
     # ---------------------------------------------------------------------------------------------
@@ -204,6 +208,9 @@ class OMGPTModule(L.LightningModule):
         history = validation_rollout(self.task, self._val_envs, batch.cpu(), policy, self.hparams.horizon, self.hparams.val_seed, self.device)
         self.val_regret.update(history.cumulative_regret())
         self.val_subopt.update(history.suboptimality)
+        if self.val_obs is not None:  # squared error against the expected observation, raw units
+            predicted = self.model.predict_observations(*history.tokens())
+            self.val_obs.update((predicted - mean_observations(self.task, history)).pow(2).sum(-1))
 
     def on_fit_start(self) -> None:
         # the clocks count the run's training time, a resumed fit adding to its checkpoint's
@@ -230,6 +237,10 @@ class OMGPTModule(L.LightningModule):
             # CPU time of the process: with one thread, the wall-clock it would take on an idle core,
             # whatever else shares the machine (what the recipe study plots against)
             self.log("time/cpu_minutes", cpu, sync_dist=True)
+        if self.val_obs is not None:
+            # after T-1 samples, as demand prediction's report reads it (analysis.demand_prediction)
+            self.log("val/obs_mse", self.val_obs.compute()[-1], sync_dist=True)
+            self.val_obs.reset()
         self.val_regret.reset()
         self.val_subopt.reset()
 

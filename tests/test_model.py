@@ -379,3 +379,31 @@ def test_obs_loss_uses_the_batch_observations_when_it_carries_them():
         pred, out = module.model(features, history.actions, observations=True)
         expected = module.loss(pred, batch["targets"]) + module.obs_loss(out, features, obs)
         torch.testing.assert_close(quiet_training_step(module, batch), expected)
+
+
+def test_validation_logs_the_observation_heads_error_after_t_minus_1_samples(tmp_path):
+    """``val/obs_mse``: on the validation rollouts, the head's squared error against the expected
+    demand at the last step -- the number demand prediction's report reads after T-1 samples --
+    recomputed here by hand from the same validation episodes."""
+    import lightning as L
+
+    from datamodules.history import HistoryDataModule
+    from omgpt.evaluate import observation_predictions
+    from omgpt.module import validation_envs, validation_rollout
+    from omgpt.rollout import mean_observations
+
+    L.seed_everything(0, verbose=False)
+    module = OMGPTModule(task="pricing", horizon=6, n_layer=1, n_head=1, n_embd=8, obs_head=True, layout="transition")
+    data = HistoryDataModule(task="pricing", horizon=6, batch_size=4, batches_per_epoch=1, val_runs=8, val_batch_size=8)
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.validate(module, data, verbose=False)
+    logged = float(trainer.callback_metrics["val/obs_mse"])
+    task = module.task
+    envs = validation_envs(task, 8, module.hparams.val_seed)
+    history = validation_rollout(task, envs, torch.arange(8), make_policy("omgpt", task, model=module.model), 6, module.hparams.val_seed)
+    by_hand = (observation_predictions(module.model, history) - mean_observations(task, history)).pow(2)[:, -1].mean()
+    assert logged == pytest.approx(float(by_hand), rel=1e-5) and logged > 0
+    assert OMGPTModule(task="pricing", horizon=6, n_layer=1, n_head=1, n_embd=8).val_obs is None  # no head, no metric
