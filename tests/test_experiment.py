@@ -334,10 +334,11 @@ def test_a_resumed_fit_counts_the_training_time_of_every_process(tmp_path):
     from omgpt.experiment.models import _training_summary
     run = tmp_path / "key" / "run"
     run.mkdir(parents=True)
-    header = "epoch,step,time/wall_minutes,time/cpu_minutes,val/regret,val/regret_ucb\n"
-    (run / "metrics-part0.csv").write_text(header + "0,99,2.0,1.5,5.0,6.0\n1,199,4.0,3.0,4.0,4.5\n")
-    (run / "metrics.csv").write_text(header + "2,299,5.5,4.0,3.0,4.6\n")  # resumed: the clocks went on from 4.0 / 3.0
+    header = "epoch,step,time/wall_minutes,time/cpu_minutes,val/regret,val/regret_ucb,val/obs_mse\n"
+    (run / "metrics-part0.csv").write_text(header + "0,99,2.0,1.5,5.0,6.0,0.5\n1,199,4.0,3.0,4.0,4.5,0.25\n")
+    (run / "metrics.csv").write_text(header + "2,299,5.5,4.0,3.0,4.6,0.125\n")  # resumed: the clocks went on from 4.0 / 3.0
     summary = _training_summary(tmp_path / "key")
     assert summary["train_seconds"] == 330.0 and summary["cpu_seconds"] == 240.0
     assert summary["val_regret"] == [[100, 5.0], [200, 4.0], [300, 3.0]]
     assert summary["best_val_regret"] == 4.0 and summary["steps"] == 300  # lowest mean + sd: step 200
+    assert summary["val_obs_mse"] == [(100, 0.5), (200, 0.25), (300, 0.125)]  # the observation head's curve

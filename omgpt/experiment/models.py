@@ -162,12 +162,15 @@ def _training_summary(run_dir: Path) -> dict:
     run = run_dir / "run"
     parts = sorted(run.glob("metrics-part*.csv"), key=lambda p: int(p.stem.removeprefix("metrics-part"))) + [run / "metrics.csv"]
     by_step = {}  # a resumed fit's parts, later ones winning where they overlap: step -> (regret, ucb)
+    obs_mse = {}
     clock = {}  # the module's training clocks, which a resumed fit carries on from its checkpoint
     for part in (p for p in parts if p.is_file()):
         for r in csv.DictReader(part.open()):
             for unit in ("wall", "cpu"):
                 if r.get(f"time/{unit}_minutes"):
                     clock[unit] = float(r[f"time/{unit}_minutes"])
+            if r.get("val/obs_mse"):  # the observation head's learning curve, where it has one
+                obs_mse[int(r["step"]) + 1] = round(float(r["val/obs_mse"]), 5)
             if r.get("val/regret"):
                 ucb = float(r["val/regret_ucb"]) if r.get("val/regret_ucb") else None
                 by_step[int(r["step"]) + 1] = (round(float(r["val/regret"]), 4), ucb)
@@ -180,6 +183,8 @@ def _training_summary(run_dir: Path) -> dict:
     # every process of a resumed fit, not only the last one. CPU seconds: with one thread, what the fit
     # takes on an idle core, however many fits shared the machine while it ran.
     summary.update({key: round(60 * clock[unit], 1) for key, unit in (("train_seconds", "wall"), ("cpu_seconds", "cpu")) if unit in clock})
+    if obs_mse:
+        summary["val_obs_mse"] = sorted(obs_mse.items())
     return summary
 
 
