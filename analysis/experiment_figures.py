@@ -36,7 +36,10 @@ def draw(result: dict, out: Path) -> list[str]:
     kind = result["figure"]
     panels = result["panels"]
     if kind == "demand-prediction":
-        return [str(_demand_prediction(panels, out / "demand_prediction.png").relative_to(out))]
+        files = [_demand_prediction(panels, out / "demand_prediction.png")]
+        if any(rec.get("val_obs_mse") for rec in result["models"].values()):
+            files.append(_obs_learning_curve(result, out / "obs_learning_curve.png"))
+        return [str(f.relative_to(out)) for f in files]
     files = []
     if kind == "advantage":
         files.append(_advantage(panels, out / "advantage.png"))
@@ -185,6 +188,25 @@ def _demand_prediction(panels: list[dict], path: Path) -> Path:
     for ax, panel in zip(axes[0], panels):
         draw_demand_errors(ax, panel["demand_prediction"])
         ax.set_title(panel["title"], fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _obs_learning_curve(result: dict, path: Path) -> Path:
+    """Each model's observation-head error after T-1 samples (validation rollouts) against training
+    steps, with ridge's on the test panels it serves as dashed lines."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, (name, rec) in enumerate((n, r) for n, r in result["models"].items() if r.get("val_obs_mse")):
+        curve = np.asarray(rec["val_obs_mse"], dtype=float)
+        line, = ax.plot(curve[:, 0], curve[:, 1], marker=".", label=f"{name}: observation head")
+        for j, panel in enumerate(p for p in result["panels"] if p["model"] == name):
+            ax.axhline(panel["demand_prediction"]["methods"]["ridge"]["mse"][-1], color=line.get_color(), ls=("--", ":", "-.")[j % 3], lw=1,
+                       label=f"ridge, {panel['title']}")
+    T = result["panels"][0]["horizon"]
+    ax.set(xlabel="training steps", ylabel=f"demand MSE after {T - 1} samples", xscale="log", yscale="log",
+           title="the observation head's learning curve")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)
 

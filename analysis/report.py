@@ -52,6 +52,16 @@ def best_benchmark(panel: dict) -> tuple[str, float]:
     return best, finals[best]
 
 
+def steps_to_reach(curve: list, target: float, tail: float = 0.5) -> tuple[float | None, float]:
+    """Where a learning curve ``[(step, value), ...]`` reaches ``target`` if it goes on as it went:
+    ``log value = a + b log step`` fitted to its last ``tail`` (the early steps are a transient).
+    Returns ``(steps, b)``; ``steps`` is None where the fit is not falling (``b >= 0``)."""
+    points = np.asarray(curve, dtype=float)
+    points = points[int(len(points) * (1 - tail)):]
+    b, a = np.polyfit(np.log(points[:, 0]), np.log(points[:, 1]), 1)
+    return (None if b >= 0 else float(np.exp((np.log(target) - a) / b))), float(b)
+
+
 def interval(pair: list | None) -> str:
     """``[lo, hi]`` for a table; ``undefined`` where there is none (one run)."""
     return "undefined" if pair is None else f"[{pair[0]:.2f}, {pair[1]:.2f}]"

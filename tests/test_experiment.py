@@ -342,3 +342,30 @@ def test_a_resumed_fit_counts_the_training_time_of_every_process(tmp_path):
     assert summary["val_regret"] == [[100, 5.0], [200, 4.0], [300, 3.0]]
     assert summary["best_val_regret"] == 4.0 and summary["steps"] == 300  # lowest mean + sd: step 200
     assert summary["val_obs_mse"] == [(100, 0.5), (200, 0.25), (300, 0.125)]  # the observation head's curve
+
+
+def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_says_would_close_the_gap(tmp_path):
+    """The head's error falls exactly as 1/sqrt(steps): from 0.1 at 100 steps to 0.01 at 10,000, so a
+    ridge error of 0.005 is reached at 40,000 steps, 4x the 10,000 trained; a flat curve says no steps do."""
+    from analysis.experiment_figures import draw
+    from analysis.report import steps_to_reach
+    from omgpt.experiment.report import report
+
+    curve = [[s, s ** -0.5] for s in (100, 400, 1600, 2500, 6400, 10_000)]
+    steps, slope = steps_to_reach(curve, 0.005)
+    assert slope == pytest.approx(-0.5) and steps == pytest.approx(40_000)
+    assert steps_to_reach([[100, 0.3], [200, 0.31], [400, 0.3], [800, 0.32]], 0.01)[0] is None  # flat: never
+
+    def panel(title, model, ours, ridge):
+        return {"title": title, "model": model, "horizon": 100, "task": "pricing", "task_options": {},
+                "demand_prediction": {"n": [1, 2], "methods": {"omgpt": {"mse": [1.0, ours], "ci90": None}, "ridge": {"mse": [1.0, ridge], "ci90": None}}}}
+    result = {"name": "demand-prediction", "title": "t", "source": "", "claim": "", "command": "c", "scale": "cpu", "runs": 1,
+              "seed": 0, "seconds": 1.0, "figure": "demand-prediction", "figures": [],
+              "models": {"a": {"key": "k1", "command": "x", "val_obs_mse": curve, "cpu_seconds": 3600.0},
+                         "b": {"key": "k2", "command": "y", "val_obs_mse": [[100, 0.3], [200, 0.31], [400, 0.3], [800, 0.32]]}},
+              "panels": [panel("A", "a", 0.012, 0.005), panel("B", "b", 0.3, 0.01)]}
+    text = report(result)
+    assert "## The observation head's learning curve" in text
+    assert "it reaches 0.005 after ~40,000 steps, 4x the 10,000 trained (~4 CPU-hours at this model's speed)" in text
+    assert "the curve does not fall" in text
+    assert draw(result, tmp_path) == ["demand_prediction.png", "obs_learning_curve.png"]

@@ -33,6 +33,39 @@ def summary_lines(result: dict) -> str:
     return "\n".join(lines)
 
 
+def learning_curve_lines(result: dict) -> list[str]:
+    """Demand prediction: each model's observation-head error against training steps, and where the
+    head misses ridge on a panel, the steps at which the curve's trend would reach ridge's error."""
+    from analysis.report import steps_to_reach
+
+    curves = {name: rec["val_obs_mse"] for name, rec in result["models"].items() if rec.get("val_obs_mse")}
+    if result.get("figure") != "demand-prediction" or not curves:
+        return []
+    lines = ["## The observation head's learning curve", "",
+             "Its error after `T - 1` samples on the validation rollouts (`val/obs_mse`, logged at every validation), "
+             "against training steps, beside ridge's after `T - 1` samples on the test panels it serves (`obs_learning_curve.png`).", ""]
+    for name, curve in curves.items():
+        rec = result["models"][name]
+        served = [p for p in result["panels"] if p["model"] == name]
+        ridge = {p["title"]: p["demand_prediction"]["methods"]["ridge"]["mse"][-1] for p in served}
+        ours = {p["title"]: p["demand_prediction"]["methods"]["omgpt"]["mse"][-1] for p in served}
+        line = (f"* `{name}`: {curve[0][1]:.3g} after {curve[0][0]:,} steps, {curve[-1][1]:.3g} after {curve[-1][0]:,}; on the test panels "
+                + ", ".join(f"{t} {ours[t]:.3g} against ridge's {ridge[t]:.3g}" for t in ridge) + ".")
+        missed = [t for t in ridge if ours[t] >= ridge[t]]
+        if missed:
+            target = min(ridge[t] for t in missed)
+            steps, slope = steps_to_reach(curve, target)
+            if steps is None:
+                line += f" Over the last half of training the curve does not fall (slope {slope:+.2f} in log-log): more steps of this recipe do not close the gap."
+            else:
+                per_step = rec.get("cpu_seconds", rec.get("train_seconds", 0)) / max(1, curve[-1][0])
+                line += (f" Over the last half of training it falls as steps^{slope:.2f}; at that rate it reaches {target:.3g} "
+                         f"after ~{steps:,.0f} steps, {steps / curve[-1][0]:.0f}x the {curve[-1][0]:,} trained"
+                         + (f" (~{steps * per_step / 3600:.0f} CPU-hours at this model's speed)." if per_step else "."))
+        lines.append(line)
+    return lines + [""]
+
+
 def report(result: dict) -> str:
     """``report.md``: claim, command, per-panel tables and verdicts, figures, the models trained."""
     from analysis.report import interval
@@ -50,6 +83,7 @@ def report(result: dict) -> str:
     if checks:
         lines += ["## The paper's claim, checked", ""]
         lines += [f"* **{'holds' if holds else 'does not hold'}**: {words}. {numbers}." for words, holds, numbers in checks] + [""]
+    lines += learning_curve_lines(result)
     for panel in result["panels"]:
         lines += [f"## {panel['title']}", "", f"{panel['task']} {json.dumps(panel.get('task_options') or {})}, horizon {panel.get('horizon', '')}"
                   + (f", context window {panel['window']}" if panel.get("window") else "") + f", model `{panel['model']}`.", ""]
