@@ -193,3 +193,31 @@ def test_the_training_clocks_continue_across_a_resume():
     saved: dict = {}
     module.on_save_checkpoint(saved)
     assert saved["trained_minutes"][0] >= 5.0 and saved["trained_minutes"][1] >= 3.0
+
+
+def test_last_ckpt_is_the_latest_state_even_when_validation_stops_improving(tmp_path):
+    """The checkpoint rule monitors validation regret with one kept file; ``last.ckpt`` must still be
+    the latest state to resume from. Lightning 2.6 writes it only beside a new best, so a monitored
+    metric that never improves after epoch 0 left it at step 1 of 3: callbacks.ModelCheckpoint writes
+    it after every validation."""
+    import warnings
+
+    import lightning as L
+
+    from callbacks import ModelCheckpoint
+    from datamodules.history import HistoryDataModule
+    from omgpt.module import OMGPTModule
+
+    L.seed_everything(0, verbose=False)
+    module = OMGPTModule(task="pricing", horizon=4, n_layer=1, n_head=1, n_embd=8)
+    data = HistoryDataModule(task="pricing", horizon=4, batch_size=4, batches_per_epoch=1, val_runs=4, val_batch_size=4)
+    # train/horizon is the same every epoch: the first value stays the best
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, monitor="train/horizon", mode="min", save_last=True, enable_version_counter=False,
+                                 filename="best-{epoch}")
+    trainer = L.Trainer(max_epochs=3, reload_dataloaders_every_n_epochs=1, accelerator="cpu", devices=1, logger=False, callbacks=[checkpoint],
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(module, data)
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == ["best-epoch=0.ckpt", "last.ckpt"]
+    assert torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=True)["global_step"] == 3
