@@ -369,3 +369,16 @@ def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_sa
     assert "it reaches 0.005 after ~40,000 steps, 4x the 10,000 trained (~4 CPU-hours at this model's speed)" in text
     assert "the curve does not fall" in text
     assert draw(result, tmp_path) == ["demand_prediction.png", "obs_learning_curve.png"]
+
+
+def test_the_kept_checkpoint_is_the_lowest_ucb_when_a_resume_left_two(tmp_path):
+    from omgpt.experiment.models import best_checkpoint
+
+    ckpts = tmp_path / "key" / "run" / "checkpoints"
+    ckpts.mkdir(parents=True)
+    assert best_checkpoint(tmp_path / "key") is None
+    (ckpts / "last.ckpt").touch()
+    assert best_checkpoint(tmp_path / "key").name == "last.ckpt"  # no best kept: the last state
+    for name in ("epoch050-ucb26.26.ckpt", "epoch056-ucb26.82.ckpt", "epoch012-ucb26.26.ckpt"):
+        (ckpts / name).touch()
+    assert best_checkpoint(tmp_path / "key").name == "epoch050-ucb26.26.ckpt"  # lowest ucb, the later on a tie

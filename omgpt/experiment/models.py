@@ -12,7 +12,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -56,11 +58,17 @@ def run_key(task: str, args: list[str]) -> str:
 
 
 def best_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint of best validation regret (ModelCheckpoint keeps one), else ``last.ckpt``."""
+    """The checkpoint of best validation regret, else ``last.ckpt``. ModelCheckpoint keeps one, but a
+    fit resumed under another spelling of its folder (relative instead of absolute) does not get its
+    best-so-far back and keeps a second: the lowest ``ucb`` in the names (the checkpoint rule's
+    ``epoch{epoch:03d}-ucb{val/regret_ucb:.2f}``) decides, the later epoch on a tie."""
     ckpts = run_dir / "run" / "checkpoints"
     best = sorted(p for p in ckpts.glob("*.ckpt") if p.name != "last.ckpt")
     if best:
-        return best[-1]
+        def ucb(p: Path) -> float:
+            match = re.search(r"ucb(-?[0-9.]+)$", p.stem)
+            return float(match.group(1)) if match else math.inf
+        return min(reversed(best), key=ucb)
     last = ckpts / "last.ckpt"
     return last if last.is_file() else None
 

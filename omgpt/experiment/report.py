@@ -61,9 +61,13 @@ def learning_curve_lines(result: dict) -> list[str]:
                 per_step = rec.get("cpu_seconds", rec.get("train_seconds", 0)) / max(1, curve[-1][0])
                 line += (f" Over the last half of training it falls as steps^{slope:.2f}; at that rate it reaches {target:.3g} "
                          f"after ~{steps:,.0f} steps, {steps / curve[-1][0]:.0f}x the {curve[-1][0]:,} trained"
-                         + (f" (~{steps * per_step / 3600:.0f} CPU-hours at this model's speed)." if per_step else "."))
+                         + (f" (~{_cpu_time(steps * per_step)} at this model's speed)." if per_step else "."))
         lines.append(line)
     return lines + [""]
+
+
+def _cpu_time(seconds: float) -> str:
+    return f"{seconds / 60:.0f} CPU-minutes" if seconds < 7200 else f"{seconds / 3600:.0f} CPU-hours"
 
 
 def report(result: dict) -> str:
