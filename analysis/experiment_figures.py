@@ -197,7 +197,7 @@ def _obs_learning_curve(result: dict, path: Path) -> Path:
     steps, with ridge's on the test panels it serves as dashed lines."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
-    for i, (name, rec) in enumerate((n, r) for n, r in result["models"].items() if r.get("val_obs_mse")):
+    for name, rec in ((n, r) for n, r in result["models"].items() if r.get("val_obs_mse")):
         curve = np.asarray(rec["val_obs_mse"], dtype=float)
         line, = ax.plot(curve[:, 0], curve[:, 1], marker=".", label=f"{name}: observation head")
         for j, panel in enumerate(p for p in result["panels"] if p["model"] == name):
