@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.demand_prediction import draw_demand_errors
-from analysis.report import draw_curves
+from analysis.report import draw_curves, final_demand_errors
 from omgpt.files import save_figure
 
 
@@ -201,7 +201,7 @@ def _obs_learning_curve(result: dict, path: Path) -> Path:
         curve = np.asarray(rec["val_obs_mse"], dtype=float)
         line, = ax.plot(curve[:, 0], curve[:, 1], marker=".", label=f"{name}: observation head")
         for j, panel in enumerate(p for p in result["panels"] if p["model"] == name):
-            ax.axhline(panel["demand_prediction"]["methods"]["ridge"]["mse"][-1], color=line.get_color(), ls=("--", ":", "-.")[j % 3], lw=1,
+            ax.axhline(final_demand_errors(panel)[1], color=line.get_color(), ls=("--", ":", "-.")[j % 3], lw=1,
                        label=f"ridge, {panel['title']}")
     T = result["panels"][0]["horizon"]
     ax.set(xlabel="training steps", ylabel=f"demand MSE after {T - 1} samples", xscale="log", yscale="log",

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from analysis.report import best_benchmark, final_regrets
+from analysis.report import best_benchmark, final_demand_errors, final_regrets
 from omgpt.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def panel_cell(panel: dict) -> tuple[str, bool | None]:
     title = panel["title"]
     if "demand_prediction" in panel:
         m = panel["demand_prediction"]["methods"]
-        ours, ridge = m["omgpt"]["mse"][-1], m["ridge"]["mse"][-1]
+        ours, ridge = final_demand_errors(panel)
         return f"{title}: MSE after {len(m['omgpt']['mse'])} samples {_bold(ours, ours < ridge)} vs ridge {ridge:.3g}", ours < ridge
     finals, (best, _) = final_regrets(panel), best_benchmark(panel)
     ours = panel["models_compared"]

@@ -52,6 +52,12 @@ def best_benchmark(panel: dict) -> tuple[str, float]:
     return best, finals[best]
 
 
+def final_demand_errors(panel: dict) -> tuple[float, float]:
+    """A demand-prediction panel's error after its last sample: (the observation head's, ridge's)."""
+    m = panel["demand_prediction"]["methods"]
+    return m["omgpt"]["mse"][-1], m["ridge"]["mse"][-1]
+
+
 def steps_to_reach(curve: list, target: float, tail: float = 0.5) -> tuple[float | None, float]:
     """Where a learning curve ``[(step, value), ...]`` reaches ``target`` if it goes on as it went:
     ``log value = a + b log step`` fitted to its last ``tail`` (the early steps are a transient).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from analysis.report import best_benchmark, final_regrets
+from analysis.report import best_benchmark, final_demand_errors, final_regrets
 
 Check = tuple[str, bool, str]
 
@@ -70,7 +70,7 @@ def _demand_prediction(result: dict) -> list[Check]:
     rows, wins, single, mixed = [], [], [], []
     for p in result["panels"]:
         m = p["demand_prediction"]["methods"]
-        ours, ridge = m["omgpt"]["mse"][-1], m["ridge"]["mse"][-1]
+        ours, ridge = final_demand_errors(p)
         wins.append(ours < ridge)
         # a panel testing one type of a model trained on two names it (the single-type model's panel does not)
         (mixed if "demand_types" in p.get("task_options", {}) else single).append(ridge / ours)

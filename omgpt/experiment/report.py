@@ -36,7 +36,7 @@ def summary_lines(result: dict) -> str:
 def learning_curve_lines(result: dict) -> list[str]:
     """Demand prediction: each model's observation-head error against training steps, and where the
     head misses ridge on a panel, the steps at which the curve's trend would reach ridge's error."""
-    from analysis.report import steps_to_reach
+    from analysis.report import final_demand_errors, steps_to_reach
 
     curves = {name: rec["val_obs_mse"] for name, rec in result["models"].items() if rec.get("val_obs_mse")}
     if result.get("figure") != "demand-prediction" or not curves:
@@ -47,8 +47,9 @@ def learning_curve_lines(result: dict) -> list[str]:
     for name, curve in curves.items():
         rec = result["models"][name]
         served = [p for p in result["panels"] if p["model"] == name]
-        ridge = {p["title"]: p["demand_prediction"]["methods"]["ridge"]["mse"][-1] for p in served}
-        ours = {p["title"]: p["demand_prediction"]["methods"]["omgpt"]["mse"][-1] for p in served}
+        ours, ridge = {}, {}
+        for p in served:
+            ours[p["title"]], ridge[p["title"]] = final_demand_errors(p)
         line = (f"* `{name}`: {curve[0][1]:.3g} after {curve[0][0]:,} steps, {curve[-1][1]:.3g} after {curve[-1][0]:,}; on the test panels "
                 + ", ".join(f"{t} {ours[t]:.3g} against ridge's {ridge[t]:.3g}" for t in ridge) + ".")
         missed = [t for t in ridge if ours[t] >= ridge[t]]
