@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from analysis.report import best_benchmark, final_demand_errors, final_regrets
+from analysis.report import best_benchmark, final_demand_errors, final_regrets, interval
 from omgpt.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,22 +37,25 @@ def recipe_table() -> str:
 
 def pretrained_table() -> str:
     """The shipped reference models (``pretrained/*/card.json``) and the configured ones not shipped yet."""
-    lines = ["| model | task, `T` | kept step / trained steps | CPU-minutes | OMGPT (× alg-star) | alg-star | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | task, `T` | kept step / trained steps | CPU-minutes | test environments (seed) | OMGPT | alg-star | OMGPT / alg-star, paired 90% CI (replication seed) | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for config in sorted((ROOT / "configs" / "pretrained").glob("*.yaml")):
         card_path = ROOT / "pretrained" / config.stem / "card.json"
         if not card_path.is_file():
-            lines.append(f"| `{config.stem}` | not trained yet (`configs/pretrained/{config.stem}.yaml`) | | | | | | |")
+            lines.append(f"| `{config.stem}` | not trained yet (`configs/pretrained/{config.stem}.yaml`) | | | | | | | | |")
             continue
         card = json.loads(card_path.read_text())
         pols = card["test"]["policies"]
         final = {k: v["final_regret"]["mean"] for k, v in pols.items()}
         bench = min((k for k in pols if k not in ("omgpt", "alg-star", "oracle")), key=final.get)
         star = final.get("alg-star")
-        ratio = f" ({final['omgpt'] / star:.2f}×)" if star else ""
+        q, rep = card.get("ratio_to_alg_star"), card.get("replication")
+        ratio = "—" if not q or q["mean"] is None else f"{q['mean']:.2f}× {interval(q['ci90'])}"
+        if q and rep and rep.get("mean") is not None:
+            ratio += f" ({rep['mean']:.2f}× {interval(rep['ci90'])}, seed {rep['seed']})"
         sub = lambda k: pols[k]["final_suboptimality"]["mean"]  # noqa: E731
         lines.append(f"| [`{card['name']}`](pretrained/{card['name']}/card.md) | {card['task']}, {card['horizon']} | {card['steps']:,} / {card['validation'][-1]['step']:,} | "
-                     f"{card['cpu_minutes']:.0f} | {final['omgpt']:.2f}{ratio} | {f'{star:.2f}' if star else '—'} | "
+                     f"{card['cpu_minutes']:.0f} | {card['test']['runs']:,} ({card['test']['seed']}) | {final['omgpt']:.2f} | {f'{star:.2f}' if star else '—'} | {ratio} | "
                      f"{bench} {final[bench]:.2f} | {sub('omgpt'):.3f} / {sub(bench):.3f} |")
     return "\n".join(lines)
 

@@ -1,7 +1,8 @@
 """Pre-trained reference models: train one with the CPU recipe, ship its weights and a card.
 
     python -m analysis.reference_models train NAME [--minutes 90] [--runs-dir runs/pretrained]
-    python -m analysis.reference_models card NAME [--runs 200] [--seed 1] [--runs-dir runs/pretrained]
+    python -m analysis.reference_models card NAME [--runs 1000] [--seed 2] [--runs-dir runs/pretrained]
+    python -m analysis.reference_models retest NAME [--runs 1000] [--seed 2] [--replication-seed 3]
     python -m analysis.reference_models render NAME     # redraw a shipped card from its card.json
 
 A reference model is ``configs/pretrained/NAME.yaml``: the task, its horizon, its length in epochs and
@@ -14,7 +15,15 @@ wall-clock (Lightning's ``max_time``, counted across resumes) is only a safety c
 optimizer state, so it stays small -- evaluates it on ``--runs`` fresh test environments against
 ``alg-star`` (where the task has a likelihood), every benchmark of the task and the oracle, and writes
 ``pretrained/NAME/card.md`` and ``card.json``: the command, steps, wall-clock, the validation curve,
-the test table, and a 10-run spot check that ``tests/test_pretrained.py`` reproduces.
+the test table, and a 10-run spot check that ``tests/test_pretrained.py`` reproduces. ``retest``
+evaluates a shipped ``model.ckpt`` again (a new protocol, new benchmarks) without its training run.
+
+The test (SPEC §7) is on ``--runs`` (1,000) fresh environments of a test seed that chose nothing
+(:data:`omgpt.seeding.CARD_SEED`; seed 1, the old cards', is where the pricing model's depth and length
+were chosen), against every benchmark in its paper and tuned variants. ``card.json``'s top-level
+``ratio_to_alg_star`` is OMGPT's mean final regret over ``alg-star``'s on the same environments with a
+paired bootstrap 90% interval; ``replication`` repeats it on another test seed, and the two intervals
+must overlap (``tests/test_pretrained.py``).
 """
 from __future__ import annotations
 
@@ -27,7 +36,10 @@ import sys
 from pathlib import Path
 
 from analysis.recipe import validation_points
+from analysis.report import interval
+from omgpt.errors import OMGPTError
 from omgpt.files import export_weights, read_checkpoint, save_figure, write_json, write_text
+from omgpt.seeding import CARD_SEED
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "pretrained"
@@ -76,30 +88,88 @@ def wall_minutes(folder: Path) -> float | None:
     return None if last is None else round(last, 1)
 
 
-def card(name: str, runs_dir: Path, runs: int, seed: int) -> None:
+def check_test_arguments(runs: int, seed: int, replication_seed: int | None = None) -> None:
+    """Every argument checked before anything is written (a bad one must not touch a shipped model)."""
+    from omgpt import seeding
+
+    if runs < 2:
+        raise SystemExit(f"omgpt: error: --runs must be at least 2 (a paired interval needs two environments), got {runs}")
+    seeding.check_test_seed(seed, "--seed")
+    if replication_seed is not None:
+        seeding.check_test_seed(replication_seed, "--replication-seed")
+        if replication_seed == seed:
+            raise SystemExit("omgpt: error: --replication-seed must differ from --seed")
+
+
+def card_policies(task) -> list[str]:
+    """OMGPT, ``alg-star`` (where the task has a likelihood), every benchmark of the task with its tuned
+    variant, and the oracle."""
+    from omgpt.policies import policies_for
+    from omgpt.policies.tuned import with_tuned_variants
+
+    return ["omgpt", *(["alg-star"] if "alg-star" in policies_for(task) else []), *with_tuned_variants(list(task.benchmarks)), "oracle"]
+
+
+def test_model(name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, replication_seed: int | None) -> tuple[dict, dict, dict | None]:
+    """The card's test, spot check and replication of the model at ``model_ckpt``."""
     from omgpt.evaluate import run_evaluation
     from omgpt.module import load_module
-    from omgpt.policies import policies_for
+    from omgpt.tune import ensure_tuned
 
+    task = load_module(str(model_ckpt)).task
+    policies = card_policies(task)
+    ensure_tuned(task.name, task.options(), horizon, policies)
+    out = ROOT / "pretrained" / name
+    summary = run_evaluation(task.name, {}, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False)
+    spot = run_evaluation(task.name, {}, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
+    spot = {"runs": SPOT_RUNS, "seed": SPOT_SEED, "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}
+    replication = None
+    if replication_seed is not None and "alg-star" in policies:
+        again = run_evaluation(task.name, {}, ["omgpt", "alg-star"], str(model_ckpt), runs, None, None, replication_seed,
+                               str(out / "replication"), progress=False)
+        replication = {**again["policies"]["omgpt"]["ratio_to_alg_star"], "seed": replication_seed}
+    return summary, spot, replication
+
+
+def with_test(info: dict, summary: dict, spot: dict, replication: dict | None) -> dict:
+    """The card's record with a new test: the summary, the spot check, and the top-level paired ratio."""
+    info = {**info, "test": summary, "spot_check": spot}
+    ratio = summary["policies"]["omgpt"].get("ratio_to_alg_star")
+    info["ratio_to_alg_star"] = None if ratio is None else {**ratio, "seed": summary["seed"]}
+    info["replication"] = replication
+    return info
+
+
+def card(name: str, runs_dir: Path, runs: int, seed: int, replication_seed: int | None = None) -> None:
+    check_test_arguments(runs, seed, replication_seed)
     folder = run_dir(name, runs_dir)
     kept = sorted(p for p in (folder / "checkpoints").glob("*.ckpt") if p.name != "last.ckpt")
     if not kept:
         raise SystemExit(f"omgpt: error: {folder} has no kept checkpoint; train {name} first")
     out = ROOT / "pretrained" / name
     model_ckpt = export_weights(kept[-1], out / "model.ckpt")
-    module = load_module(str(model_ckpt))
-    task = module.task
-    policies = ["omgpt", *(["alg-star"] if "alg-star" in policies_for(task) else []), *task.benchmarks, "oracle"]
-    summary = run_evaluation(task.name, {}, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False)
-    spot = run_evaluation(task.name, {}, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
+    from omgpt.module import load_module
+
+    horizon = load_module(str(model_ckpt)).hparams.horizon
     curve = validation_curve(folder)
-    info = {"name": name, "task": task.name, "horizon": module.hparams.horizon, "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
+    info = {"name": name, "task": load_module(str(model_ckpt)).task.name, "horizon": horizon,
+            "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
             "kept_checkpoint": kept[-1].name, "steps": read_checkpoint(model_ckpt).get("global_step"),
-            "cpu_minutes": curve[-1]["minutes"] if curve else None, "wall_minutes": wall_minutes(folder), "validation": curve,
-            "test": summary, "spot_check": {"runs": SPOT_RUNS, "seed": SPOT_SEED,
-                                            "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}}
-    write_card(info, out)
+            "cpu_minutes": curve[-1]["minutes"] if curve else None, "wall_minutes": wall_minutes(folder), "validation": curve}
+    write_card(with_test(info, *test_model(name, model_ckpt, horizon, runs, seed, replication_seed)), out)
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+
+
+def retest(name: str, runs: int, seed: int, replication_seed: int | None) -> None:
+    """Test a shipped model again (its training run need not be here): card.json keeps its training
+    record and gets the new test."""
+    check_test_arguments(runs, seed, replication_seed)
+    out = ROOT / "pretrained" / name
+    if not (out / "card.json").is_file() or not (out / "model.ckpt").is_file():
+        raise SystemExit(f"omgpt: error: no shipped model pretrained/{name} (available: {', '.join(available())})")
+    info = json.loads((out / "card.json").read_text())
+    write_card(with_test(info, *test_model(name, out / "model.ckpt", info["horizon"], runs, seed, replication_seed)), out)
+    print(f"wrote {out / 'card.md'}")
 
 
 def write_card(info: dict, out: Path) -> None:
@@ -116,12 +186,20 @@ def write_card(info: dict, out: Path) -> None:
              f"2-core CPU machine; {info['wall_minutes']} minutes of wall-clock as it ran, sharing the machine); "
              f"the model is the checkpoint the run kept, `{info['kept_checkpoint']}` at step {info['steps']} "
              "(lowest validation mean + one sd of regret).", "",
-             f"## Test: {summary['runs']} fresh environments (seed {summary['seed']})", "",
-             "| policy | final regret | 90% CI | × alg-star | \\|a − a*\\| at T |", "|---|---|---|---|---|"]
+             f"## Test: {summary['runs']} fresh environments (test seed {summary['seed']})", "",
+             "| policy | final regret | 90% CI | × alg-star [paired 90% CI] | \\|a − a*\\| at T |", "|---|---|---|---|---|"]
     for pol, s in rows:
-        ratio = f"{s['final_regret']['mean'] / star:.2f}" if star else "—"
-        lo, hi = s["final_regret"]["ci90"]
-        lines.append(f"| {pol} | {s['final_regret']['mean']:.2f} | [{lo:.2f}, {hi:.2f}] | {ratio} | {s['final_suboptimality']['mean']:.3f} |")
+        q = s.get("ratio_to_alg_star")
+        if q:
+            ratio = "undefined" if q["mean"] is None else f"{q['mean']:.2f} {interval(q['ci90'])}"
+        else:  # a card written before the paired ratio
+            ratio = f"{s['final_regret']['mean'] / star:.2f}" if star and pol != "alg-star" else "—"
+        lines.append(f"| {pol} | {s['final_regret']['mean']:.2f} | {interval(s['final_regret']['ci90'])} | {ratio} | {s['final_suboptimality']['mean']:.3f} |")
+    rep = info.get("replication")
+    if rep and info.get("ratio_to_alg_star"):
+        lines += ["", f"Replication on {rep['runs']} other fresh environments (test seed {rep['seed']}): OMGPT / alg-star "
+                      f"{rep['mean']:.2f} {interval(rep['ci90'])}, against {info['ratio_to_alg_star']['mean']:.2f} "
+                      f"{interval(info['ratio_to_alg_star']['ci90'])} above."]
     plot_validation(curve, name, out / "validation.png")
     lines += ["", "## Validation curve (the run's fixed validation environments, never the test ones)", "",
               "![validation](validation.png)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
@@ -156,9 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--runs-dir", default="runs/pretrained")
     c = sub.add_parser("card")
     c.add_argument("name")
-    c.add_argument("--runs", type=int, default=200)
-    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--runs", type=int, default=1000)
+    c.add_argument("--seed", type=int, default=CARD_SEED)
+    c.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
     c.add_argument("--runs-dir", default="runs/pretrained")
+    e = sub.add_parser("retest", help="test a shipped model again (new protocol or benchmarks), keeping its training record")
+    e.add_argument("name")
+    e.add_argument("--runs", type=int, default=1000)
+    e.add_argument("--seed", type=int, default=CARD_SEED)
+    e.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
     r = sub.add_parser("render", help="rewrite a shipped card's card.md and figure from its card.json")
     r.add_argument("name")
     args = p.parse_args(argv)
@@ -170,7 +254,13 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"omgpt: error: no shipped card pretrained/{args.name}/card.json")
         write_card(json.loads((out / "card.json").read_text()), out)
         return 0
-    card(args.name, ROOT / args.runs_dir, args.runs, args.seed)
+    try:
+        if args.cmd == "retest":
+            retest(args.name, args.runs, args.seed, args.replication_seed)
+        else:
+            card(args.name, ROOT / args.runs_dir, args.runs, args.seed, args.replication_seed)
+    except OMGPTError as e:
+        raise SystemExit(f"omgpt: error: {e}") from None
     return 0
 
 

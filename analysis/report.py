@@ -40,6 +40,35 @@ def final_regret(stats: dict) -> dict:
     }
 
 
+def paired_ratio(values: np.ndarray, reference: np.ndarray, seed: int = 0) -> dict:
+    """``mean(values) / mean(reference)`` over the same environments (common random numbers: entry ``i``
+    of both is environment ``i``), with a paired bootstrap 90% interval: the environments are resampled
+    with replacement, the same indices for both, and the ratio of the resampled means taken. Returns
+    ``{"mean", "ci90", "runs"}``; ``ci90`` is ``None`` for one environment or where a resampled
+    reference mean is not positive (a ratio to zero regret means nothing)."""
+    values, reference = np.asarray(values, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if values.shape != reference.shape or values.ndim != 1:
+        raise ValueError(f"paired_ratio needs two equal-length vectors, got {values.shape} and {reference.shape}")
+    runs = len(values)
+    ratio = float(values.mean() / reference.mean()) if reference.mean() > 0 else None
+    ci = None
+    if runs >= 2 and ratio is not None:
+        idx = np.random.default_rng(seed).integers(0, runs, size=(BOOTSTRAP_SAMPLES, runs))
+        ref = reference[idx].mean(axis=1)
+        if (ref > 0).all():
+            ci = [float(v) for v in np.percentile(values[idx].mean(axis=1) / ref, [5, 95])]
+    return {"mean": ratio, "ci90": ci, "runs": runs}
+
+
+def ratios_to_alg_star(histories: dict[str, History]) -> dict[str, dict]:
+    """Every other policy's :func:`paired_ratio` of final regrets to ``alg-star``'s (empty without it)."""
+    if "alg-star" not in histories:
+        return {}
+    reference = histories["alg-star"].cumulative_regret()[:, -1].double().numpy()
+    return {name: paired_ratio(h.cumulative_regret()[:, -1].double().numpy(), reference)
+            for name, h in histories.items() if name != "alg-star"}
+
+
 def final_regrets(panel: dict) -> dict[str, float]:
     """Every policy's mean final regret on an experiment panel (``results/NAME/experiment.json``)."""
     return {k: v["final_regret"]["mean"] for k, v in panel["policies"].items()}
@@ -87,18 +116,26 @@ def summarise(histories: dict[str, History]) -> dict[str, dict[str, dict[str, np
 REPORT_FILES = ("summary.json", "curves.csv", "regret.png")
 
 
-def write_report(histories: dict[str, History], task: str, horizon: int, runs: int, seed: int, out: str | Path, title: str | None = None) -> dict:
+def write_report(histories: dict[str, History], task: str, horizon: int, runs: int, seed: int, out: str | Path,
+                 title: str | None = None, task_options: dict | None = None) -> dict:
     """Write ``summary.json``, ``curves.csv`` and ``regret.png`` (:data:`REPORT_FILES`) into the
-    folder ``out``, print the table, return the summary."""
+    folder ``out``, print the table, return the summary. With ``alg-star`` among the policies every
+    other policy also gets its ``ratio_to_alg_star`` (:func:`paired_ratio`)."""
+    from omgpt.resources import code_version
+
     out = Path(out)
     stats = summarise(histories)
+    ratios = ratios_to_alg_star(histories)
     summary = {
         "task": task,
+        "task_options": task_options or {},
         "horizon": horizon,
         "runs": runs,
         "seed": seed,
+        "code_version": code_version(),
         "policies": {
-            name: {"final_regret": final_regret(s["regret"]), "final_suboptimality": {"mean": float(s["suboptimality"]["mean"][-1])}}
+            name: {"final_regret": final_regret(s["regret"]), "final_suboptimality": {"mean": float(s["suboptimality"]["mean"][-1])},
+                   **({"ratio_to_alg_star": ratios[name]} if name in ratios else {})}
             for name, s in stats.items()
         },
     }
@@ -113,14 +150,19 @@ def format_table(summary: dict) -> str:
     """A plain-text table sorted by mean final regret (best first)."""
     rows = sorted(summary["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"])
     width = max(6, *(len(name) for name, _ in rows))
+    with_ratio = any("ratio_to_alg_star" in p for _, p in rows)
     head = f"{'policy':<{width}}  {'final regret':>12}  {'90% CI of mean':>18}  {'90% band':>18}  {'|a - a*| at T':>13}"
-    lines = [f"{summary['task']}, horizon {summary['horizon']}, {summary['runs']} runs (seed {summary['seed']})", head, "-" * len(head)]
+    head += f"  {'/ alg-star [90% CI]':>22}" if with_ratio else ""
+    options = "".join(f" {k}={v}" for k, v in summary.get("task_options", {}).items() if k != "horizon")
+    lines = [f"{summary['task']}{options}, horizon {summary['horizon']}, {summary['runs']} runs (seed {summary['seed']})", head, "-" * len(head)]
     for name, p in rows:
         r = p["final_regret"]
-        lines.append(
-            f"{name:<{width}}  {r['mean']:>12.2f}  {interval(r['ci90']):>18}  "
-            f"{interval(r['band90']):>18}  {p['final_suboptimality']['mean']:>13.3f}"
-        )
+        line = (f"{name:<{width}}  {r['mean']:>12.2f}  {interval(r['ci90']):>18}  "
+                f"{interval(r['band90']):>18}  {p['final_suboptimality']['mean']:>13.3f}")
+        if "ratio_to_alg_star" in p:
+            q = p["ratio_to_alg_star"]
+            line += f"  {'undefined' if q['mean'] is None else format(q['mean'], '.2f') + ' ' + interval(q['ci90']):>22}"
+        lines.append(line)
     if summary["runs"] < 2:
         lines.append("(a 90% CI of the mean needs at least 2 runs: undefined for 1)")
     return "\n".join(lines)

@@ -87,6 +87,34 @@ def demo(out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: 
     return run_demo(out=out, max_steps=max_steps, runs=runs, seed=seed)
 
 
+def tune(
+    task: str,
+    option: Optional[list[str]] = None,
+    policies: Optional[str] = None,
+    horizon: Optional[PositiveInt] = None,
+    runs: PositiveInt = 200,
+    seed: Seed = 10_001,
+) -> None:
+    """Tune the benchmarks' free constants on validation environments; <name>-tuned plays them.
+
+    Args:
+        task: task name
+        option: task option KEY=VALUE, repeatable (the prior OMGPT is trained on: pool, dims, demand types)
+        policies: comma-separated benchmarks (default: every tunable benchmark of the task), e.g. ucb,ts
+        horizon: steps per run (default: the task's horizon)
+        runs: validation environments per grid point
+        seed: validation seed of the environments (10000-19999; test seeds are refused)
+    """
+    from omgpt.tasks import TASKS, make_task
+    from omgpt.tune import run_tuning
+
+    if task not in TASKS:
+        make_task(task)  # the "unknown task" error
+    options = task_options(option)
+    names = [n.strip() for n in policies.split(",") if n.strip()] if policies else None
+    run_tuning(task, options, names, horizon or options.get("horizon", TASKS[task].cls.horizon), runs, seed)
+
+
 def experiment(
     name: Optional[str] = None,
     list: bool = False,
@@ -144,6 +172,7 @@ def _imported(module: str, attr: str) -> Callable[[], Callable[..., Any]]:
 FUNCTIONS: dict[str, tuple[Callable[[], Callable[..., Any]], tuple[str, ...]]] = {
     "evaluate": (lambda: evaluate, ()),
     "demo": (lambda: demo, ()),
+    "tune": (lambda: tune, ()),
     "experiment": (lambda: experiment, ("name",)),
     "bench": (_imported("omgpt.bench", "bench_command"), ()),
     **{n: (_imported("omgpt.interpret", f"{n}_command"), ()) for n in ("probe", "tsne", "manipulate")},

@@ -1,9 +1,6 @@
-"""``omgpt evaluate``: roll out OMGPT and the benchmarks on the same fresh test environments.
-
-Every policy faces the same environments, contexts and observation noise (common random numbers:
-the task's generator is seeded per batch of runs, independently of the policy), so the differences
-between curves come from decisions alone. Test environments come from their own seed, never from
-the training stream.
+"""``omgpt evaluate``: roll out OMGPT and the benchmarks on the same fresh test environments
+(:func:`omgpt.evaluation.evaluate_policies`: common random numbers), from a test seed only
+(:mod:`omgpt.seeding`: validation seeds are for choices, never for reported numbers).
 
 :func:`run_demand_prediction` is the paper's demand-prediction study (§5.1.6): a checkpoint's
 observation head against ridge regression, per number of observed samples.
@@ -13,59 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
 from analysis.report import REPORT_FILES, write_report
-from omgpt.seeding import stream_seed
-from omgpt import checks
+from omgpt import checks, seeding
 from omgpt.errors import OMGPTError
+from omgpt.evaluation import evaluate_policies
 from omgpt.files import output_folder
 from omgpt.policies import make_policy
-from omgpt.rollout import History, mean_observations, rollout
+from omgpt.rollout import History, mean_observations
 from omgpt.tasks import TASKS, Task, make_episode_task, make_task
 
 EVALUATE_FILES = REPORT_FILES + DEMAND_FILES  # what `omgpt evaluate` writes into --out, with or without --demand-prediction
-
-def evaluate_policies(
-    task: Task,
-    policies: dict[str, dict],
-    runs: int,
-    horizon: int,
-    seed: int = 0,
-    batch_size: int = 50,
-    device: str | torch.device = "cpu",
-    progress: bool = True,
-) -> dict[str, History]:
-    """Roll out each policy (``name -> options``) on ``runs`` test environments for ``horizon`` steps.
-
-    Returns one :class:`History` per policy with all runs concatenated (on the CPU).
-    """
-    one = task.sample_envs(1, torch.Generator(device=device).manual_seed(0))
-    checks.memory(runs * sum(v.element_size() * v.numel() for v in one.values()), f"drawing {runs} test environments", device)
-    checks.memory(len(policies) * checks.history_bytes(task, runs, horizon), f"keeping {len(policies)} policies' histories of {runs} runs x {horizon} steps")
-    env_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 0))
-    envs = task.sample_envs(runs, env_gen)
-    chunks = [(lo, min(runs, lo + batch_size)) for lo in range(0, runs, batch_size)]
-    results: dict[str, list[History]] = {name: [] for name in policies}
-    bar = tqdm(total=len(policies) * runs, desc="evaluate", unit="run", disable=not progress)
-    for name, options in policies.items():
-        policy = make_policy(name, task, **options)
-        bar.set_postfix_str(name)
-        for i, (lo, hi) in enumerate(chunks):
-            part = {k: v[lo:hi] for k, v in envs.items()}
-            task_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 1, i))
-            policy_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 2, i))
-            history = rollout(task, part, policy, horizon, task_gen, policy_gen).to("cpu")
-            # A NaN here (a diverged checkpoint, an option the task cannot use) would be averaged
-            # into the report as a number, or written as invalid JSON: refuse it.
-            checks.finite(f"policy {name!r} on task {task.name!r} {task.options() or ''}".rstrip(), actions=history.actions,
-                          observations=history.observations, regrets=history.regrets)
-            results[name].append(history)
-            bar.update(hi - lo)
-    bar.close()
-    return {name: History.cat(parts) for name, parts in results.items()}
-
 
 def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str | None, device: str):
     """``(task name, task options, trained model or None, default horizon)``; a checkpoint supplies
@@ -126,6 +82,7 @@ def run_evaluation(
         raise OMGPTError(f"--policies names a policy twice: {','.join(policies)}")
     if "omgpt" in policies and ckpt is None:
         raise OMGPTError("policy 'omgpt' needs --ckpt PATH (a checkpoint written by omgpt fit)")
+    seeding.check_test_seed(seed, "--seed")
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
     horizon = horizon or default_horizon
     task = make_episode_task(task_name, task_options, horizon)
@@ -133,11 +90,12 @@ def run_evaluation(
     if model is not None and window is None and gpt_options["window"] is not None:
         print(f"omgpt evaluate: horizon {horizon} > the model's {gpt_options['window']} steps; using context window {gpt_options['window']}")
     specs = {name: (gpt_options if name == "omgpt" else {}) for name in policies}
-    for name in specs:  # fail on unknown / inapplicable names before any rollout starts
-        make_policy(name, task, **specs[name])
+    for name in specs:  # fail on unknown / inapplicable names (and missing tunings) before any rollout starts
+        make_policy(name, task, horizon, **specs[name])
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
-        summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder)
+        summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
+                               task_options=task.options())
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
     return summary
 

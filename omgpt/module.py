@@ -11,6 +11,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from omgpt import seeding
 from omgpt.seeding import stream_seed
 from omgpt import checks
 from omgpt.errors import OMGPTError
@@ -106,7 +107,7 @@ class OMGPTModule(L.LightningModule):
             ("obs_loss_weight", obs_loss_weight, dict(low=0)), *((f"betas[{i}]", b, UNIT) for i, b in enumerate(betas)),
         ):  # fmt: skip
             checks.number(f"model.{name}", value, **bounds)
-        checks.seed("model.val_seed", val_seed)
+        seeding.check_validation_seed(checks.seed("model.val_seed", val_seed), "model.val_seed")
         if schedule not in ("constant", "cosine"):
             raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
         if backbone not in BACKBONES:

@@ -21,3 +21,20 @@ def _shipped(folder: str) -> Path:
 
 CONFIGS = _shipped("configs")
 BENCHMARKS = _shipped("benchmarks")
+
+
+def code_version() -> str:
+    """The package version, plus the commit (``+g<sha>``, ``.dirty`` with uncommitted changes) in a
+    source checkout: recorded in every output so that a number can be traced to the code behind it."""
+    import subprocess
+
+    from omgpt import __version__
+
+    if not (CHECKOUT / ".git").exists():
+        return __version__
+    try:
+        sha = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return f"{__version__}+g{sha}{'.dirty' if dirty else ''}" if sha else __version__

@@ -254,7 +254,7 @@ def test_decision_option_and_cold_start():
 
 
 def test_tasks_without_a_likelihood_raise():
-    for name in ("queueing", "revenue"):
+    for name in ("revenue",):
         task = make_task(name)
         assert "alg-star" not in policies_for(task)
         with pytest.raises(OMGPTError, match="alg-star"):

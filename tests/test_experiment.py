@@ -23,7 +23,7 @@ from omgpt.experiment import (
 )
 from omgpt.files import read_checkpoint
 from omgpt.module import OMGPTModule
-from omgpt.policies import make_policy
+from omgpt.policies import POLICIES, make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_episode_task
 
@@ -77,8 +77,10 @@ def test_every_experiment_builds_its_tasks_and_policies(scale):
             trained_on = make_episode_task(model["task"], model["task_options"], model["horizon"])
             assert (task.feature_dim, task.action_dim) == (trained_on.feature_dim, trained_on.action_dim), (name, panel["title"])
             for label, (policy, _) in parse_policies(panel["policies"], panel["model"]).items():
-                if policy != "omgpt":
-                    make_policy(policy, task)
+                if policy != "omgpt":  # a -tuned benchmark also finds its committed tuning (configs/tuned/)
+                    make_policy(policy, task, panel["horizon"], **({"tuned_on": panel["tuned_on"]} if policy.endswith("-tuned") else {}))
+            # every benchmark with free constants is compared in its tuned variant too (SPEC §7)
+            assert all(f"{p}-tuned" in panel["policies"] for p in panel["policies"] if f"{p}-tuned" in POLICIES), panel["title"]
 
 
 def test_cpu_scale_runs_the_papers_horizons_and_shares_models_across_experiments():

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("omgpt", "datamodules", "callbacks", "analysis")
 COMMANDS = {"omgpt.cli", "omgpt.cli_args", "omgpt.lightning_cli", "omgpt.evaluate", "omgpt.demo", "omgpt.interpret",
-            "omgpt.bench", "omgpt.experiment", "omgpt.__main__",
+            "omgpt.bench", "omgpt.experiment", "omgpt.tune", "omgpt.__main__",
             "analysis.recipe", "analysis.reference_models"}  # the last two: tools run as `python -m analysis.X`
 
 

@@ -3,6 +3,7 @@ against hand-computed cases, exhaustive search, brute-force grids, SciPy's HiGHS
 from __future__ import annotations
 
 import itertools
+import math
 import json
 
 import numpy as np
@@ -169,6 +170,58 @@ def test_queueing_project_pool_and_horizon():
 
 # --------------------------------------------------------------------------------------------------
 # Revenue management
+def test_queueing_likelihood_is_the_transition_probability():
+    """``log_likelihood`` is ``log P_a[s, s']`` of the appendix's matrix under each candidate's λ."""
+    task = make_task("queueing")
+    lam = torch.tensor([0.1, 0.9, 0.42], dtype=torch.float64)
+    x = torch.tensor([[0.0, 5.0], [2.0, 16.0], [4.0, 60.0]])
+    a = torch.tensor([[0.4], [0.6], [1.0]])
+    o = torch.tensor([[1.0], [1.0], [3.0]])
+    ll = task.log_likelihood({"lam": lam, "c": x[:, 1]}, x, a, o, 0)
+    expected = [math.log(queue_dynamics(l, float(ai))[int(s), int(n)]) for l, ai, s, n in zip(lam.tolist(), a[:, 0], x[:, 0], o[:, 0])]
+    torch.testing.assert_close(ll, torch.tensor(expected, dtype=ll.dtype))
+    assert task.log_likelihood({"lam": torch.tensor([0.1])}, x[:1], a[:1], torch.tensor([[2.0]]), 0) == -math.inf  # 0 -> 2 cannot happen
+
+
+def test_queueing_alg_star_on_one_environment_is_the_oracle():
+    """With one environment in the pool the posterior is a point mass: alg-star plays the DP policy."""
+    task = make_task("queueing", pool_size=1, horizon=30)
+    envs = task.sample_envs(40, gen(0))
+    star = rollout(task, envs, make_policy("alg-star", task), 30, gen(1), gen(2))
+    oracle = rollout(task, envs, make_policy("oracle", task), 30, gen(1), gen(2))
+    assert torch.equal(star.actions, oracle.actions)
+
+
+def test_queueing_alg_star_posterior_is_exact_over_the_six_rates():
+    """Without a pool the candidates are the prior's six λ and the posterior is Bayes' rule on them."""
+    task = make_task("queueing", horizon=10)
+    policy = make_policy("alg-star", task)
+    envs = task.sample_envs(3, gen(0))
+    policy.reset(envs, 10, gen(1))
+    assert policy.exact and policy.n == len(LAMBDAS)
+    x = torch.tensor([[1.0, 5.0]] * 3)
+    policy.act(0, x)
+    policy.observe(0, torch.full((3, 1), 0.2), torch.tensor([[2.0], [1.0], [0.0]]))
+    for row, nxt in enumerate((2, 1, 0)):
+        lik = torch.tensor([queue_dynamics(l, 0.2)[1, nxt] for l in LAMBDAS], dtype=torch.float64)
+        torch.testing.assert_close(policy.posterior()[row], lik / lik.sum())
+
+
+def test_certainty_equivalence_learns_the_arrival_rate_and_beats_random():
+    """``ce``'s estimate converges to λ; with the known-λ DP it plays close to the oracle."""
+    task = make_task("queueing", horizon=100)
+    envs = task.sample_envs(200, gen(0))
+    ce = make_policy("ce", task)
+    history = rollout(task, envs, ce, 100, gen(1), gen(2))
+    assert (ce.estimate() - envs["lam"]).abs().mean() < 0.1
+    rand = rollout(task, envs, make_policy("random", task), 100, gen(1), gen(2))
+    assert history.cumulative_regret()[:, -1].mean() < 0.05 * rand.cumulative_regret()[:, -1].mean()
+    # before any data the estimate is the flat prior's mean, 1/2
+    fresh = make_policy("ce", task)
+    fresh.reset(envs, 100, gen(3))
+    torch.testing.assert_close(fresh.estimate(), torch.full((200,), 0.5, dtype=torch.float64))
+
+
 def random_lps(n: int, seed: int):
     g = gen(seed)
     c = 1 + torch.rand(n, 3, generator=g, dtype=torch.float64)

@@ -48,7 +48,7 @@ EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report fo
 __all__ = [
     "FIGURES", "SCALES", "alg_star_match", "at_scale", "available", "best_checkpoint", "demand_prediction_panel",
     "evaluate_panel", "fit_arguments", "headline", "load_experiment", "model_key", "optimal_reward", "parse_policies", "report",
-    "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "verdict",
+    "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing", "verdict",
 ]
 
 
@@ -84,6 +84,7 @@ def run_experiment(
     # made before the training, so an unwritable OUT fails now and not hours later.
     with output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder:
         records = train_all(exp, models_path, fit_configs, jobs)
+        tune_missing(exp)
         evaluation_start = time.perf_counter()
         kind = exp.get("figure", "curves")
         panels = []
@@ -110,6 +111,16 @@ def run_experiment(
     print(summary_lines(result))
     print(f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)")
     return result
+
+
+def tune_missing(exp: dict) -> None:
+    """Tune every ``-tuned`` benchmark whose setting -- the prior of a panel's model at the panel's
+    horizon -- has no tuning yet (:func:`omgpt.tune.ensure_tuned`)."""
+    from omgpt.tune import ensure_tuned
+
+    for panel in exp["panels"]:
+        model = exp["models"][panel["model"]]
+        ensure_tuned(model["task"], model["task_options"], panel["horizon"], panel["policies"], log=lambda line: print(f"    {line}", flush=True))
 
 
 def default_models_dir(scale: str, quick: bool) -> Path:

@@ -17,22 +17,29 @@ Check = tuple[str, bool, str]
 
 def _alg_star_match(result: dict) -> list[Check]:
     panels = [p for p in result["panels"] if "alg_star_match" in p]
-    rows, grows, closed = [], [], []
+    rows, grows, closed, beaten = [], [], [], []
     by_task: dict[str, dict[int, float]] = {}
     for p in panels:
         diffs = [abs(d[0]) for d in p["alg_star_match"]["diff"]]
         finals, (best, bench) = final_regrets(p), best_benchmark(p)
+        by_task.setdefault(p["task"], {})[p["task_options"]["pool_size"]] = p["alg_star_match"]["mean_abs_diff"]
+        row = (f"{p['title']}: mean |TF - Alg*| {p['alg_star_match']['mean_abs_diff']:.3g}, median {median(diffs):.3g}; "
+               f"regret {finals['omgpt']:.3g} vs Alg* {finals['alg-star']:.3g} and {best} {bench:.3g}: ")
+        if bench <= finals["alg-star"]:  # a tuned benchmark beats posterior sampling: there is no gap to close
+            beaten.append(p["title"])
+            rows.append(row + "the benchmark is below Alg*, no gap to close")
+            continue
         # the share of the best benchmark's excess regret over Alg*'s that OMGPT closes (1 = matches Alg*)
         closed.append((bench - finals["omgpt"]) / (bench - finals["alg-star"]))
-        by_task.setdefault(p["task"], {})[p["task_options"]["pool_size"]] = p["alg_star_match"]["mean_abs_diff"]
-        rows.append(f"{p['title']}: mean |TF - Alg*| {p['alg_star_match']['mean_abs_diff']:.3g}, median {median(diffs):.3g}; "
-                    f"regret {finals['omgpt']:.3g} vs Alg* {finals['alg-star']:.3g} and {best} {bench:.3g}: {100 * closed[-1]:.0f}% of the gap closed")
+        rows.append(row + f"{100 * closed[-1]:.0f}% of the gap closed")
     for task, pools in sorted(by_task.items()):
         if len(pools) >= 2:
             small, large = min(pools), max(pools)
             grows.append((task, pools[small] < pools[large], f"{task} {pools[small]:.3g} -> {pools[large]:.3g}"))
     checks = [("OMGPT nearly matches Alg*: it closes at least 90% of the regret gap between the best benchmark and Alg* on every panel",
-               all(c >= 0.9 for c in closed), f"{sum(c >= 0.9 for c in closed)} of {len(closed)} panels; " + "; ".join(rows))]
+               all(c >= 0.9 for c in closed) and not beaten,
+               f"{sum(c >= 0.9 for c in closed)} of {len(panels)} panels"
+               + (f" ({len(beaten)} where the best benchmark is below Alg* itself)" if beaten else "") + "; " + "; ".join(rows))]
     if grows:
         checks.append(("the deviations grow with the number of environments (4 -> 100)", all(g for _, g, _ in grows),
                        "mean |TF - Alg*|: " + "; ".join(text for _, _, text in grows)))

@@ -18,6 +18,8 @@ from jsonargparse.typing import PositiveFloat, PositiveInt
 from omgpt.cli_args import one_line
 from omgpt.errors import OMGPTError
 from omgpt.resources import CONFIGS
+from omgpt.policies.tuned import with_tuned_variants
+from omgpt.tuning import setting_key
 
 EXPERIMENTS = CONFIGS / "experiments"
 SCALES = {"cpu": CONFIGS / "scale" / "cpu.yaml", "paper": CONFIGS / "scale" / "paper.yaml"}
@@ -139,6 +141,10 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
         panel["figure_file"] = panel["figure_file"] or spec.figure
         if panel["grid"] is None:
             del panel["grid"]
+        panel["policies"] = with_tuned_variants(panel["policies"])
+        # The benchmarks' constants are tuned on the prior OMGPT was trained on, at the panel's horizon
+        # (SPEC §7): a shifted test task plays the constants of the unshifted prior.
+        panel["tuned_on"] = setting_key(model["task"], model["task_options"], panel["horizon"])
         for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
             if model_name is not None and model_name not in exp["models"]:
                 raise OMGPTError(f"{path}: panel {panel['title']!r} policy {label!r} names an unknown model")

@@ -13,6 +13,7 @@ import torch
 from analysis.report import final_regrets
 from omgpt.experiment.config import parse_policies
 from omgpt.experiment.models import _shown
+from omgpt.tuning import tuned_constants
 
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
 
@@ -32,7 +33,7 @@ def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> di
     specs = {}
     for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
         if policy != "omgpt":
-            specs[label] = (policy, {})
+            specs[label] = (policy, {"tuned_on": panel["tuned_on"]} if policy.endswith("-tuned") else {})
             continue
         model = _load_model(models[model_name]["ckpt"], device)
         specs[label] = ("omgpt", omgpt_options(task, panel["task_options"], model, panel["horizon"]))
@@ -42,26 +43,31 @@ def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> di
 def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, device: str, rewards: bool = False) -> tuple[dict, dict]:
     """Roll out every policy of the panel; returns ``(numbers, histories)``. ``rewards``: also record
     the optimal policy's expected cumulative reward (for reward improvement rates)."""
-    from analysis.report import summarise
-    from omgpt.evaluate import evaluate_policies
+    from analysis.report import ratios_to_alg_star, summarise
+    from omgpt.evaluation import evaluate_policies
     from omgpt.policies import make_policy
     from omgpt.tasks import make_episode_task
 
     task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
     specs = _policy_specs(panel, task, models, device)
-    for policy, options in specs.values():  # fail on an inapplicable benchmark before rolling anything out
-        make_policy(policy, task, **options)
+    for policy, options in specs.values():  # fail on an inapplicable benchmark (or a missing tuning) before rolling anything out
+        make_policy(policy, task, panel["horizon"], **options)
     histories = {}
     for label, (policy, options) in specs.items():
         histories[label] = evaluate_policies(task, {policy: options}, runs, panel["horizon"], seed, device=device, progress=False)[policy]
     stats = summarise(histories)
+    ratios = ratios_to_alg_star(histories)
     numbers = {
         "title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
         "model": panel["model"], "window": specs.get("omgpt", ("", {}))[1].get("window"),
         "benchmarks": [k for k, (p, _) in specs.items() if p not in NOT_BENCHMARKS],
         "models_compared": [k for k, (p, _) in specs.items() if p == "omgpt"],
+        "tuned_on": panel["tuned_on"],
+        "tuned_constants": {k: tuned_constants(p.removesuffix("-tuned"), "", {}, panel["horizon"], panel["tuned_on"])
+                            for k, (p, _) in specs.items() if p.endswith("-tuned")},
         **({"grid": panel["grid"]} if "grid" in panel else {}),
-        "policies": {label: _policy_numbers(s, histories[label], rewards) for label, s in stats.items()},
+        "policies": {label: {**_policy_numbers(s, histories[label], rewards), **({"ratio_to_alg_star": ratios[label]} if label in ratios else {})}
+                     for label, s in stats.items()},
     }
     return numbers, histories
 

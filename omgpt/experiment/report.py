@@ -93,11 +93,20 @@ def report(result: dict) -> str:
         lines += [f"## {panel['title']}", "", f"{panel['task']} {json.dumps(panel.get('task_options') or {})}, horizon {panel.get('horizon', '')}"
                   + (f", context window {panel['window']}" if panel.get("window") else "") + f", model `{panel['model']}`.", ""]
         if "policies" in panel:
-            lines += ["| policy | mean final regret | 90% CI of mean | 90% band | final suboptimality |", "|---|---|---|---|---|"]
+            ratio = any("ratio_to_alg_star" in p for p in panel["policies"].values())
+            lines += ["| policy | mean final regret | 90% CI of mean | 90% band | final suboptimality |" + (" / alg-star [paired 90% CI] |" if ratio else ""),
+                      "|---|---|---|---|---|" + ("---|" if ratio else "")]
             for label, p in sorted(panel["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"]):
                 r = p["final_regret"]
-                lines.append(f"| {label} | {r['mean']:.2f} | {interval(r['ci90'])} | {interval(r['band90'])} | {p['final_suboptimality']['mean']:.3f} |")
+                line = f"| {label} | {r['mean']:.2f} | {interval(r['ci90'])} | {interval(r['band90'])} | {p['final_suboptimality']['mean']:.3f} |"
+                if ratio:
+                    q = p.get("ratio_to_alg_star")
+                    line += " |" if q is None else f" {'undefined' if q['mean'] is None else format(q['mean'], '.2f')} {interval(q['ci90'])} |"
+                lines.append(line)
             lines.append("")
+            if panel.get("tuned_constants"):
+                lines += ["Tuned constants (chosen on validation environments of `" + panel["tuned_on"] + "`, `configs/tuned/`): "
+                          + "; ".join(f"{k} {json.dumps(v)}" for k, v in panel["tuned_constants"].items()), ""]
         if headline(panel):
             lines += [f"**{headline(panel)}**", ""]
     lines += ["## Models", "", "| model | steps | train s | best val regret | model folder |", "|---|---|---|---|---|"]

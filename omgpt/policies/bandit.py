@@ -45,6 +45,15 @@ Cold starts: at ``t = 1`` LinUCB's objective is constant on the sphere (``ŵ = 0
 invariant, so no direction is better); LinTS plays the direction of a draw from ``N(0, β_T I/σ²)``,
 a uniformly random unit vector. (``w~ = 0`` happens only when ``T = 1``, where ``β_T = 0``; LinTS then
 plays ``e_1``.)
+
+Free constants (SPEC §7). ``β_T`` is sized for unit-variance rewards while the tasks' noise has standard
+deviation 0.2, so each policy takes an ``explore`` multiplier ``c`` on its bonus or its sampling spread
+(the authors' bandit code grid-searches the same multiplier), and LinUCB / LinTS a ``ridge`` ``λ``
+in place of ``σ²`` in ``Σ_t``. The defaults are the paper's formulas; ``<name>-tuned`` reads the
+constants chosen on validation environments (:mod:`omgpt.tuning`). Two textbook variants that know
+the noise level are registered as well: ``ucb-noise`` (UCB1's bonus scaled by the noise ``σ``,
+``r̂_a + σ sqrt(2 log T / max(1, n_a))``) and ``ts-noise`` (Agrawal & Goyal's Gaussian Thompson
+sampling with the known noise variance, ``r~_a ~ N(S_a/(n_a + 1), σ²/(n_a + 1))``).
 """
 from __future__ import annotations
 
@@ -53,6 +62,7 @@ import math
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.policies.base import Policy, register_policy
 from omgpt.tasks.linear_bandit import LinearBandit
 from omgpt.tasks.mab import MultiArmedBandit
@@ -65,8 +75,22 @@ def exploration_scale(horizon: int) -> float:
 
 # --------------------------------------------------------------------------------------------------
 # Multi-armed bandit
+EXPLORE_GRID = (0.01, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)  # multipliers of the paper's exploration
+
+
 class _ArmStatistics(Policy):
-    """Per-arm pull counts ``n_a`` and reward sums, ``(B, k)`` float64, from the one-hot actions played."""
+    """Per-arm pull counts ``n_a`` and reward sums, ``(B, k)`` float64, from the one-hot actions played.
+
+    Args:
+        explore: multiplier ``c`` of the exploration bonus (UCB) or the sampling standard deviation (TS);
+            1 is the paper's formula.
+    """
+
+    tunable = {"explore": EXPLORE_GRID}
+
+    def __init__(self, task, explore: float = 1.0):
+        super().__init__(task)
+        self.explore = checks.number("explore", explore, low=0)
 
     def reset(self, envs, horizon, generator):
         super().reset(envs, horizon, generator)
@@ -95,7 +119,7 @@ class UCB(_ArmStatistics):
 
     def index(self) -> Tensor:
         """The UCB index of every arm, ``(B, k)`` float64."""
-        return self.means() + torch.sqrt(2.0 * math.log(max(self.horizon, 1)) / self.counts.clamp(min=1.0))
+        return self.means() + self.explore * torch.sqrt(2.0 * math.log(max(self.horizon, 1)) / self.counts.clamp(min=1.0))
 
     def act(self, t: int, x: Tensor) -> Tensor:
         return self.choose(self.index(), x)
@@ -113,10 +137,34 @@ class GaussianTS(_ArmStatistics):
     def sample(self) -> Tensor:
         """One draw of ``r~`` per arm and environment, ``(B, k)`` float64."""
         z = torch.randn(self.counts.shape, generator=self.generator, device=self.device, dtype=torch.float64)
-        return self.means() + self.variances().sqrt() * z
+        return self.means() + self.explore * self.variances().sqrt() * z
 
     def act(self, t: int, x: Tensor) -> Tensor:
         return self.choose(self.sample(), x)
+
+
+@register_policy("ucb-noise", tasks=(MultiArmedBandit,))
+class UCBKnownNoise(UCB):
+    """UCB1 for rewards of known noise ``σ``: ``r̂_a + σ sqrt(2 log T / max(1, n_a))`` (``explore = σ``)."""
+
+    tunable = {}
+
+    def __init__(self, task):
+        super().__init__(task, explore=task.noise_std)
+
+
+@register_policy("ts-noise", tasks=(MultiArmedBandit,))
+class GaussianTSKnownNoise(GaussianTS):
+    """Gaussian Thompson sampling with the known noise variance (Agrawal & Goyal 2017, §2.2, their
+    flat-prior form): ``r~_a ~ N(S_a / (n_a + 1), σ² / (n_a + 1))`` with ``S_a`` the arm's reward sum."""
+
+    tunable = {}
+
+    def means(self) -> Tensor:
+        return self.sums / (self.counts + 1.0)
+
+    def variances(self) -> Tensor:
+        return self.task.noise_std**2 / (self.counts + 1.0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -258,15 +306,27 @@ def maximise_on_ball(
 
 
 class _Ridge(Policy):
-    """``Σ_t = Σ a aᵀ + σ² I`` ``(B, d, d)`` and ``Σ O a`` ``(B, d)``, float64, accumulated in ``observe``."""
+    """``Σ_t = Σ a aᵀ + λ I`` ``(B, d, d)`` and ``Σ O a`` ``(B, d)``, float64, accumulated in ``observe``.
+
+    Args:
+        explore: multiplier ``c`` of ``β_T`` (LinUCB's bonus, LinTS' covariance); 1 is the paper's.
+        ridge: ``λ``; default the paper's ``σ²`` (the task's noise variance).
+    """
+
+    tunable = {"explore": (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), "ridge": (0.04, 0.2, 1.0)}
+
+    def __init__(self, task, explore: float = 1.0, ridge: float | None = None):
+        super().__init__(task)
+        self.explore = checks.number("explore", explore, low=0)
+        self.ridge = task.noise_std**2 if ridge is None else checks.number("ridge", ridge, low=0, low_open=True)
 
     def reset(self, envs, horizon, generator):
         super().reset(envs, horizon, generator)
         d = self.task.dim
         eye = torch.eye(d, dtype=torch.float64, device=self.device)
-        self.gram = (self.task.noise_std**2 * eye).expand(self.batch, d, d).clone()  # Σ_t
+        self.gram = (self.ridge * eye).expand(self.batch, d, d).clone()  # Σ_t
         self.moment = torch.zeros(self.batch, d, dtype=torch.float64, device=self.device)  # Σ O a
-        self.beta = exploration_scale(horizon)
+        self.beta = self.explore * exploration_scale(horizon)
 
     def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
         a = actions.to(self.device, torch.float64)  # (B, d)

@@ -14,7 +14,8 @@ so one rollout loop (:func:`omgpt.rollout.rollout`) draws every curve: OMGPT, or
 """
 from __future__ import annotations
 
-from typing import Callable
+import inspect
+from typing import Callable, ClassVar
 
 import torch
 from torch import Tensor
@@ -25,9 +26,14 @@ from omgpt.tasks.base import Envs, Task
 
 
 class Policy:
-    """Base class with the interface above. ``tasks`` lists the task classes a benchmark supports."""
+    """Base class with the interface above.
+
+    ``tunable`` maps a benchmark's free constants (constructor arguments) to the grid that
+    ``omgpt tune`` searches on validation environments; every policy that has one also gets a
+    ``<name>-tuned`` variant playing the chosen values (:mod:`omgpt.policies.tuned`)."""
 
     name: str = ""
+    tunable: ClassVar[dict[str, tuple]] = {}
 
     def __init__(self, task: Task):
         self.task = task
@@ -89,13 +95,17 @@ def register_policy(name: str, tasks: tuple[type, ...] | None = None, applies: C
     return wrap
 
 
-def make_policy(name: str, task: Task, **options) -> Policy:
-    """Build a policy by its CLI name for ``task`` (``omgpt`` needs ``checkpoint=`` or ``model=``)."""
+def make_policy(name: str, task: Task, horizon: int | None = None, **options) -> Policy:
+    """Build a policy by its CLI name for ``task`` (``omgpt`` needs ``model=``). ``horizon``: the
+    episode length, given to the policies that need it before the first episode (a ``-tuned`` variant
+    reads the constants tuned for it) and ignored by the others."""
     if name not in POLICIES:
         raise OMGPTError(f"unknown policy {name!r}; available: {', '.join(sorted(POLICIES))}")
     cls, applies = POLICIES[name]
     if not applies(task):
         raise OMGPTError(f"policy {name!r} does not apply to task {task.name!r}; policies for it: {', '.join(policies_for(task))}")
+    if horizon is not None and "horizon" in inspect.signature(cls).parameters:
+        options = {**options, "horizon": horizon}
     options = checks.options(cls, options, f"policy {name!r}")
     return checks.built(lambda: cls(task, **options), f"policy {name!r}")
 

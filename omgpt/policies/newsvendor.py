@@ -19,6 +19,10 @@ the paper text's weaker form kept as a named variant so both can be measured in 
 Cold start: at the first step neither has data, so both play ``w~_0ᵀX~_1`` with ``w~_0`` FAI's initial
 weights drawn from the policy generator (``U[0,3]^d`` for ``fai`` and ``erm``, ``U[0,1]^d`` for the
 ``-paper`` / ``-lp`` variants), so ERM and FAI start from the same kind of guess.
+
+Free constants (SPEC §7): ERM's ``l1``, FAI's step-size multiplier ``step_scale`` and initial range
+``initial_high``; ``erm-tuned`` / ``fai-tuned`` read the values chosen on validation environments
+(:mod:`omgpt.tuning`). The paper-text variants keep their constants fixed: they exist to show the text.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ import torch
 from scipy.optimize import linprog
 from torch import Tensor
 
-from omgpt import lp
+from omgpt import checks, lp
 from omgpt.errors import OMGPTError
 from omgpt.policies.base import HistoryPolicy, register_policy
 from omgpt.tasks.newsvendor import Newsvendor
@@ -108,6 +112,7 @@ class ERM(HistoryPolicy):
     """
 
     SOLVERS = {"highs": quantile_regression, "cvxpy": lp.quantile_regression}
+    tunable = {"l1": (0.0, 0.1, 0.3, 0.5, 1.0, 2.0)}
 
     def __init__(self, task, l1: float = 0.5, initial_high: float = 3.0, solver: str = "highs"):
         if solver not in self.SOLVERS:
@@ -138,6 +143,8 @@ class ERM(HistoryPolicy):
 class ERMExactLP(ERM):
     """ERM as the paper text leaves it: the unpenalised LP and FAI's paper start ``U[0,1]^d``."""
 
+    tunable = {}
+
     def __init__(self, task, l1: float = 0.0, initial_high: float = 1.0, solver: str = "highs"):
         super().__init__(task, l1, initial_high, solver)
 
@@ -165,27 +172,36 @@ class FAI(HistoryPolicy):
     ``O < a`` exactly when ``D < a``, so FAI runs unchanged (and unbiased) on the censored task.
 
     Batched over environments; ``w~`` lives in ``self.weights`` ``(B, d)``.
+
+    Args:
+        schedule: ``"authors"`` or ``"paper"`` (above).
+        step_scale: multiplier of ``η_t`` (1: the schedule's own).
+        initial_high: ``w~_0 ~ U[0, initial_high]^d``; default the schedule's (3 or 1).
     """
 
     SCHEDULES = ("authors", "paper")
     WEIGHT_CLIP = (0.0, 40.0)  # the authors' projection of the weights
+    tunable = {"step_scale": (0.25, 0.5, 1.0, 2.0, 4.0), "initial_high": (1.0, 3.0)}
 
-    def __init__(self, task, schedule: str = "authors"):
+    def __init__(self, task, schedule: str = "authors", step_scale: float = 1.0, initial_high: float | None = None):
         if schedule not in self.SCHEDULES:
             raise OMGPTError(f"fai schedule must be one of {', '.join(self.SCHEDULES)}; got {schedule!r}")
         super().__init__(task)
         self.schedule = schedule
+        self.step_scale = checks.number("step_scale", step_scale, low=0)
+        default_high = 3.0 if schedule == "authors" else 1.0
+        self.initial_high = default_high if initial_high is None else checks.number("initial_high", initial_high, low=0)
 
     def reset(self, envs, horizon, generator):
         super().reset(envs, horizon, generator)
-        self.weights = initial_weights(self, 3.0 if self.schedule == "authors" else 1.0)  # (B, d)
+        self.weights = initial_weights(self, self.initial_high)  # (B, d)
 
     def step_size(self, t: int, h: Tensor) -> Tensor:
         """``η_t`` per environment ``(B,)`` for the 1-based step ``t``; the paper's ``1/√t``
         multiplies the cost's own slope (``h`` or ``l``), the authors' divides by ``max(1, h)``."""
         if self.schedule == "paper":
-            return torch.full_like(h, 1.0 / math.sqrt(t))
-        return 2.0 * (1.0 - math.exp(-t)) / (t * h.clamp(min=1.0))
+            return torch.full_like(h, self.step_scale / math.sqrt(t))
+        return self.step_scale * 2.0 * (1.0 - math.exp(-t)) / (t * h.clamp(min=1.0))
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         if t > 0:
@@ -201,6 +217,8 @@ class FAI(HistoryPolicy):
 @register_policy("fai-paper", tasks=(Newsvendor,))
 class FAIPaper(FAI):
     """FAI exactly as the paper's appendix text writes it (``U[0,1]^d`` start, ``h/√t``, ``l/√t`` steps)."""
+
+    tunable = {}
 
     def __init__(self, task, schedule: str = "paper"):
         super().__init__(task, schedule)

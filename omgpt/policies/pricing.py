@@ -15,14 +15,22 @@ the estimate cannot price, i.e. ``β̂ᵀX ≤ 0`` (estimated revenue does not b
 ``β~ ≤ 0``). An opening range over all of ``A = [0, 30]`` or jumping to the top of ``A`` costs ~1000
 regret on step 1 alone while the prior's optimal prices sit near 1 (mean 0.98, sd 0.33): we give the
 benchmarks the generous start.
+
+Free constants (SPEC §7): every one takes the ridge ``λ`` in place of ``σ²`` (``ridge``); CILS its
+forced-deviation constant ``κ`` in ``κ·t^{-1/4}`` (paper: ``1/10``, ``radius``); TS a multiplier of its
+sampling covariance (``spread``, paper: 1). ``<name>-tuned`` reads the values chosen on validation
+environments (:mod:`omgpt.tuning`).
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.policies.base import HistoryPolicy, register_policy
 from omgpt.tasks.pricing import Pricing
+
+RIDGE_GRID = (0.01, 0.04, 0.2, 1.0, 5.0)
 
 
 @register_policy("ilse", tasks=(Pricing,))
@@ -39,17 +47,21 @@ class ILSE(HistoryPolicy):
 
     Args:
         initial_prices: ``(low, high)`` of the uniform opening price.
+        ridge: ``λ`` of ``Σ_t = Σ z zᵀ + λ I``; default the paper's ``σ²`` (the task's noise variance).
     """
 
-    def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0)):
+    tunable = {"ridge": RIDGE_GRID}
+
+    def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None):
         super().__init__(task)
         self.initial_prices = initial_prices
+        self.ridge = task.noise_std**2 if ridge is None else checks.number("ridge", ridge, low=0, low_open=True)
 
     def reset(self, envs, horizon, generator):
         super().reset(envs, horizon, generator)
         dim = 2 * self.task.context_dim
         eye = torch.eye(dim, dtype=torch.float64, device=self.device)
-        self.gram = (self.task.noise_std**2 * eye).expand(self.batch, dim, dim).clone()  # Σ_t, (B, 2d, 2d)
+        self.gram = (self.ridge * eye).expand(self.batch, dim, dim).clone()  # Σ_t, (B, 2d, 2d)
         self.moment = torch.zeros(self.batch, dim, dtype=torch.float64, device=self.device)  # Σ O z, (B, 2d)
 
     def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
@@ -95,7 +107,16 @@ class CILS(ILSE):
     Prices that hug the historical average carry no information about the slope ``β``; the forced
     deviation keeps the price dispersion growing like ``√t``, which the slope estimate needs to be
     consistent. ``sgn(0)`` is taken as ``+1`` so that an exact tie still explores. Clipped to ``A``.
+
+    Args:
+        radius: ``κ`` of the forced deviation ``κ·t^{-1/4}`` (the paper's ``1/10``).
     """
+
+    tunable = {"ridge": RIDGE_GRID, "radius": (0.03, 0.1, 0.3, 1.0)}
+
+    def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, radius: float = 0.1):
+        super().__init__(task, initial_prices, ridge)
+        self.radius = checks.number("radius", radius, low=0)
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         if t == 0:
@@ -103,7 +124,7 @@ class CILS(ILSE):
         greedy = self.greedy_price(x)  # (B, 1)
         mean_price = self.actions[:, :t].mean(dim=1).to(x.dtype)  # ā_{t-1}, (B, 1)
         delta = greedy - mean_price
-        radius = (t + 1) ** -0.25 / 10
+        radius = self.radius * (t + 1) ** -0.25
         sign = torch.where(delta >= 0, 1.0, -1.0).to(x.dtype)
         price = torch.where(delta.abs() < radius, mean_price + sign * radius, greedy)
         return price.clamp(self.task.action_low, self.task.action_high)
@@ -139,7 +160,16 @@ class TSPricing(ILSE):
     is every price whose sampled slope is not positive (``β~ ≤ 0``: sampled revenue does not bend
     down). Each step draws the two standard normals and then the fallback uniform from the policy
     generator (all environments at once), so runs are reproducible from the policy seed.
+
+    Args:
+        spread: multiplier of the sampling covariance ``Mᵀ Σ_t^{-1} M`` (the paper's: 1).
     """
+
+    tunable = {"ridge": RIDGE_GRID, "spread": (0.1, 0.3, 1.0, 3.0)}
+
+    def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, spread: float = 1.0):
+        super().__init__(task, initial_prices, ridge)
+        self.spread = checks.number("spread", spread, low=0)
 
     def sample_parameters(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Draw ``(α~, β~)`` at the context ``x`` ``(B, d)``, each ``(B,)`` in float64."""
@@ -149,7 +179,7 @@ class TSPricing(ILSE):
         m[:, :d, 0], m[:, d:, 1] = x64, x64
         theta = torch.linalg.solve(self.gram, self.moment)  # (B, 2d) = (α̂, -β̂)
         mean = (m * theta[:, :, None]).sum(1)  # (B, 2) = (α̂ᵀX, -β̂ᵀX)
-        cov = m.transpose(1, 2) @ torch.linalg.solve(self.gram, m)  # (B, 2, 2) = Mᵀ Σ^{-1} M
+        cov = self.spread * m.transpose(1, 2) @ torch.linalg.solve(self.gram, m)  # (B, 2, 2) = c Mᵀ Σ^{-1} M
         cov = (cov + cov.transpose(1, 2)) / 2
         # 2×2 Cholesky written out (robust to a rank-deficient X = 0: the variances are then 0).
         c00, c01, c11 = cov[:, 0, 0].clamp(min=0), cov[:, 0, 1], cov[:, 1, 1]

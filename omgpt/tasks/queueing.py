@@ -44,6 +44,13 @@ distribution is propagated forward through the DP policy's transition matrices i
 ``opt_reward`` of shape ``(B, T)``; ``Σ_t opt_reward = V_0(0)``) and the second is the algorithm's
 reward in the state it is actually in. The curve can dip below 0 mid-horizon (a lucky run of no
 arrivals), and even the oracle's curve is zero only in expectation over runs, not run by run.
+
+Model of the world (``alg-star``, SPEC §7). The transition law is known given ``λ``, so the likelihood
+of an observation is ``P_a[S_t, O_t]`` (:meth:`log_likelihood`). The prior over ``λ`` has six points,
+so the posterior is exact over them (:meth:`candidates`: the six values, or the pool); each
+candidate's ``a*`` comes from a table of the DP policy for every ``(λ, c)`` of the prior, built once
+per task (:meth:`dp_table`). ``alg-star`` then plays the posterior mean of the candidates' ``a*``
+rounded to the grid (the squared loss's Bayes decision, :meth:`project`).
 """
 from __future__ import annotations
 
@@ -115,6 +122,12 @@ def solve_dp(lam: Tensor, c: Tensor, horizon: int) -> tuple[Tensor, Tensor, Tens
     return grid.float()[best], value, opt_reward
 
 
+def _grid_index(values: Tensor, grid: tuple[float, ...]) -> Tensor:
+    """The index of the nearest grid value of each entry of ``values``."""
+    ref = torch.tensor(grid, dtype=torch.float64, device=values.device)
+    return (values.double()[:, None] - ref).abs().argmin(-1)
+
+
 @register("queueing")
 class Queueing(Task):
     """Args:
@@ -124,7 +137,7 @@ class Queueing(Task):
 
     observed_params = ("c",)  # the known cost is in the context: a pool fixes only λ
     loss = "mse"
-    benchmarks = ("random",)  # the paper's benchmark for this task (appendix D.3)
+    benchmarks = ("random", "ce")  # the paper's benchmark (appendix D.3) and certainty equivalence (SPEC §7)
     context_dim = 2  # (O_{t-1}, c)
     state_dims = 1  # the queue length O_{t-1} is the episode's state
     obs_dim = 1  # queue length at the end of the period
@@ -157,9 +170,9 @@ class Queueing(Task):
         return envs
 
     def _check_t(self, envs: Envs, t: int) -> None:
-        if t >= envs["dp_action"].shape[1]:
+        if t >= self.horizon:
             raise OMGPTError(
-                f"queueing step {t + 1} is beyond the task's horizon {envs['dp_action'].shape[1]} that the DP "
+                f"queueing step {t + 1} is beyond the task's horizon {self.horizon} that the DP "
                 f"planned for; build the task with a larger horizon (--option horizon=N)"
             )
 
@@ -189,9 +202,42 @@ class Queueing(Task):
         return idx.float() / GRID_STEPS
 
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
+        """``a*_t`` in the current queue length: from the episode's DP tables (built in :meth:`start`), or,
+        for candidate environments that have none (``alg-star``'s), from :meth:`dp_table` at the queue
+        length the context shows."""
         self._check_t(envs, t)
+        if "dp_action" not in envs:
+            table = self.dp_table(x.device)  # (6, 6, T, 5)
+            li = _grid_index(envs["lam"], LAMBDAS)
+            ci = _grid_index(envs["c"], COSTS)
+            return table[li, ci, t, x[:, 0].round().long()][:, None].to(x.dtype)
         queue = envs["queue"]
         return envs["dp_action"][torch.arange(queue.shape[0], device=queue.device), t, queue][:, None].to(x.dtype)
+
+    def dp_table(self, device=None) -> Tensor:
+        """The optimal service rate for every ``(λ, c)`` of the prior, step and queue length,
+        ``(6, 6, T, 5)``: one batched :func:`solve_dp`, computed on first use and kept."""
+        if getattr(self, "_dp_table", None) is None:
+            lam = torch.tensor(LAMBDAS, dtype=torch.float64).repeat_interleave(len(COSTS))
+            c = torch.tensor(COSTS, dtype=torch.float64).repeat(len(LAMBDAS))
+            self._dp_table = solve_dp(lam, c, self.horizon)[0].reshape(len(LAMBDAS), len(COSTS), self.horizon, STATES)
+        return self._dp_table.to(device)
+
+    def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
+        """``log P_a[S_t, O_t]`` under each candidate's ``λ`` (``-inf`` for a transition it cannot make)."""
+        queue, nxt = x[:, 0].round().long(), o[:, 0].round().long()
+        p = transition_matrix(candidates["lam"].to(torch.float64), a[:, 0].double())  # (M, 5, 5)
+        rows = torch.arange(queue.shape[0], device=queue.device)
+        return torch.log(p[rows, queue, nxt])
+
+    def candidates(self, episodes: int, particles: int, generator: torch.Generator) -> tuple[Envs, int, bool]:
+        """The six ``λ`` of the prior (the pool's, with a pool), the same for every episode: an exact
+        posterior (``particles`` is not needed). ``c`` is known: it comes from the context."""
+        if self._pool is not None:
+            return super().candidates(episodes, particles, generator)
+        device = generator.device
+        lam = torch.tensor(LAMBDAS, dtype=torch.float64, device=device).repeat(episodes)
+        return {"lam": lam, "c": torch.full_like(lam, COSTS[0]).float()}, len(LAMBDAS), True
 
     def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         """``r(X_t, a) = -(O_{t-1} + c a²)`` (deterministic given the state and the action)."""

@@ -1,0 +1,216 @@
+"""The evaluation protocol (SPEC §7): tuned benchmarks read their constants from their files, the
+tuning chooses on validation seeds only, validation and test seeds never meet, and the paired ratio
+to ``alg-star`` is the bootstrap it says it is."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from analysis.report import BOOTSTRAP_SAMPLES, paired_ratio
+from omgpt import seeding, tuning
+from omgpt.cli import cli_main
+from omgpt.errors import OMGPTError
+from omgpt.evaluation import evaluate_policies
+from omgpt.policies import POLICIES, make_policy
+from omgpt.resources import CHECKOUT, CONFIGS
+from omgpt.rollout import rollout
+from omgpt.tasks import make_task
+from omgpt.tune import run_tuning
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture
+def tuned_dir(tmp_path, monkeypatch):
+    """An empty folder of tuned constants in place of configs/tuned."""
+    monkeypatch.setattr(tuning, "TUNED", tmp_path)
+    return tmp_path
+
+
+def write_tuning(folder: Path, key: str, constants: dict[str, dict], seed: int = 10_001) -> None:
+    policies = {name: {"constants": c, "validation": {"runs": 2, "seed": seed}} for name, c in constants.items()}
+    (folder / f"{key}.json").write_text(json.dumps({"setting": {}, "policies": policies}))
+
+
+# --------------------------------------------------------------------------------------------------
+# Tuned variants
+def test_every_benchmark_with_constants_has_a_tuned_variant():
+    tunable = {n for n, (cls, _) in POLICIES.items() if cls.tunable}
+    assert {"ucb", "ts", "linucb", "lints", "ilse", "cils", "ts-pricing", "erm", "fai"} <= tunable
+    assert all(f"{n}-tuned" in POLICIES for n in tunable)
+    assert "erm-lp-tuned" not in POLICIES and "fai-paper-tuned" not in POLICIES  # the paper-text variants stay fixed
+
+
+def test_setting_keys_name_one_prior_once():
+    assert tuning.setting_key("pricing", {"dim": 6}, 100) == tuning.setting_key("pricing", {}, 100) == "pricing-T100"
+    assert tuning.setting_key("queueing", {"horizon": 100}, 100) == "queueing-T100"
+    assert tuning.setting_key("newsvendor", {"pool_size": 16, "demand_types": "mixed"}, 200) == "newsvendor-demand_types=mixed-pool_size=16-T200"
+
+
+def test_a_tuned_policy_reads_its_constants_from_its_file(tuned_dir):
+    task = make_task("mab", n_arms=5)
+    write_tuning(tuned_dir, "mab-n_arms=5-T20", {"ucb": {"explore": 0.123}, "ts": {"explore": 0.4}})
+    ucb = make_policy("ucb-tuned", task, horizon=20)
+    assert ucb.explore == 0.123 and ucb.constants == {"explore": 0.123}
+    assert make_policy("ts-tuned", task, horizon=20).explore == 0.4
+    envs = task.sample_envs(30, gen(0))
+    tuned = rollout(task, envs, ucb, 20, gen(1), gen(2))
+    by_hand = rollout(task, envs, make_policy("ucb", task, explore=0.123), 20, gen(1), gen(2))
+    assert torch.equal(tuned.actions, by_hand.actions)
+    # another horizon is another setting: not tuned
+    with pytest.raises(OMGPTError, match="omgpt tune --task mab --option n_arms=5 --policies ucb --horizon 30"):
+        make_policy("ucb-tuned", task, horizon=30)
+    with pytest.raises(OMGPTError, match="horizon"):
+        make_policy("ucb-tuned", task)
+    # tuned_on reads another setting's file (a shifted panel plays the unshifted prior's constants)
+    assert make_policy("ucb-tuned", make_task("mab"), horizon=50, tuned_on="mab-n_arms=5-T20").explore == 0.123
+
+
+def test_linear_pricing_and_newsvendor_constants_reach_the_algorithms(tuned_dir):
+    write_tuning(tuned_dir, "linear-bandit-T10", {"linucb": {"explore": 0.05, "ridge": 1.0}})
+    lin = make_policy("linucb-tuned", make_task("linear-bandit"), horizon=10)
+    lin.reset(make_task("linear-bandit").sample_envs(2, gen(0)), 10, gen(1))
+    torch.testing.assert_close(lin.gram[0], torch.eye(2, dtype=torch.float64))
+    assert lin.beta == pytest.approx(0.05 * math.sqrt(2 * math.log(10)))
+    write_tuning(tuned_dir, "pricing-T10", {"cils": {"ridge": 0.2, "radius": 0.3}})
+    cils = make_policy("cils-tuned", make_task("pricing"), horizon=10)
+    assert (cils.ridge, cils.radius) == (0.2, 0.3)
+    write_tuning(tuned_dir, "newsvendor-T10", {"fai": {"step_scale": 2.0, "initial_high": 1.0}, "erm": {"l1": 0.1}})
+    fai = make_policy("fai-tuned", make_task("newsvendor"), horizon=10)
+    assert (fai.step_scale, fai.initial_high, fai.schedule) == (2.0, 1.0, "authors")
+    assert make_policy("erm-tuned", make_task("newsvendor"), horizon=10).l1 == 0.1
+
+
+@pytest.mark.parametrize("content, match", [
+    ("{not json", "not a tuned-constants file"),
+    ("[]", "needs 'setting' and 'policies'"),
+    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": "x"}, "validation": {"seed": 10001}}}}', "policies.ucb.constants.explore"),
+    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}}}}', "policies.ucb.validation.seed"),
+    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 12}}}}', "not a validation seed"),
+])
+def test_a_bad_tuned_file_is_one_line_naming_the_file_and_key(tuned_dir, content, match):
+    (tuned_dir / "mab-T20.json").write_text(content)
+    with pytest.raises(OMGPTError, match=match) as e:
+        make_policy("ucb-tuned", make_task("mab"), horizon=20)
+    assert "mab-T20.json" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_evaluate_without_a_tuning_exits_2_before_any_rollout(tuned_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli_main(["evaluate", "--task", "mab", "--policies", "ucb,ucb-tuned", "--runs", "4", "--horizon", "9", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "omgpt tune --task mab --policies ucb --horizon 9" in err
+    assert not out.exists()
+
+
+def test_noise_aware_variants_are_the_textbook_formulas():
+    task = make_task("mab", noise_std=0.3)
+    envs = task.sample_envs(20, gen(0))
+    a = rollout(task, envs, make_policy("ucb-noise", task), 15, gen(1), gen(2))
+    b = rollout(task, envs, make_policy("ucb", task, explore=0.3), 15, gen(1), gen(2))
+    assert torch.equal(a.actions, b.actions)
+    ts = make_policy("ts-noise", task)
+    ts.reset(envs, 15, gen(3))
+    ts.observe(0, task.one_hot(torch.zeros(20, dtype=torch.long)), torch.full((20, 1), 2.0))
+    torch.testing.assert_close(ts.means()[:, 0], torch.full((20,), 1.0, dtype=torch.float64))  # S/(n+1) = 2/2
+    torch.testing.assert_close(ts.variances()[:, :2], torch.tensor([[0.09 / 2, 0.09]], dtype=torch.float64).expand(20, 2))
+
+
+# --------------------------------------------------------------------------------------------------
+# The search
+def test_tuning_picks_the_lowest_validation_regret_and_records_the_curve(tuned_dir, monkeypatch):
+    from omgpt.policies.bandit import UCB
+
+    monkeypatch.setattr(UCB, "tunable", {"explore": (0.05, 0.5, 3.0)})
+    content = run_tuning("mab", {"n_arms": 5}, ["ucb"], horizon=30, runs=40, seed=10_500, log=lambda line: None)
+    entry = content["policies"]["ucb"]
+    means = {p["constants"]["explore"]: p["final_regret"]["mean"] for p in entry["curve"]}
+    assert entry["constants"] == {"explore": min(means, key=means.get)}
+    assert entry["validation"] == {"runs": 40, "seed": 10_500} and entry["grid"] == {"explore": [0.05, 0.5, 3.0]}
+    # each point is the mean final regret on the validation environments of that seed
+    task = make_task("mab", n_arms=5)
+    again = evaluate_policies(task, {"ucb": {"explore": 3.0}}, 40, 30, 10_500, progress=False)["ucb"]
+    assert means[3.0] == pytest.approx(float(again.cumulative_regret()[:, -1].double().mean()))
+    assert entry["paper"]["constants"] == {"explore": 1.0}
+    # the file is what the tuned policy reads; tuning another policy keeps this one
+    assert make_policy("ucb-tuned", task, horizon=30).explore == entry["constants"]["explore"]
+    monkeypatch.setattr(POLICIES["ts"][0], "tunable", {"explore": (0.3,)})
+    run_tuning("mab", {"n_arms": 5}, ["ts"], horizon=30, runs=10, seed=10_500, log=lambda line: None)
+    saved = json.loads((tuned_dir / "mab-n_arms=5-T30.json").read_text())
+    assert set(saved["policies"]) == {"ts", "ucb"} and saved["policies"]["ucb"] == json.loads(json.dumps(entry))
+
+
+def test_tuning_refuses_test_seeds_and_untunable_policies(tuned_dir):
+    with pytest.raises(OMGPTError, match="not a validation seed"):
+        run_tuning("mab", {}, ["ucb"], horizon=10, runs=4, seed=12)
+    with pytest.raises(OMGPTError, match="no free constants"):
+        run_tuning("mab", {}, ["ucb-noise"], horizon=10, runs=4)
+    with pytest.raises(OMGPTError, match="does not apply"):
+        run_tuning("mab", {}, ["erm"], horizon=10, runs=4)
+    assert not list(tuned_dir.iterdir())
+
+
+# --------------------------------------------------------------------------------------------------
+# Seeds: what chooses never sees what is reported
+def test_validation_and_test_seed_ranges_are_disjoint():
+    assert not set(seeding.TEST_SEEDS) & set(seeding.VALIDATION_SEEDS)
+    assert seeding.TUNING_SEED in seeding.VALIDATION_SEEDS and seeding.CARD_SEED in seeding.TEST_SEEDS
+    assert seeding.CARD_SEED + 1 in seeding.TEST_SEEDS  # the cards' replication seed
+
+
+def test_no_code_path_chooses_on_a_test_seed(tmp_path, capsys):
+    """Every chooser refuses a test seed, every reporter a validation seed, and every shipped default
+    and record keeps to its range."""
+    import inspect
+
+    from omgpt.module import OMGPTModule
+
+    with pytest.raises(OMGPTError, match="not a validation seed"):
+        OMGPTModule(task="mab", horizon=5, val_seed=3)
+    assert inspect.signature(OMGPTModule).parameters["val_seed"].default in seeding.VALIDATION_SEEDS
+    for path in CONFIGS.rglob("*.yaml"):  # no shipped fit validates on a test seed
+        text = yaml.safe_load(path.read_text()) or {}
+        seed = (text.get("model") or {}).get("val_seed") if isinstance(text, dict) else None
+        assert seed is None or seed in seeding.VALIDATION_SEEDS, path
+    for path in (CONFIGS / "tuned").glob("*.json"):  # every shipped tuning was chosen on validation seeds
+        for entry in tuning.read_tuned(path)["policies"].values():
+            assert entry["validation"]["seed"] in seeding.VALIDATION_SEEDS, path
+    assert cli_main(["evaluate", "--task", "mab", "--policies", "ucb", "--runs", "2", "--horizon", "3",
+                     "--seed", "10000", "--out", str(tmp_path / "e")]) == 2
+    assert "not a test seed" in capsys.readouterr().err
+    for card in (CHECKOUT / "pretrained").glob("*/card.json"):  # every reported card number is on test seeds
+        info = json.loads(card.read_text())
+        assert info["test"]["seed"] in seeding.TEST_SEEDS, card
+        assert (info.get("replication") or {}).get("seed", 0) in seeding.TEST_SEEDS, card
+    for result in (CHECKOUT / "results").glob("*/experiment.json"):
+        assert json.loads(result.read_text())["seed"] in seeding.TEST_SEEDS, result
+
+
+# --------------------------------------------------------------------------------------------------
+# The paired ratio
+def test_paired_ratio_against_hand_built_cases():
+    ref = np.array([1.0, 2.0, 3.0, 10.0])
+    exact = paired_ratio(2 * ref, ref)  # every resample keeps the ratio: the interval is the point
+    assert exact["mean"] == pytest.approx(2.0) and exact["ci90"] == pytest.approx([2.0, 2.0]) and exact["runs"] == 4
+    values = np.array([3.0, 1.0, 4.0, 1.0, 5.0])
+    reference = np.array([2.0, 1.0, 2.0, 2.0, 1.0])
+    got = paired_ratio(values, reference, seed=7)
+    assert got["mean"] == pytest.approx(14.0 / 8.0)
+    idx = np.random.default_rng(7).integers(0, 5, size=(BOOTSTRAP_SAMPLES, 5))  # the same indices for both
+    ratios = [values[i].sum() / reference[i].sum() for i in idx]
+    assert got["ci90"] == pytest.approx(list(np.percentile(ratios, [5, 95])))
+    # pairing matters: common noise cancels, so the interval is much narrower than an unpaired one
+    rng = np.random.default_rng(0)
+    shared = rng.exponential(10.0, 500)
+    paired = paired_ratio(1.2 * shared + rng.normal(0, 0.1, 500), shared)
+    assert paired["ci90"][0] > 1.15 and paired["ci90"][1] < 1.25
+    assert paired_ratio(np.ones(3), np.zeros(3))["mean"] is None  # no ratio to zero regret
+    assert paired_ratio(np.ones(1), np.ones(1))["ci90"] is None
