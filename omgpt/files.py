@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
 import torch
-from lightning.fabric.plugins import TorchCheckpointIO
 
 from omgpt.errors import OMGPTError
 
@@ -207,14 +206,29 @@ def export_weights(ckpt: str | Path, out: str | Path) -> Path:
     return atomic_write(out, lambda f: torch.save(slim, f))
 
 
-class SafeCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint IO through :func:`atomic_write` and :func:`read_checkpoint` (local files)."""
+def _safe_checkpoint_io() -> type:
+    from lightning.fabric.plugins import TorchCheckpointIO
 
-    def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
-        if storage_options is not None:
-            raise TypeError(f"{type(self).__name__} takes no storage_options")
-        atomic_write(path, lambda f: torch.save(checkpoint, f))
+    class SafeCheckpointIO(TorchCheckpointIO):
+        """Lightning's checkpoint IO through :func:`atomic_write` and :func:`read_checkpoint` (local files)."""
 
-    def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict:
-        # weights_only is True whatever the caller asks: no path loads a checkpoint that can run code.
-        return read_checkpoint(path, map_location)
+        def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
+            if storage_options is not None:
+                raise TypeError(f"{type(self).__name__} takes no storage_options")
+            atomic_write(path, lambda f: torch.save(checkpoint, f))
+
+        def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict:
+            # weights_only is True whatever the caller asks: no path loads a checkpoint that can run code.
+            return read_checkpoint(path, map_location)
+
+    SafeCheckpointIO.__module__, SafeCheckpointIO.__qualname__ = __name__, "SafeCheckpointIO"
+    return SafeCheckpointIO
+
+
+def __getattr__(name: str):
+    # SafeCheckpointIO subclasses a Lightning class, so it is built on first use: reading a checkpoint
+    # (omgpt.load_model, omgpt.Agent) never imports Lightning.
+    if name == "SafeCheckpointIO":
+        globals()[name] = cls = _safe_checkpoint_io()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,18 +38,27 @@ explicit input position, decoding without a started cache or with another batch 
 stored in the parameters' dtype and read back in the activations', so decoding works under bf16
 autocast.
 
-Reading order: config, the shared model, attention, MLP, block, GPT, LSTM.
+:func:`load_model` builds a trained network and its task from a checkpoint without Lightning, which
+stays with training (:mod:`omgpt.module`, the ``fit`` command): all that :class:`omgpt.Agent`, a
+notebook or a service needs to act.
+
+Reading order: config, the shared model, attention, MLP, block, GPT, LSTM, loading.
 """
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from omgpt.tasks.base import Scaling
+from omgpt.errors import OMGPTError
+from omgpt.files import read_checkpoint
+from omgpt.tasks import make_episode_task
+from omgpt.tasks.base import Scaling, Task
 
 BACKBONES = ("gpt", "lstm")
 LAYOUTS = ("paper", "compact", "transition")
@@ -454,3 +463,71 @@ class LSTM(SequenceModel):
         self.state: tuple[Tensor, Tensor] | None = None  # (h, c), each (n_layer, B, n_embd)
         self.state_len = 0  # tokens the state has consumed
         self.batch_size: int | None = None  # the batch the state was started for; None: not decoding
+
+
+# -------------------------------------------------------------------------------------------------
+# Loading a trained network without Lightning.
+# A checkpoint's hyper-parameters are OMGPTModule's arguments, by what they decide. The network is
+# built from the first group and the episode's; the training group is read by nobody here. A name in
+# none of them is refused: it may be a setting this version does not know that changes what the
+# network computes (tests/test_agent.py keeps the groups equal to OMGPTModule's signature).
+NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_head", "layout", "pos_encoding")
+EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
+TRAINING_HPARAMS = ("lr", "weight_decay", "betas", "warmup_steps", "schedule", "min_lr_ratio", "val_seed", "obs_loss_weight")
+
+
+class TrainedModel(NamedTuple):
+    """What :func:`load_model` returns: ``model, task, hparams = load_model(path)``."""
+
+    model: SequenceModel  # the network, in eval mode, on the device it was loaded to
+    task: Task  # the task it was trained on, built from the checkpoint's task name and options
+    hparams: dict  # the checkpoint's hyper-parameters (OMGPTModule's arguments: horizon, window, ...)
+
+
+def network_config(task: Task, hparams: dict) -> GPTConfig:
+    """The network's config as training builds it from OMGPTModule's arguments ``hparams``: token sizes
+    from ``task``, ``max_steps`` the context window ``W`` or else the horizon, the architecture settings
+    present in ``hparams`` (an absent one keeps its default, which is OMGPTModule's)."""
+    return GPTConfig(
+        task.feature_dim, task.action_dim, max_steps=hparams.get("window") or hparams["horizon"], obs_dim=task.obs_dim,
+        **{k: hparams[k] for k in NETWORK_HPARAMS if k in hparams},
+    )
+
+
+def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> TrainedModel:
+    """The trained network of an ``omgpt fit`` checkpoint and its task, without Lightning: as litgpt
+    loads a model, from a config (the checkpoint's hyper-parameters) and a state dict (its ``model.``
+    tensors). A folder stands for its ``model.ckpt`` (``pretrained/<name>/``).
+
+    The file is read by :func:`omgpt.files.read_checkpoint`, weights-only: a checkpoint cannot run code.
+    A missing, truncated, foreign or malicious file, settings the network does not take, tensors that do
+    not fit them and non-finite weights (a diverged fit) each raise a one-line :class:`OMGPTError`.
+    The global RNG is left as it was (building the network draws initial weights, which the
+    checkpoint's then replace)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.ckpt")
+    ckpt = read_checkpoint(path, map_location)
+    hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
+    if "task" not in hparams or "horizon" not in hparams:
+        raise OMGPTError(f"{path} is not an OMGPT checkpoint (no task and horizon in its hyper_parameters)")
+    unknown = sorted(set(hparams) - {*NETWORK_HPARAMS, *EPISODE_HPARAMS, *TRAINING_HPARAMS})
+    if unknown:
+        raise OMGPTError(f"checkpoint {path} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
+    task = make_episode_task(hparams["task"], hparams.get("task_options"), hparams["horizon"])
+    try:
+        with torch.random.fork_rng(devices=[]):
+            model = build_model(network_config(task, hparams), task.scaling())
+    except (ValueError, AssertionError) as e:  # settings no network takes (GPTConfig, the backbones)
+        raise OMGPTError(f"checkpoint {path}: {e}") from None
+    prefix = "model."  # the network is OMGPTModule.model: its tensors are the module's under this prefix
+    weights = {k.removeprefix(prefix): v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
+    own = {k: v.shape for k, v in model.state_dict().items()}
+    wrong = sorted(k for k in own.keys() & weights.keys() if own[k] != weights[k].shape) + sorted(own.keys() ^ weights.keys())
+    if wrong:
+        more = ", ..." if len(wrong) > 1 else ""
+        raise OMGPTError(f"checkpoint {path}: its weights do not fit the model its settings describe ({prefix}{wrong[0]}{more})")
+    if not all(bool(torch.isfinite(v).all()) for v in weights.values() if v.is_floating_point()):
+        raise OMGPTError(f"checkpoint {path} has non-finite weights: its fit diverged")
+    model.load_state_dict(weights)
+    return TrainedModel(model.to(map_location).eval(), task, hparams)
