@@ -60,6 +60,21 @@ def pretrained_table() -> str:
     return "\n".join(lines)
 
 
+def tuning_table() -> str:
+    """The benchmarks' tuned constants (``configs/tuned/*.json``): per setting and benchmark, the
+    validation regret at the paper's constants and at the tuned ones."""
+    lines = ["| setting | benchmark | tuned constants | validation regret: paper's constants → tuned (± s.e.) | validation environments (seed) |",
+             "|---|---|---|---|---|"]
+    for path in sorted((ROOT / "configs" / "tuned").glob("*.json")):
+        data = json.loads(path.read_text())
+        for name, e in data["policies"].items():
+            best = min(e["curve"], key=lambda p: p["final_regret"]["mean"])["final_regret"]
+            constants = ", ".join(f"{k} {v:g}" for k, v in e["constants"].items())
+            lines.append(f"| `{path.stem}` | {name} | {constants} | {e['paper']['final_regret']['mean']:.2f} → {best['mean']:.2f} ± {best['se']:.2f} | "
+                         f"{e['validation']['runs']} ({e['validation']['seed']}) |")
+    return "\n".join(lines)
+
+
 def panel_cell(panel: dict) -> tuple[str, bool | None]:
     """One panel's numbers in a few words, and whether OMGPT beats the panel's reference there (OMGPT's
     mean final regret below the best benchmark's; the observation head's error below ridge's)."""
@@ -143,7 +158,7 @@ def _training_seconds(record: dict) -> float:
     return record.get("cpu_seconds", record["train_seconds"])
 
 
-TABLES = {"recipe": recipe_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}
+TABLES = {"recipe": recipe_table, "tuning": tuning_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}
 
 
 def render(text: str) -> str:

@@ -113,10 +113,10 @@ def card_policies(task) -> list[str]:
 def test_model(name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, replication_seed: int | None) -> tuple[dict, dict, dict | None]:
     """The card's test, spot check and replication of the model at ``model_ckpt``."""
     from omgpt.evaluate import run_evaluation
-    from omgpt.module import load_module
+    from omgpt.model import load_model
     from omgpt.tune import ensure_tuned
 
-    task = load_module(str(model_ckpt)).task
+    task = load_model(model_ckpt).task
     policies = card_policies(task)
     ensure_tuned(task.name, task.options(), horizon, policies)
     out = ROOT / "pretrained" / name
@@ -148,11 +148,12 @@ def card(name: str, runs_dir: Path, runs: int, seed: int, replication_seed: int 
         raise SystemExit(f"omgpt: error: {folder} has no kept checkpoint; train {name} first")
     out = ROOT / "pretrained" / name
     model_ckpt = export_weights(kept[-1], out / "model.ckpt")
-    from omgpt.module import load_module
+    from omgpt.model import load_model
 
-    horizon = load_module(str(model_ckpt)).hparams.horizon
+    _, task, hparams = load_model(model_ckpt)
+    horizon = hparams["horizon"]
     curve = validation_curve(folder)
-    info = {"name": name, "task": load_module(str(model_ckpt)).task.name, "horizon": horizon,
+    info = {"name": name, "task": task.name, "horizon": horizon,
             "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
             "kept_checkpoint": kept[-1].name, "steps": read_checkpoint(model_ckpt).get("global_step"),
             "cpu_minutes": curve[-1]["minutes"] if curve else None, "wall_minutes": wall_minutes(folder), "validation": curve}

@@ -44,20 +44,27 @@ def paired_ratio(values: np.ndarray, reference: np.ndarray, seed: int = 0) -> di
     """``mean(values) / mean(reference)`` over the same environments (common random numbers: entry ``i``
     of both is environment ``i``), with a paired bootstrap 90% interval: the environments are resampled
     with replacement, the same indices for both, and the ratio of the resampled means taken. Returns
-    ``{"mean", "ci90", "runs"}``; ``ci90`` is ``None`` for one environment or where a resampled
-    reference mean is not positive (a ratio to zero regret means nothing)."""
+    ``{"mean", "ci90", "runs"}``. A resample whose reference mean is not positive (queueing's regret can
+    be, by chance) has an unbounded ratio: where more than 5% of them are, the interval is open above
+    (``hi`` is ``None``). ``mean`` is ``None`` when the reference's own mean is not positive, ``ci90``
+    for a single environment."""
     values, reference = np.asarray(values, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     if values.shape != reference.shape or values.ndim != 1:
         raise ValueError(f"paired_ratio needs two equal-length vectors, got {values.shape} and {reference.shape}")
     runs = len(values)
-    ratio = float(values.mean() / reference.mean()) if reference.mean() > 0 else None
+    if reference.mean() <= 0:
+        return {"mean": None, "ci90": None, "runs": runs}
     ci = None
-    if runs >= 2 and ratio is not None:
+    if runs >= 2:
         idx = np.random.default_rng(seed).integers(0, runs, size=(BOOTSTRAP_SAMPLES, runs))
         ref = reference[idx].mean(axis=1)
-        if (ref > 0).all():
-            ci = [float(v) for v in np.percentile(values[idx].mean(axis=1) / ref, [5, 95])]
-    return {"mean": ratio, "ci90": ci, "runs": runs}
+        ratios = np.where(ref > 0, values[idx].mean(axis=1) / np.where(ref > 0, ref, 1.0), np.inf)
+        if np.isfinite(ratios).all():
+            ci = [float(v) for v in np.percentile(ratios, [5, 95])]
+        else:  # no interpolation towards infinity: the order statistics themselves
+            lo, hi = np.percentile(ratios, [5, 95], method="inverted_cdf")
+            ci = [float(lo), float(hi) if np.isfinite(hi) else None]
+    return {"mean": float(values.mean() / reference.mean()), "ci90": ci, "runs": runs}
 
 
 def ratios_to_alg_star(histories: dict[str, History]) -> dict[str, dict]:
@@ -98,8 +105,10 @@ def steps_to_reach(curve: list, target: float, tail: float = 0.5) -> tuple[float
 
 
 def interval(pair: list | None) -> str:
-    """``[lo, hi]`` for a table; ``undefined`` where there is none (one run)."""
-    return "undefined" if pair is None else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
+    """``[lo, hi]`` for a table (``[lo, ∞)`` when open above); ``undefined`` where there is none (one run)."""
+    if pair is None:
+        return "undefined"
+    return f"[{pair[0]:.2f}, ∞)" if pair[1] is None else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
 
 
 def summarise(histories: dict[str, History]) -> dict[str, dict[str, dict[str, np.ndarray]]]:

@@ -17,6 +17,7 @@ from omgpt import checks, seeding
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
 from omgpt.files import output_folder
+from omgpt.model import load_model
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations
 from omgpt.tasks import TASKS, Task, make_episode_task, make_task
@@ -32,14 +33,12 @@ def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str 
         if task_name not in TASKS:
             make_task(task_name)  # raises the "unknown task" error
         return task_name, task_options, None, task_options.get("horizon", TASKS[task_name].cls.horizon)
-    from omgpt.module import load_module
-
-    module = load_module(ckpt, map_location=device)
-    trained_on = module.hparams.task
+    model, _, hparams = load_model(ckpt, map_location=device)
+    trained_on = hparams["task"]
     if task_name is not None and task_name != trained_on:
         raise OMGPTError(f"checkpoint {ckpt} was trained on task {trained_on!r}, not {task_name!r}")
-    options = {**(module.hparams.task_options or {}), **task_options}
-    return trained_on, options, module.model.to(device), module.hparams.horizon
+    options = {**(hparams.get("task_options") or {}), **task_options}
+    return trained_on, options, model, hparams["horizon"]
 
 
 def check_token_sizes(task: Task, task_options: dict, model) -> None:

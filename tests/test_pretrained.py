@@ -68,3 +68,23 @@ def test_the_quickstart_notebook_runs(model, tmp_path, monkeypatch):
     assert {"omgpt", "erm", "fai", "oracle"} <= set(finals)
     if model:
         assert finals["omgpt"] < min(finals["erm"], finals["fai"]), finals
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_card_reports_its_ratio_to_alg_star_with_an_interval_that_replicates(name):
+    """SPEC §7: where ``alg-star`` applies, the card's OMGPT / alg-star ratio is paired over >= 1,000
+    fresh test environments, and a replication on another test seed gives an overlapping interval."""
+    from omgpt.model import load_model
+    from omgpt.policies import policies_for
+    from omgpt.seeding import TEST_SEEDS
+
+    card = json.loads((ROOT / "pretrained" / name / "card.json").read_text())
+    assert card["test"]["runs"] >= 1000 and card["test"]["seed"] in TEST_SEEDS
+    if "alg-star" not in policies_for(load_model(ROOT / "pretrained" / name).task):
+        assert card.get("ratio_to_alg_star") is None
+        return
+    ratio, again = card["ratio_to_alg_star"], card["replication"]
+    assert ratio["runs"] >= 1000 and ratio["seed"] == card["test"]["seed"] and ratio["mean"] > 0
+    assert again["runs"] == ratio["runs"] and again["seed"] != ratio["seed"] and again["seed"] in TEST_SEEDS
+    hi = lambda ci: float("inf") if ci[1] is None else ci[1]  # noqa: E731 -- an interval open above
+    assert ratio["ci90"][0] <= hi(again["ci90"]) and again["ci90"][0] <= hi(ratio["ci90"]), (ratio, again)

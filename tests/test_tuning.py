@@ -214,3 +214,20 @@ def test_paired_ratio_against_hand_built_cases():
     assert paired["ci90"][0] > 1.15 and paired["ci90"][1] < 1.25
     assert paired_ratio(np.ones(3), np.zeros(3))["mean"] is None  # no ratio to zero regret
     assert paired_ratio(np.ones(1), np.ones(1))["ci90"] is None
+    # a reference whose resampled mean can fall to <= 0 (queueing's regret): the interval is open above
+    noisy = paired_ratio(np.full(10, 2.0), np.array([10.0, -9.0] * 5 + [0.0] * 0) + 0.1)
+    assert noisy["mean"] == pytest.approx(2.0 / 0.6) and noisy["ci90"][1] is None and noisy["ci90"][0] > 0
+
+
+def test_a_tuning_that_keeps_the_papers_constants_reuses_the_base_rollout(tuned_dir):
+    """``erm-tuned`` at ERM's own ``l1`` plays exactly as ``erm``: the evaluation reuses that rollout,
+    and it is the very rollout a separate run of the tuned policy gives."""
+    task = make_task("mab", n_arms=4)
+    write_tuning(tuned_dir, "mab-n_arms=4-T12", {"ucb": {"explore": 1.0}, "ts": {"explore": 0.5}})
+    from omgpt.policies.tuned import plays_as_base
+
+    assert plays_as_base(make_policy("ucb-tuned", task, 12)) and not plays_as_base(make_policy("ts-tuned", task, 12))
+    both = evaluate_policies(task, {"ucb": {}, "ucb-tuned": {}, "ts": {}, "ts-tuned": {}}, 20, 12, seed=3, progress=False)
+    alone = evaluate_policies(task, {"ucb-tuned": {}}, 20, 12, seed=3, progress=False)["ucb-tuned"]
+    assert torch.equal(alone.actions, both["ucb"].actions) and torch.equal(alone.regrets, both["ucb"].regrets)
+    assert both["ts-tuned"] is not both["ts"] and not torch.equal(both["ts-tuned"].actions, both["ts"].actions)

@@ -47,7 +47,9 @@ class ModelSpec:
 class PanelSpec:
     """One evaluation: ``model`` (a model of the experiment) and ``policies`` on a test task -- the
     model's unless ``task`` is given, with ``task_options`` over the model's and the horizon
-    ``horizon_factor`` times the model's. ``omgpt@NAME`` in ``policies`` is another model, labelled NAME."""
+    ``horizon_factor`` times the model's. ``omgpt@NAME`` in ``policies`` is another model, labelled NAME.
+    ``note``: where OMGPT is not below the best benchmark, what was measured about why and what would
+    close the gap (shown under the panel in the report)."""
 
     title: str
     model: str
@@ -57,6 +59,7 @@ class PanelSpec:
     horizon_factor: PositiveFloat = 1
     figure_file: Optional[str] = None
     grid: Optional[dict[str, int]] = None
+    note: str = ""  # a measured reason, for the report, where OMGPT is not below the best benchmark
 
 
 @dataclass

@@ -19,10 +19,9 @@ NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
 
 
 def _load_model(ckpt: str, device: str):
-    from omgpt.module import load_module
+    from omgpt.model import load_model
 
-    module = load_module(ckpt, map_location=device)
-    return module.model.to(device).eval()
+    return load_model(ckpt, map_location=device).model
 
 
 def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> dict[str, tuple[str, dict]]:
@@ -46,6 +45,7 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
     from analysis.report import ratios_to_alg_star, summarise
     from omgpt.evaluation import evaluate_policies
     from omgpt.policies import make_policy
+    from omgpt.policies.tuned import plays_as_base
     from omgpt.tasks import make_episode_task
 
     task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
@@ -54,6 +54,10 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
         make_policy(policy, task, panel["horizon"], **options)
     histories = {}
     for label, (policy, options) in specs.items():
+        base = policy.removesuffix("-tuned")
+        if base != policy and specs.get(base) == (base, {}) and plays_as_base(make_policy(policy, task, panel["horizon"], **options)):
+            histories[label] = histories[base]  # the tuned constants are the paper's: the same rollout, bit for bit
+            continue
         histories[label] = evaluate_policies(task, {policy: options}, runs, panel["horizon"], seed, device=device, progress=False)[policy]
     stats = summarise(histories)
     ratios = ratios_to_alg_star(histories)
@@ -66,6 +70,7 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
         "tuned_constants": {k: tuned_constants(p.removesuffix("-tuned"), "", {}, panel["horizon"], panel["tuned_on"])
                             for k, (p, _) in specs.items() if p.endswith("-tuned")},
         **({"grid": panel["grid"]} if "grid" in panel else {}),
+        **({"note": panel["note"]} if panel.get("note") else {}),
         "policies": {label: {**_policy_numbers(s, histories[label], rewards), **({"ratio_to_alg_star": ratios[label]} if label in ratios else {})}
                      for label, s in stats.items()},
     }

@@ -27,6 +27,33 @@ def headline(panel: dict) -> str:
     return line.lstrip("; ")
 
 
+def flip_lines(panel: dict) -> list[str]:
+    """Where OMGPT is not below the best benchmark: what the panel's numbers say about why (the
+    Bayes-optimal ``alg-star`` OMGPT imitates, where it was played) and the config's note on what would
+    close it."""
+    from analysis.report import best_benchmark, final_regrets, interval
+
+    if "policies" not in panel or panel.get("models_compared") != ["omgpt"]:
+        return []
+    finals, (best, bench) = final_regrets(panel), best_benchmark(panel)
+    if finals["omgpt"] < bench:
+        return []
+    lines = [f"Why OMGPT is not below {best} here:"]
+    star = finals.get("alg-star")
+    if star is not None:
+        q = panel["policies"]["omgpt"].get("ratio_to_alg_star") or {}
+        b = panel["policies"][best].get("ratio_to_alg_star") or {}
+        ours = f"{q['mean']:.2f}× alg-star {interval(q['ci90'])}" if q.get("mean") else f"{finals['omgpt'] / star:.2f}× alg-star"
+        theirs = f"{b['mean']:.2f}× {interval(b['ci90'])}" if b.get("mean") else f"{bench / star:.2f}×"
+        lines.append(f"OMGPT is at {ours}, {best} at {theirs}." + (
+            f" {best} beats alg-star itself, the posterior policy OMGPT is pre-trained to imitate (posterior sampling /"
+            " median / mean is Bayes-optimal for the loss of one step, not for regret over the horizon): imitating it better"
+            " cannot close this gap; a target that explores as well as the tuned benchmark would." if bench < star else ""))
+    if panel.get("note"):
+        lines.append(panel["note"])
+    return [" ".join(lines), ""]
+
+
 def summary_lines(result: dict) -> str:
     lines = [f"  {p['title']}: {headline(p)}" for p in result["panels"]]
     lines += [f"  claim {'holds' if holds else 'does NOT hold'}: {words}" for words, holds, _ in check_claim(result)]
@@ -109,6 +136,7 @@ def report(result: dict) -> str:
                           + "; ".join(f"{k} {json.dumps(v)}" for k, v in panel["tuned_constants"].items()), ""]
         if headline(panel):
             lines += [f"**{headline(panel)}**", ""]
+        lines += flip_lines(panel)
     lines += ["## Models", "", "| model | steps | train s | best val regret | model folder |", "|---|---|---|---|---|"]
     for name, rec in result["models"].items():
         lines.append(f"| {name} | {rec.get('steps', '')} | {rec.get('train_seconds', '')} | {rec.get('best_val_regret', '')} | `{rec['key']}` |")

@@ -313,7 +313,7 @@ class _Ridge(Policy):
         ridge: ``λ``; default the paper's ``σ²`` (the task's noise variance).
     """
 
-    tunable = {"explore": (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), "ridge": (0.04, 0.2, 1.0)}
+    tunable = {"explore": (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), "ridge": (0.01, 0.04, 0.2, 1.0)}
 
     def __init__(self, task, explore: float = 1.0, ridge: float | None = None):
         super().__init__(task)

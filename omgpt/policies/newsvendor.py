@@ -181,7 +181,7 @@ class FAI(HistoryPolicy):
 
     SCHEDULES = ("authors", "paper")
     WEIGHT_CLIP = (0.0, 40.0)  # the authors' projection of the weights
-    tunable = {"step_scale": (0.25, 0.5, 1.0, 2.0, 4.0), "initial_high": (1.0, 3.0)}
+    tunable = {"step_scale": (0.25, 0.5, 1.0, 2.0, 4.0), "initial_high": (1.0, 3.0, 6.0)}
 
     def __init__(self, task, schedule: str = "authors", step_scale: float = 1.0, initial_high: float | None = None):
         if schedule not in self.SCHEDULES:

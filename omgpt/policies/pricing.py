@@ -30,7 +30,7 @@ from omgpt import checks
 from omgpt.policies.base import HistoryPolicy, register_policy
 from omgpt.tasks.pricing import Pricing
 
-RIDGE_GRID = (0.01, 0.04, 0.2, 1.0, 5.0)
+RIDGE_GRID = (0.003, 0.01, 0.04, 0.2, 1.0, 5.0, 25.0)
 
 
 @register_policy("ilse", tasks=(Pricing,))
@@ -112,7 +112,7 @@ class CILS(ILSE):
         radius: ``κ`` of the forced deviation ``κ·t^{-1/4}`` (the paper's ``1/10``).
     """
 
-    tunable = {"ridge": RIDGE_GRID, "radius": (0.03, 0.1, 0.3, 1.0)}
+    tunable = {"ridge": RIDGE_GRID, "radius": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)}
 
     def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, radius: float = 0.1):
         super().__init__(task, initial_prices, ridge)
@@ -165,7 +165,7 @@ class TSPricing(ILSE):
         spread: multiplier of the sampling covariance ``Mᵀ Σ_t^{-1} M`` (the paper's: 1).
     """
 
-    tunable = {"ridge": RIDGE_GRID, "spread": (0.1, 0.3, 1.0, 3.0)}
+    tunable = {"ridge": RIDGE_GRID, "spread": (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)}
 
     def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, spread: float = 1.0):
         super().__init__(task, initial_prices, ridge)

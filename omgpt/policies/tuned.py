@@ -32,6 +32,17 @@ def tuned_variant(base_name: str, base: type) -> type:
     return Tuned
 
 
+def plays_as_base(policy) -> bool:
+    """Whether a ``-tuned`` policy's constants are its base benchmark's own (the paper's), so that it
+    plays exactly as the base does: same class, same numbers, same generator draws. The evaluation
+    then reuses the base's rollout instead of repeating it (ERM's LPs make that worth it)."""
+    base = type(policy).__mro__[1]
+    if not getattr(policy, "constants", None) or not base.tunable:
+        return False
+    reference = base(policy.task)
+    return all(getattr(policy, k) == getattr(reference, k) for k in base.tunable)
+
+
 def register_tuned_variants() -> None:
     """Register ``<name>-tuned`` for every registered policy with a ``tunable`` grid (called once all
     policy modules are imported)."""
