@@ -25,10 +25,10 @@ from omgpt.files import output_folder, write_json
 
 
 def _load(path: str, device: str = "cpu"):
-    from omgpt.module import load_module
+    """``(model, task, hparams)`` of a checkpoint (:func:`omgpt.model.load_model`: no Lightning)."""
+    from omgpt.model import load_model
 
-    module = load_module(path, map_location=device)
-    return module.to(device)
+    return load_model(path, map_location=device)
 
 
 def _task(module, options: list[str]):
@@ -40,7 +40,7 @@ def _task(module, options: list[str]):
     from omgpt.tasks import make_episode_task
 
     overrides = task_options(options)
-    task = make_episode_task(module.hparams.task, {**(module.hparams.task_options or {}), **overrides}, module.hparams.horizon)
+    task = make_episode_task(module.hparams["task"], {**(module.hparams.get("task_options") or {}), **overrides}, module.hparams["horizon"])
     check_token_sizes(task, overrides, module.model)
     return task
 
@@ -194,7 +194,7 @@ def _training_ood(ckpt: list[str], option, sequences: int, steps: int, perplexit
     names = [n for n, _ in modules]
     if len(set(names)) != len(names):  # e.g. last.ckpt of two runs: fall back to the full paths
         names = [str(c) for c in ckpt]
-    tasks = {(m.hparams.task, json.dumps(m.hparams.task_options or {}, sort_keys=True)) for _, m in modules}
+    tasks = {(m.hparams["task"], json.dumps(m.hparams.get("task_options") or {}, sort_keys=True)) for _, m in modules}
     if len(tasks) > 1:
         raise OMGPTError(f"the checkpoints were trained on different tasks: {sorted(tasks)}")
     task = _task(modules[0][1], option)

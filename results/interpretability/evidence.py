@@ -34,7 +34,7 @@ from analysis.capture import Collected, collect
 from analysis.probing import normalised_mse, plot_probes, probe_collected
 from analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers
 from omgpt.files import write_json
-from omgpt.module import load_module
+from omgpt.model import load_model
 from omgpt.policies import make_policy
 
 HERE = Path(__file__).resolve().parent
@@ -103,8 +103,7 @@ def alg_star_action(data: Collected, task, seed: int = 0) -> float:
 def main(run: Path) -> None:
     torch.set_num_threads(1)
     ckpts = run / "checkpoints"
-    module = load_module(str(ckpts / "last.ckpt"))
-    model, task = module.model.eval(), module.task
+    model, task, _ = load_model(ckpts / "last.ckpt")
     step = model.cfg.max_steps
     summary = {"run": str(run), "ckpt": str(ckpts / "last.ckpt"), "step": step}
     pretraining = yaml.safe_load((run / "config.yaml").read_text())["data"]  # the run's own data policy
@@ -126,7 +125,7 @@ def main(run: Path) -> None:
         summary[policy] = {"probe_errors": probes["errors"], "model_error": probes["model_error"], "reference": probes["reference"], "tsne_knn_accuracy": ts["knn"]}
         print(policy, json.dumps(summary[policy]), flush=True)
     picks = [f"epoch{e:03d}.ckpt" for e in OOD_EPOCHS if (ckpts / f"epoch{e:03d}.ckpt").is_file()]
-    models = [(p.removesuffix(".ckpt"), load_module(str(ckpts / p)).model) for p in picks]
+    models = [(p.removesuffix(".ckpt"), load_model(ckpts / p).model) for p in picks]
     ood = training_ood(models, task, n_seq=30, steps=20, seed=0)
     plot_training_ood(ood, HERE / "training_ood.png", title="First 20 actions + observations of 30 sequences per checkpoint vs Alg*")
     write_json({k: v for k, v in ood.items() if k not in ("points", "coords")}, HERE / "training_ood.json")
