@@ -13,7 +13,7 @@ PY=${PYTHON:-python3}
 VENV=.venv
 STAMP="$VENV/.omgpt-installed"
 
-if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && "$VENV/bin/python" -c "import torch, lightning, omgpt" 2>/dev/null; then
+if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && "$VENV/bin/python" -c "import torch, lightning, omgpt, ddop" 2>/dev/null; then
   exit 0
 fi
 
@@ -41,4 +41,8 @@ fi
 
 echo "setup: installing omgpt (editable) and its dependencies"
 $PIP install -e ".[dev]"
-"$VENV/bin/python" -c "import torch, lightning, omgpt" && touch "$STAMP"
+# The real demand tables of newsvendor-data (omgpt/demand_data.py: bakery, yaz) are CSV files shipped by
+# ddop (BSD-3). Its metadata pins scikit-learn 0.23 and TensorFlow, which its data do not need, so it
+# goes in without dependencies; omgpt reads the files and never imports ddop's loaders.
+$PIP install --no-deps "ddop==0.7.6"
+"$VENV/bin/python" -c "import torch, lightning, omgpt, pandas, ddop" && touch "$STAMP"

@@ -473,7 +473,7 @@ class LSTM(SequenceModel):
 # network computes (tests/test_agent.py keeps the groups equal to OMGPTModule's signature).
 NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_head", "layout", "pos_encoding")
 EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
-TRAINING_HPARAMS = ("lr", "weight_decay", "betas", "warmup_steps", "schedule", "min_lr_ratio", "val_seed", "obs_loss_weight")
+TRAINING_HPARAMS = ("lr", "weight_decay", "betas", "warmup_steps", "schedule", "min_lr_ratio", "val_seed", "obs_loss_weight", "target")
 
 
 class TrainedModel(NamedTuple):

@@ -68,6 +68,11 @@ class OMGPTModule(L.LightningModule):
         window: context window ``W`` (paper §3.5.1): the model sees at most ``W`` steps, in training
             (a random ``W``-step slice of longer histories), validation and rollouts; its positional
             table covers ``W`` steps, so it can act for any horizon. ``None``: the whole ``horizon``.
+        target: what the network is trained to predict: ``optimal_action`` (the paper's: ``a*`` under the
+            task's loss) or ``cost`` (learning without an oracle: the task's own cost of the predicted
+            action against the realised outcome, :meth:`~omgpt.tasks.base.Task.cost_loss`; for tasks
+            whose reward is a known function of the action and an exogenous outcome). ``None``: the
+            task's :attr:`~omgpt.tasks.base.Task.default_target` (``cost`` on real data, which has no ``a*``).
         layout: ``paper`` (feature and action tokens interleaved, the paper's), ``compact`` (one token
             per decision step) or ``transition`` (one token per step holding the whole last transition;
             see :mod:`omgpt.model`).
@@ -97,6 +102,7 @@ class OMGPTModule(L.LightningModule):
         window: int | None = None,
         layout: str = "paper",
         pos_encoding: str = "learned",
+        target: str | None = None,
     ):
         super().__init__()
         for name, value, bounds in (
@@ -118,6 +124,7 @@ class OMGPTModule(L.LightningModule):
             checks.memory(3 * 4 * 2 * (window or horizon) * n_embd, f"a GPT for histories of {window or horizon} steps")
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
+        self.target = check_target(self.task, target)
         try:
             cfg = GPTConfig(
                 self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=window or horizon,
@@ -138,6 +145,15 @@ class OMGPTModule(L.LightningModule):
     def loss(self, pred: Tensor, target: Tensor) -> Tensor:
         """The task's loss in normalised action units, averaged over every decision position."""
         return self.task.action_loss(pred, target, self.model.action_scale)
+
+    def target_loss(self, pred: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """The pre-training loss of the predicted actions ``(B, T, action_dim)`` of ``batch``: :meth:`loss`
+        against ``a*`` or, with ``target: cost``, the task's cost against the realised outcomes (the
+        contexts ``X_t`` are the feature tokens' columns after ``O_{t-1}``), in normalised action units."""
+        if self.target == "cost":
+            contexts = batch["features"][..., self.task.obs_dim :]
+            return self.task.cost_loss(pred, batch["observations"], contexts, self.model.action_scale)
+        return self.loss(pred, batch["targets"])
 
     def obs_loss(self, pred: Tensor, features: Tensor, observations: Tensor | None = None) -> Tensor:
         """``l'``: squared error of ``Ô_t`` (predicted at action token ``t``) against ``O_t``, in the
@@ -172,12 +188,12 @@ class OMGPTModule(L.LightningModule):
         batch = self.window_slice(batch, batch_idx)
         if self.hparams.obs_head:
             pred, obs = self.model(batch["features"], batch["actions"], observations=True)
-            action_loss, obs_loss = self.loss(pred, batch["targets"]), self.obs_loss(obs, batch["features"], batch.get("observations"))
+            action_loss, obs_loss = self.target_loss(pred, batch), self.obs_loss(obs, batch["features"], batch.get("observations"))
             loss = action_loss + self.hparams.obs_loss_weight * obs_loss
             self.log("train/action_loss", action_loss)
             self.log("train/obs_loss", obs_loss)
         else:
-            loss = self.loss(self.model(batch["features"], batch["actions"]), batch["targets"])
+            loss = self.target_loss(self.model(batch["features"], batch["actions"]), batch)
         self._loss_finite = bool(torch.isfinite(loss))  # judged with the gradients, before the update
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/horizon", float(horizon), on_step=False, on_epoch=True, sync_dist=True)
@@ -204,14 +220,16 @@ class OMGPTModule(L.LightningModule):
     # ---------------------------------------------------------------------------------------------
     def validation_step(self, batch: Tensor, batch_idx: int) -> None:
         if self._val_envs is None:
-            self._val_envs = validation_envs(self.task, len(self.trainer.val_dataloaders.dataset), self.hparams.val_seed)
-        policy = make_policy("omgpt", self.task, model=self.model, window=self.hparams.window)
-        history = validation_rollout(self.task, self._val_envs, batch.cpu(), policy, self.hparams.horizon, self.hparams.val_seed, self.device)
+            self._val_task = self.task.validation_task()
+            self._val_envs = validation_envs(self._val_task, len(self.trainer.val_dataloaders.dataset), self.hparams.val_seed)
+        task = self._val_task
+        policy = make_policy("omgpt", task, model=self.model, window=self.hparams.window)
+        history = validation_rollout(task, self._val_envs, batch.cpu(), policy, self.hparams.horizon, self.hparams.val_seed, self.device)
         self.val_regret.update(history.cumulative_regret())
         self.val_subopt.update(history.suboptimality)
         if self.val_obs is not None:  # squared error against the expected observation, raw units
             predicted = self.model.predict_observations(*history.tokens())
-            self.val_obs.update((predicted - mean_observations(self.task, history)).pow(2).sum(-1))
+            self.val_obs.update((predicted - mean_observations(task, history)).pow(2).sum(-1))
 
     def on_fit_start(self) -> None:
         # the clocks count the run's training time, a resumed fit adding to its checkpoint's
@@ -287,6 +305,24 @@ class OMGPTModule(L.LightningModule):
 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+TARGETS = ("optimal_action", "cost")
+
+
+def check_target(task: Task, target: str | None) -> str:
+    """The pre-training target for ``task`` (``None``: the task's default), or one line saying why the
+    task cannot be trained on it."""
+    target = task.default_target if target is None else target
+    if target not in TARGETS:
+        raise OMGPTError(f"model.target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if target == "cost" and not task.has_outcome_cost:
+        raise OMGPTError(f"task {task.name!r} has no outcome cost to train on (its reward is not a function of the action and an outcome "
+                         f"the action does not change); use model.target optimal_action")
+    if target == "optimal_action" and not task.has_optimal_action:
+        raise OMGPTError(f"task {task.name!r} has no optimal action to imitate (its a* is the hindsight outcome, and imitating it "
+                         f"learns the wrong quantile); use model.target cost")
+    return target
 
 
 def check_resumable(checkpoint: dict, settings: dict, path: str | None = None) -> None:

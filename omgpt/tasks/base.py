@@ -75,6 +75,13 @@ class Task:
     # "mse" | "l1" | "ce": the pre-training loss (paper §3, Prop. 2), applied by :meth:`action_loss`;
     # it also fixes the Bayes decision Alg* takes (posterior mean, median, or a posterior draw).
     loss: ClassVar[str] = "mse"
+    # What OMGPT is pre-trained to predict (OMGPTModule's ``target``): "optimal_action" (the paper's:
+    # ``a*`` under :attr:`loss`) or "cost" (the task's own cost of the predicted action against the
+    # realised outcome, :meth:`outcome_cost`: learning without an oracle).
+    default_target: ClassVar[str] = "optimal_action"
+    # False where :meth:`optimal_action` is no oracle's decision but a hindsight one (real data: the
+    # realised demand), so imitating it is no pre-training target.
+    has_optimal_action: ClassVar[bool] = True
     context_dim: int
     obs_dim: int
     action_dim: int  # action coordinates (continuous) or number of actions (discrete, one-hot tokens)
@@ -88,6 +95,9 @@ class Task:
     # parameters; these are redrawn from the full prior every episode (docs/paper-gaps.md §6), otherwise the context
     # would identify the pool member at t = 1 while Alg* never uses it.
     observed_params: ClassVar[tuple[str, ...]] = ()
+    # Whether a finite pool (``pool_size``) applies: not to a data set's windows, already a finite set
+    # whose contexts are the windows' own (they identify the window by design).
+    poolable: ClassVar[bool] = True
     # The continuous hidden parameters a particle rejuvenation move perturbs (see :meth:`log_prior`);
     # discrete hidden parameters (a demand type, a change point) are only resampled, never moved.
     moved_params: ClassVar[tuple[str, ...]] = ()
@@ -104,6 +114,8 @@ class Task:
     def __init__(self, pool_size: int | None = None, pool_seed: int = 1234):
         if pool_size is not None and pool_size < 1:
             raise OMGPTError(f"pool_size must be a positive integer, got {pool_size}")
+        if pool_size is not None and not self.poolable:
+            raise OMGPTError(f"task {self.name!r} draws from a data set's windows, already a finite set: pool_size does not apply")
         self.pool_size = pool_size
         self.pool_seed = pool_seed
         self._options: dict = {}  # filled by make_task: what the task was built with
@@ -194,6 +206,39 @@ class Task:
         """The pre-training loss :attr:`loss` between predicted and optimal actions ``(..., action_dim)``,
         in units of ``action_scale`` (the model's normalised action units), averaged over positions."""
         return LOSSES[self.loss](pred, target, action_scale)
+
+    # ----------------------------------------------------------------------------------------------
+    # Learning without an oracle: the cost of an action against the realised outcome.
+    def outcome_cost(self, a: Tensor, o: Tensor, x: Tensor) -> Tensor:
+        """The cost action ``a`` would have paid had the outcome been ``o``, in context ``x``: ``(...)``
+        for ``a (..., action_dim)``, ``o (..., obs_dim)``, ``x (..., context_dim)``.
+
+        Only for tasks whose reward is a known function of the action and an outcome the action does not
+        influence (exogenous: the uncensored newsvendor's demand). Then ``E[cost(a, O) | H_t]`` is the
+        expected cost of ``a`` under the posterior predictive given the history, so training on it
+        (:meth:`cost_loss`) makes the network's minimiser the Bayes action -- no oracle needed. Where
+        the outcome depends on the action played (pricing's demand, a bandit's reward, censored sales)
+        the cost of another action is counterfactual: such tasks do not implement it."""
+        raise NotImplementedError(f"task {self.name!r} has no outcome cost")
+
+    @property
+    def has_outcome_cost(self) -> bool:
+        """Whether the task implements :meth:`outcome_cost` (what ``target: cost`` needs)."""
+        return type(self).outcome_cost is not Task.outcome_cost
+
+    def cost_loss(self, pred: Tensor, observations: Tensor, contexts: Tensor, action_scale: Tensor) -> Tensor:
+        """The pre-training loss of ``target: cost``: :meth:`outcome_cost` of the predicted actions
+        ``(B, T, action_dim)`` against the realised outcomes ``(B, T, obs_dim)`` in the contexts
+        ``(B, T, context_dim)``, averaged over positions and divided by the mean action scale (the
+        model's normalised units, as :meth:`action_loss`: for a cost linear in ``a`` on each side, as
+        the newsvendor's, a change of units)."""
+        return self.outcome_cost(pred, observations, contexts).mean() / action_scale.mean()
+
+    def validation_task(self) -> "Task":
+        """The task whose environments validate a model trained on this one (its fixed validation
+        environments and checkpoint choice): itself for a prior, which validation seeds keep apart
+        from training; a data-set task returns its validation part."""
+        return self
 
     # ----------------------------------------------------------------------------------------------
     # Hooks with defaults: stateful tasks and discrete actions override them.

@@ -192,6 +192,18 @@ class Newsvendor(DemandTypes, Task):
         return inside**2 / (2 * e) + (a - m - e).clamp(0, None)
 
     # -- decisions and rewards ----------------------------------------------------------------------
+    def outcome_cost(self, a: Tensor, o: Tensor, x: Tensor) -> Tensor:
+        """``h (a - o)^+ + l (o - a)^+``, ``h`` read off the context: the period's cost had demand been
+        ``o`` (``target: cost``; the pinball loss at ``1/(1+h)`` times ``1 + h``)."""
+        over = (a - o)[..., 0]
+        return torch.where(over > 0, self.split_context(x)[0] * over, -self.lost_sale_cost * over)
+
+    @property
+    def has_outcome_cost(self) -> bool:
+        """Uncensored and perishable only: censored sales are not the demand, and the non-perishable
+        task's carried stock makes an order's cost depend on the state it leaves, not on ``(a, O)`` alone."""
+        return not self.censored and self.state_dims == 0
+
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         quantile = self.mean_demand_floor(envs, x, t) + envs["eps_bar"] / (1 + envs["h"])
         return self.project(quantile[:, None], x)

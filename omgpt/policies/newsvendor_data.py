@@ -1,0 +1,283 @@
+"""The data-driven newsvendor methods a practitioner would use on real demand (``newsvendor-data``):
+the state of practice OMGPT is measured against (SPEC §8; Huber et al. 2019).
+
+Every method orders in the task's units (demand divided by the series' level) at the critical ratio
+``q`` read off the context, and knows what a practitioner knows when a window starts: the context
+``X_t`` and the ``lookback`` days of demand before the window (``task.lookback_demand``, public
+information; OMGPT sees it only through ``X_t``'s summaries, so the raw-demand benchmarks have more of
+it than OMGPT has).
+
+* ``saa`` -- sample average approximation: the ``q``-quantile of the last ``days`` demands (look-back
+  and window so far), the exact minimiser of their summed pinball loss.
+* ``saa-weekday`` -- the same over the last ``weeks`` days that fell on today's weekday.
+* ``qr`` -- online feature quantile regression (ERM, Ban & Rudin 2019) on the window's past
+  ``(X_s, O_s)``, with an L1 penalty on the slopes (:func:`omgpt.policies.newsvendor.quantile_regression`);
+  before it has ``min_samples`` days it orders the look-back quantile.
+* ``fai-data`` -- FAI (Ding et al. 2024) on standardised features: online subgradient steps on the
+  pinball loss over order rules ``a = (look-back quantile) + wᵀ(1, X)``, ``w_0 = 0``.
+* ``gbm`` -- a global gradient-boosted quantile model (scikit-learn's ``HistGradientBoostingRegressor``,
+  quantile loss at ``q``) trained offline on the training part's windows -- the series OMGPT is trained
+  on -- with ``X_t`` plus lagged demand; it does not learn within the window.
+* ``hindsight-linear`` -- **not a policy**: a yardstick. The linear quantile rule fitted on the test
+  window's own days, demands included, i.e. the best linear order rule in hindsight.
+
+Each with free constants has a ``tunable`` grid and a ``-tuned`` variant, tuned on validation windows.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from omgpt import checks
+from omgpt.demand_data import WEEKDAYS, masked_quantile
+from omgpt.policies.base import HistoryPolicy, Policy, register_policy
+from omgpt.policies.newsvendor import quantile_regression
+from omgpt.rollout import rollout
+from omgpt.tasks.newsvendor_data import LOOKBACK_QUANTILE, Q, WEEKDAY, NewsvendorData, window_demands
+
+ALL = 1000  # "every day seen" for the windows' lengths (look-back + window days never reach it)
+
+
+def weekday_of(x: Tensor) -> Tensor:
+    """The weekday index of contexts ``x`` ``(..., context_dim)`` (its one-hot columns), ``(...)``."""
+    return x[..., WEEKDAY : WEEKDAY + WEEKDAYS].argmax(-1)
+
+
+def regressors(x: Tensor) -> Tensor:
+    """The context without the critical-ratio column (a constant within a window)."""
+    return torch.cat([x[..., :Q], x[..., Q + 1 :]], dim=-1)
+
+
+class PastDemand(HistoryPolicy):
+    """A history policy that also holds the look-back demands, ``(B, lookback)`` in level units."""
+
+    def reset(self, envs, horizon, generator):
+        super().reset(envs, horizon, generator)
+        past, weekday = self.task.lookback_demand(envs)
+        self.past, self.past_weekday = past.to(self.device), weekday.to(self.device)
+
+    def demands(self, t: int) -> tuple[Tensor, Tensor]:
+        """Every demand seen before day ``t``, oldest first, and its weekday, each ``(B, lookback + t)``."""
+        seen = torch.cat([self.past, self.observations[:, :t, 0]], dim=1)
+        return seen, torch.cat([self.past_weekday, weekday_of(self.xs[:, :t])], dim=1)
+
+
+def last(mask: Tensor, k: int) -> Tensor:
+    """``mask (B, n)`` keeping only each row's last ``k`` true entries."""
+    from_end = mask.flip(-1).cumsum(-1).flip(-1)
+    return mask & (from_end <= k)
+
+
+@register_policy("saa", tasks=(NewsvendorData,))
+class SAA(PastDemand):
+    """Sample average approximation: the ``q``-quantile of the last ``days`` demands seen.
+
+    Args:
+        days: how many of the most recent days (look-back included) form the sample (1000: all).
+    """
+
+    tunable = {"days": (14, 28, 56, ALL)}
+
+    def __init__(self, task, days: int = ALL):
+        super().__init__(task)
+        self.days = checks.number("days", days, integer=True, low=1)
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        seen, _ = self.demands(t)
+        return masked_quantile(seen[:, -self.days :], x[:, Q])[:, None]
+
+
+@register_policy("saa-weekday", tasks=(NewsvendorData,))
+class WeekdaySAA(PastDemand):
+    """SAA on the days that fell on today's weekday: the ``q``-quantile of the last ``weeks`` of them
+    (all days when none has, which cannot happen with a look-back of a week or more of daily rows).
+
+    Args:
+        weeks: how many of the most recent same-weekday days form the sample (1000: all).
+    """
+
+    tunable = {"weeks": (2, 4, 8, ALL)}
+
+    def __init__(self, task, weeks: int = ALL):
+        super().__init__(task)
+        self.weeks = checks.number("weeks", weeks, integer=True, low=1)
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        seen, weekday = self.demands(t)
+        same = last(weekday == weekday_of(x)[:, None], self.weeks)
+        q = x[:, Q]
+        return torch.where(same.any(-1), masked_quantile(seen, q, same), masked_quantile(seen, q))[:, None]
+
+
+@register_policy("qr", tasks=(NewsvendorData,))
+class OnlineQR(HistoryPolicy):
+    """Online feature quantile regression (ERM): at day ``t`` the linear quantile regression at ``q`` of
+    the window's past demands on their contexts (L1 penalty ``l1`` on the slopes, in units of the
+    summed pinball loss), evaluated at ``X_t``; before ``min_samples`` days, the look-back quantile.
+    One LP per window and day (a few ms each).
+
+    Args:
+        l1: L1 penalty on the slopes.
+        min_samples: days of the window seen before the regression is trusted.
+    """
+
+    tunable = {"l1": (0.03, 0.1, 0.3, 1.0, 3.0)}
+
+    def __init__(self, task, l1: float = 0.3, min_samples: int = 7):
+        super().__init__(task)
+        self.l1 = checks.number("l1", l1, low=0)
+        self.min_samples = checks.number("min_samples", min_samples, integer=True, low=1)
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        if t < self.min_samples:
+            return x[:, LOOKBACK_QUANTILE, None]
+        past = regressors(self.xs[:, :t]).double().cpu().numpy()  # (B, t, d)
+        demand = self.observations[:, :t, 0].double().cpu().numpy()  # (B, t)
+        now, q = regressors(x).double().cpu().numpy(), x[:, Q].double().cpu().numpy()
+        orders = np.empty(self.batch)
+        for i in range(self.batch):
+            beta = quantile_regression(past[i], demand[i], q[i], self.l1)
+            orders[i] = beta[0] + beta[1:] @ now[i]
+        return torch.as_tensor(orders, dtype=x.dtype, device=x.device)[:, None]
+
+
+@register_policy("fai-data", tasks=(NewsvendorData,))
+class FAIData(HistoryPolicy):
+    """FAI (feature-based adaptive inventory, Ding et al. 2024) on real data: online subgradient descent
+    on the pinball loss over order rules ``a_t = b_t + w_tᵀ z_t``, ``z_t = (1, X_t)`` without ``q``, and
+    ``b_t`` the context's look-back quantile (so ``w_0 = 0`` starts from SAA on the look-back)::
+
+        w_{t+1} = w_t - η_t g_t z_t,   g_t = 1 - q if a_t > O_t (leftover) else -q,   η_t = step_scale / √(t+1)
+
+    The task's features are standardised, so one step size serves every column (the synthetic
+    newsvendor's FAI, :class:`omgpt.policies.newsvendor.FAI`, assumes non-negative raw features).
+
+    Args:
+        step_scale: the step-size multiplier.
+    """
+
+    tunable = {"step_scale": (0.003, 0.01, 0.03, 0.1, 0.3)}
+
+    def __init__(self, task, step_scale: float = 0.03):
+        super().__init__(task)
+        self.step_scale = checks.number("step_scale", step_scale, low=0)
+
+    def reset(self, envs, horizon, generator):
+        super().reset(envs, horizon, generator)
+        self.weights = torch.zeros(self.batch, self.task.context_dim, device=self.device)  # (B, 1 + d)
+
+    @staticmethod
+    def z(x: Tensor) -> Tensor:
+        return torch.cat([torch.ones_like(x[..., :1]), regressors(x)], dim=-1)
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        if t > 0:
+            prev = self.xs[:, t - 1]
+            leftover = self.actions[:, t - 1, 0] > self.observations[:, t - 1, 0]
+            slope = torch.where(leftover, 1 - prev[:, Q], -prev[:, Q])
+            self.weights = self.weights - (self.step_scale / t**0.5) * slope[:, None] * self.z(prev)
+        return (x[:, LOOKBACK_QUANTILE] + (self.weights * self.z(x)).sum(-1))[:, None]
+
+
+# --------------------------------------------------------------------------------------------------
+# The global model, trained offline.
+LAGS = (1, 2, 7, 14)  # days back; and the mean of the last 7 days
+
+
+def lag_features(seen: Tensor) -> Tensor:
+    """Lagged demand from the demands seen so far ``(B, n)``, oldest first: ``O_{t-k}`` for each lag
+    ``k`` (NaN, which the boosting treats as missing, beyond a short look-back) and the last week's
+    mean, ``(B, len(LAGS) + 1)``."""
+    short = max(LAGS) - seen.shape[1]
+    if short > 0:
+        seen = torch.cat([torch.full_like(seen[:, :1], float("nan")).expand(-1, short), seen], dim=1)
+    return torch.cat([seen[:, [-k for k in LAGS]], seen[:, -7:].nanmean(-1, keepdim=True)], dim=-1)
+
+
+def gbm_inputs(x: Tensor, seen: Tensor) -> np.ndarray:
+    """The global model's inputs at one day: the context without ``q``, then the lags."""
+    return torch.cat([regressors(x), lag_features(seen)], dim=-1).double().cpu().numpy()
+
+
+@functools.lru_cache(maxsize=16)
+def fitted_gbm(task_name: str, options: tuple, horizon: int, q: float, learning_rate: float, max_leaf_nodes: int):
+    """The global quantile model at ``q`` for a setting, fitted once per process on the training part:
+    its windows tiled without overlap (every training day once), each day's inputs built exactly as
+    the policy builds them at test time (the look-back supplies the lags of a window's first days)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from omgpt.tasks import make_task
+
+    train = make_task(task_name, **{**dict(options), "part": "train", "stride": horizon, "horizon": horizon,
+                                    "critical_ratio": q})
+    g = torch.Generator().manual_seed(0)
+    envs = train.sample_envs(train.windows, g)
+    history = rollout(train, envs, make_policy_free(train), horizon, g)  # the actions are irrelevant: demand is exogenous
+    past, _ = train.lookback_demand(envs)
+    seen = torch.cat([past, history.observations[..., 0]], dim=1)
+    inputs = np.concatenate([gbm_inputs(history.contexts[:, t], seen[:, : train.lookback + t]) for t in range(horizon)])
+    targets = history.observations[..., 0].T.reshape(-1).double().numpy()
+    model = HistGradientBoostingRegressor(loss="quantile", quantile=q, learning_rate=learning_rate, max_leaf_nodes=max_leaf_nodes,
+                                          max_iter=300, early_stopping=True, random_state=0)
+    return model.fit(inputs, targets)
+
+
+def make_policy_free(task) -> Policy:
+    """A policy that orders nothing (plays the training windows to read their contexts and demands)."""
+    zero = Policy(task)
+    zero.act = lambda t, x: torch.zeros(x.shape[0], 1, device=x.device)
+    return zero
+
+
+@register_policy("gbm", tasks=(NewsvendorData,))
+class GlobalGBM(PastDemand):
+    """A global gradient-boosted quantile model (Huber et al. 2019's machine-learned quantile model):
+    one ``HistGradientBoostingRegressor(loss="quantile")`` at ``q``, trained offline on every day of the
+    training part's series, on the context ``X_t`` plus lagged demand (yesterday, 2, 7 and 14 days ago,
+    the last week's mean); it orders its prediction and does not update within the window. Fitted once
+    per process and setting (a few seconds); windows with another ``q`` get their own model.
+
+    Args:
+        learning_rate, max_leaf_nodes: the boosting's (up to 300 rounds, early stopping on 10% of the
+            training rows).
+    """
+
+    tunable = {"learning_rate": (0.03, 0.1), "max_leaf_nodes": (7, 31)}
+
+    def __init__(self, task, learning_rate: float = 0.1, max_leaf_nodes: int = 31):
+        super().__init__(task)
+        self.learning_rate = checks.number("learning_rate", learning_rate, low=0, low_open=True)
+        self.max_leaf_nodes = checks.number("max_leaf_nodes", max_leaf_nodes, integer=True, low=2)
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        seen, _ = self.demands(t)
+        inputs, q = gbm_inputs(x, seen), x[:, Q].double().cpu().numpy()
+        orders = np.empty(self.batch)
+        options = tuple(sorted(self.task.options().items()))
+        for level in np.unique(q):
+            rows = q == level
+            model = fitted_gbm(self.task.name, options, self.horizon, float(level), self.learning_rate, self.max_leaf_nodes)
+            orders[rows] = model.predict(inputs[rows])
+        return torch.as_tensor(orders, dtype=x.dtype, device=x.device)[:, None]
+
+
+@register_policy("hindsight-linear", tasks=(NewsvendorData,))
+class HindsightLinear(Policy):
+    """NOT A POLICY -- a yardstick: the linear order rule ``β₀ + βᵀX_t`` with the least total cost on the
+    window itself, i.e. the unpenalised quantile regression at ``q`` of the window's own demands on
+    its contexts, fitted when the window starts, with its future. No decision maker can play it; it
+    shows how far the features alone could carry a linear rule (in-sample, so it flatters)."""
+
+    def reset(self, envs, horizon, generator):
+        super().reset(envs, horizon, generator)
+        task = self.task
+        xs = torch.stack([task.sample_context(envs, t, generator) for t in range(horizon)], dim=1)  # contexts ignore the generator
+        demand = window_demands(task, envs, horizon)
+        features, y, q = regressors(xs).double().cpu().numpy(), demand.double().cpu().numpy(), xs[:, 0, Q].double().cpu().numpy()
+        self.beta = torch.as_tensor(np.stack([quantile_regression(features[i], y[i], q[i]) for i in range(self.batch)]), device=self.device)
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        return (self.beta[:, 0] + (self.beta[:, 1:] * regressors(x).double()).sum(-1)).to(x.dtype)[:, None]

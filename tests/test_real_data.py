@@ -1,0 +1,413 @@
+"""Real demand (issue 27): the demand-table loader, its encoding and splits, the ``newsvendor-data``
+task, learning without an oracle (``target: cost``), the data-driven benchmarks, and the one-line
+errors -- on small tables the tests write."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from omgpt import demand_data as dd
+from omgpt.cli import cli_main
+from omgpt.errors import OMGPTError
+from omgpt.evaluation import evaluate_policies
+from omgpt.module import OMGPTModule, check_target
+from omgpt.policies import make_policy
+from omgpt.rollout import rollout
+from omgpt.tasks import make_task
+from omgpt.tasks.newsvendor_data import LEADING, LOOKBACK_QUANTILE, LOOKBACK_WEEKDAY, Q, WEEKDAY, window_demands
+
+ROOT = Path(__file__).resolve().parents[1]
+START = pd.Timestamp("2021-01-04")  # a Monday
+
+
+def write_table(path: Path, shops: int = 6, days: int = 80, demand=None, extra: dict | None = None) -> Path:
+    """A long demand table: ``shops`` series of ``days`` consecutive days. Demand is a known function
+    of the shop, the weekday and a promotion flag unless ``demand(shop, day, promo)`` is given;
+    ``weather`` is a text column (a category), ``temp`` a numeric one."""
+    rows = []
+    for s in range(shops):
+        for d in range(days):
+            promo = int((d // 5 + s) % 3 == 0)
+            value = demand(s, d, promo) if demand else (10 + 5 * s) * (1 + 0.1 * (d % 7)) + 20 * promo
+            rows.append({"shop": f"s{s}", "day": (START + pd.Timedelta(days=d)).date().isoformat(), "sales": value,
+                         "promo": promo, "weather": ["sun", "rain"][d % 2], "temp": float(d % 11)})
+    frame = pd.DataFrame(rows)
+    for column, values in (extra or {}).items():
+        frame[column] = values
+    frame.to_csv(path, index=False)
+    return path
+
+
+def task_of(path: Path, **options):
+    base = dict(csv=str(path), series="shop", date="day", demand="sales", horizon=14, lookback=7)
+    return make_task("newsvendor-data", **{**base, **options})
+
+
+@pytest.fixture
+def table(tmp_path) -> Path:
+    return write_table(tmp_path / "sales.csv")
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading and encoding.
+def test_the_table_is_read_sorted_and_encoded_with_training_statistics(table):
+    task = task_of(table)
+    data = task.data
+    assert data.series_names == tuple(f"s{s}" for s in range(6)) and len(data.demand) == 6 * 80
+    assert data.feature_names == ("weather=rain", "weather=sun", "promo", "temp")
+    shops = task_of(table, categorical="shop,promo").data
+    train_shops = sorted(set(shops.table.series[shops.part == 0]))
+    assert shops.feature_names[:6] == (*(f"shop={s}" for s in train_shops), "promo=0", "promo=1"), "a series column named categorical, on training levels"
+    assert len(train_shops) == 4 and (shops.features[shops.part == 2, :4] == 0).all(), "a held-out shop's own level is unseen: zeros"
+    raw = pd.read_csv(table).sort_values(["shop", "day"])
+    train = data.part == 0
+    for j, column in ((2, "promo"), (3, "temp")):
+        values = raw[column].to_numpy(float)
+        expected = (values - values[train].mean()) / values[train].std()
+        np.testing.assert_allclose(data.features[:, j], expected, rtol=1e-5, atol=1e-5)
+    assert set(np.unique(data.features[:, :2].sum(1))) == {1.0}  # one level each
+    # the weekday comes from the date: START is a Monday
+    assert data.weekday[0] == 0 and data.weekday[6] == 6
+    # a series split holds out whole groups: 6 shops -> 4 / 1 / 1
+    assert [len(set(data.table.series[data.part == p])) for p in range(3)] == [4, 1, 1]
+
+
+def test_a_level_first_seen_outside_training_encodes_as_zeros(tmp_path):
+    days = 80
+    weather = ["sun"] * (6 * days)
+    table = write_table(tmp_path / "t.csv", extra={"weather": weather})
+    frame = pd.read_csv(table)
+    task = task_of(table)
+    test_shop = task.data.series_names[int(task.data.series_index[task.data.part == 2][0])]
+    frame.loc[frame.shop == test_shop, "weather"] = "snow"
+    frame.to_csv(tmp_path / "u.csv", index=False)
+    data = task_of(tmp_path / "u.csv").data
+    assert data.feature_names[:1] == ("weather=sun",)
+    assert (data.features[data.part == 2, 0] == 0).all() and (data.features[data.part == 0, 0] == 1).all()
+
+
+def test_series_split_windows_are_disjoint_and_stay_in_their_part(table):
+    seen = {}
+    for part in dd.PARTS:
+        task = task_of(table, part=part)
+        rows = task.starts.numpy()[:, None] + np.arange(-task.lookback, task.horizon)
+        assert (task.data.series_index[rows] == task.data.series_index[rows[:, :1]]).all(), "a window stays in one series"
+        days = rows[:, task.lookback :]
+        assert (task.data.part[days] == dd.PARTS.index(part)).all()
+        seen[part] = set(days.ravel())
+        if part != "train":  # disjoint windows: every day at most once
+            assert len(seen[part]) == days.size
+    assert not seen["test"] & (seen["train"] | seen["validation"]) and not seen["validation"] & seen["train"]
+
+
+def test_time_split_trains_before_the_cut_and_tests_after(table):
+    tasks = {part: task_of(table, split="time", part=part, horizon=10) for part in dd.PARTS}
+    data = tasks["train"].data
+    v, t = data.validation_from, data.test_from
+    assert v < t
+    dates = data.table.dates
+    span = {p: (dates[task.starts.numpy()].min(), dates[task.starts.numpy() + task.horizon - 1].max()) for p, task in tasks.items()}
+    assert span["train"][1] < v <= span["validation"][0] and span["validation"][1] < t <= span["test"][0]
+    # the statistics are the training rows': standardised features have mean 0 there
+    assert abs(data.features[data.part == 0, 3].mean()) < 1e-5
+    assert abs(data.features[:, 3].mean()) > 1e-3
+    with pytest.raises(OMGPTError, match="the validation part has no window of 14 days"):
+        task_of(table, split="time", part="validation")
+
+
+def test_no_demand_of_the_window_or_after_enters_the_context(table, tmp_path):
+    """Change every demand of a test series from its window's first day on: its contexts stay the same
+    (they use the look-back and the training statistics only), its observations change."""
+    task = task_of(table, part="test")
+    start = int(task.starts[0])
+    frame = pd.read_csv(table).sort_values(["shop", "day"]).reset_index(drop=True)
+    series = task.data.series_names[int(task.data.series_index[start])]
+    first = task.data.table.dates[start]
+    later = (frame.shop == series) & (pd.to_datetime(frame.day).to_numpy().astype("datetime64[D]") >= first)
+    frame.loc[later, "sales"] = frame.loc[later, "sales"] * 3 + 7
+    frame.to_csv(tmp_path / "changed.csv", index=False)
+    changed = task_of(tmp_path / "changed.csv", part="test")
+    assert int(changed.starts[0]) == start
+    g = torch.Generator().manual_seed(0)
+    envs = {k: v[:1] for k, v in task.sample_envs(task.windows, g).items()}
+    envs = {**envs, "row": torch.tensor([start]), "series": task.data.series_index[[start]], "level": torch.tensor([float(task.data.lookback_mean[start])])}
+    for t in range(task.horizon):
+        torch.testing.assert_close(task.sample_context(envs, t, g), changed.sample_context(envs, t, g))
+    assert not torch.equal(window_demands(task, envs, task.horizon), window_demands(changed, envs, task.horizon))
+
+
+def test_the_context_and_the_units_by_hand(table):
+    task = task_of(table, part="test", critical_ratio=0.75)
+    row = int(task.starts[0])
+    envs = {"row": torch.tensor([row]), "series": torch.tensor([0]), "level": torch.tensor([float(task.data.lookback_mean[row])]),
+            "q": torch.tensor([0.75])}
+    past = task.data.demand[row - 7 : row]
+    level = past.mean()
+    assert envs["level"].item() == pytest.approx(level)
+    x = task.sample_context(envs, 3, torch.Generator())[0]
+    assert x[Q] == pytest.approx(0.75)
+    ranked = np.sort(past / level)
+    assert x[LOOKBACK_QUANTILE] == pytest.approx(ranked[math.ceil(0.75 * 7) - 1], rel=1e-5)  # inverted CDF
+    weekday = task.data.weekday[row + 3]
+    same = [d / level for d, w in zip(past, task.data.weekday[row - 7 : row]) if w == weekday]
+    assert len(same) == 1 and x[LOOKBACK_WEEKDAY] == pytest.approx(same[0], rel=1e-5)
+    assert x[WEEKDAY : WEEKDAY + 7].argmax() == weekday and x.shape[0] == LEADING + 4
+    # observation, hindsight a*, reward and regret: all in units of the level
+    d = task.data.demand[row + 3] / level
+    a = torch.tensor([[d + 0.5]])
+    assert task.observe(envs, x[None], a, 3, None).item() == pytest.approx(d, rel=1e-6)
+    assert task.optimal_action(envs, x[None], 3).item() == pytest.approx(d, rel=1e-6)
+    assert task.expected_reward(envs, x[None], a, 3).item() == pytest.approx(-0.25 * 0.5, rel=1e-5)
+    assert task.regret(envs, x[None], a, 3).item() == pytest.approx(0.25 * 0.5, rel=1e-5), "regret = the cost paid"
+    short = torch.tensor([[d - 0.5]])
+    assert task.regret(envs, x[None], short, 3).item() == pytest.approx(0.75 * 0.5, rel=1e-5)
+
+
+def test_windows_are_drawn_without_replacement_and_the_ratio_range(table):
+    task = task_of(table, part="test", critical_ratio=[0.5, 0.9])
+    envs = task.sample_envs(task.windows, torch.Generator().manual_seed(1))
+    assert sorted(envs["row"].tolist()) == sorted(task.starts.tolist()), "--runs = the window count plays each once"
+    many = task.sample_envs(500, torch.Generator().manual_seed(1))
+    assert 0.5 <= many["q"].min() and many["q"].max() <= 0.9 and many["q"].std() > 0.05
+    assert task.validation_task() is task and task_of(table).validation_task().part == "validation"
+
+
+# --------------------------------------------------------------------------------------------------
+# Learning without an oracle.
+def test_cost_loss_value_and_gradient_by_hand(table):
+    task = task_of(table)
+    q = torch.tensor([[0.75, 0.75], [0.5, 0.5]])  # (B, T)
+    contexts = torch.zeros(2, 2, task.context_dim)
+    contexts[..., Q] = q
+    obs = torch.tensor([[[1.0], [2.0]], [[1.0], [0.5]]])
+    pred = torch.tensor([[[1.5], [1.0]], [[1.0], [0.0]]], requires_grad=True)
+    scale = torch.tensor([0.8])
+    loss = task.cost_loss(pred, obs, contexts, scale)
+    # over 0.5 at q .75 -> .25*.5; short 1 at q .75 -> .75; exact -> 0; short .5 at q .5 -> .25
+    assert loss.item() == pytest.approx((0.125 + 0.75 + 0.0 + 0.25) / 4 / 0.8)
+    loss.backward()
+    expected = torch.tensor([[[0.25], [-0.75]], [[0.5 - 1 + 0.5], [-0.5]]]) / 4 / 0.8
+    expected[1, 0, 0] = 0.5 / 4 / 0.8  # a tie (a = o) takes the overage side's slope 1 - q
+    torch.testing.assert_close(pred.grad, expected)
+
+
+def test_the_module_trains_on_the_cost_where_asked_and_refuses_where_it_cannot(table):
+    module = OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=1, n_embd=8, target="cost")
+    assert module.target == "cost" and OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=1, n_embd=8).target == "optimal_action"
+    history = rollout(module.task, module.task.sample_envs(3, torch.Generator().manual_seed(0)), make_policy("random", module.task), 6,
+                      torch.Generator().manual_seed(1))
+    features, actions = history.tokens()
+    batch = {"features": features, "actions": actions, "targets": history.optimal_actions, "observations": history.observations}
+    pred = history.optimal_actions + 0.3
+    h = history.contexts[..., 0]  # the synthetic newsvendor's holding cost
+    over = (pred - history.observations)[..., 0]
+    by_hand = torch.where(over > 0, h * over, -over).mean() / module.model.action_scale.mean()
+    torch.testing.assert_close(module.target_loss(pred, batch), by_hand)
+    with pytest.raises(OMGPTError, match="no outcome cost"):
+        check_target(make_task("newsvendor-censored"), "cost")
+    with pytest.raises(OMGPTError, match="no optimal action to imitate"):
+        check_target(task_of(table), "optimal_action")
+    assert check_target(task_of(table), None) == "cost"
+
+
+@pytest.mark.slow
+def test_a_tiny_fit_on_a_table_then_evaluate_on_its_test_windows(table, tmp_path):
+    args = ["fit", "--config", str(ROOT / "configs/pretrained/bakery.yaml"),
+            "--model.task_options", f'{{csv: "{table}", series: shop, date: day, demand: sales, lookback: 7, critical_ratio: [0.5, 0.9]}}',
+            "--model.horizon", "14", "--model.n_layer", "1", "--model.n_head", "1", "--model.n_embd", "8",
+            "--data.batch_size", "4", "--data.batches_per_epoch", "2", "--data.val_runs", "4", "--data.val_batch_size", "4",
+            "--trainer.max_epochs", "1", "--trainer.default_root_dir", str(tmp_path),
+            "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false"]
+    assert cli_main(args) == 0
+    ckpt = next((tmp_path / "runs").rglob("last.ckpt"))
+    out = tmp_path / "eval"
+    assert cli_main(["evaluate", "--ckpt", str(ckpt), "--option", "part=test", "--option", "critical_ratio=0.9", "--policies", "omgpt,saa",
+                     "--runs", "2", "--seed", "0", "--out", str(out), "--no-progress"]) == 0
+    assert (out / "summary.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_synthetic_cost_config_trains_on_the_cost(tmp_path):
+    """configs/real/newsvendor-cost.yaml (the cost-vs-a* comparison's cost side) runs, and trains on the cost."""
+    args = ["fit", "--config", str(ROOT / "configs/real/newsvendor-cost.yaml"), "--model.horizon", "8", "--model.n_layer", "1",
+            "--model.n_head", "1", "--model.n_embd", "8", "--data.batch_size", "4", "--data.batches_per_epoch", "2",
+            "--data.val_runs", "4", "--data.val_batch_size", "4", "--trainer.max_epochs", "1",
+            "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false"]
+    assert cli_main(args) == 0
+    ckpt = torch.load(next((tmp_path / "runs").rglob("last.ckpt")), map_location="cpu", weights_only=True)
+    assert ckpt["hyper_parameters"]["target"] == "cost"
+    twin = (ROOT / "configs/real/newsvendor-optimal-action.yaml").read_text().splitlines()
+    differ = [(a, b) for a, b in zip((ROOT / "configs/real/newsvendor-cost.yaml").read_text().splitlines(), twin) if a != b and not a.startswith("#")]
+    assert differ == [("  target: cost", "  target: optimal_action")], "the twins differ in model.target alone"
+
+
+# --------------------------------------------------------------------------------------------------
+# The benchmarks, on a hand-checked series.
+def small_series_task(tmp_path, demand, **options):
+    """Three one-shop groups of 30 days; the test shop's demand is ``demand`` (a list) and the others
+    follow the same pattern scaled, windows of 5 days after a 7-day look-back, one test window."""
+    path = write_table(tmp_path / "hand.csv", shops=3, days=len(demand), demand=lambda s, d, p: demand[d] * (1 + s))
+    return task_of(path, horizon=5, lookback=7, part="test", stride=100, **options)
+
+
+def play(task, name, **options):
+    envs = task.sample_envs(task.windows, torch.Generator().manual_seed(0))
+    return rollout(task, envs, make_policy(name, task, task.horizon, **options), task.horizon, torch.Generator().manual_seed(0))
+
+
+def test_saa_and_weekday_saa_by_hand(tmp_path):
+    demand = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] + [5] * 18
+    task = small_series_task(tmp_path, demand, critical_ratio=0.75)
+    assert task.windows == 1
+    start = int(task.starts[0])
+    pos = int(task.data.position[start])
+    level = float(np.mean(np.array(demand[pos - 7 : pos])) * (1 + int(task.data.series_index[start])))
+    seen = list(np.array(demand[pos - 7 : pos]) * (1 + int(task.data.series_index[start])) / level)
+    history = play(task, "saa")
+    for t in range(5):
+        expected = np.sort(seen)[math.ceil(0.75 * len(seen)) - 1]
+        assert history.actions[0, t, 0].item() == pytest.approx(expected, rel=1e-5)
+        seen.append(history.observations[0, t, 0].item())
+    # the last 3 days only
+    three = play(task, "saa", days=3)
+    obs = history.observations[0, :, 0].tolist()
+    pool = [*np.array(demand[pos - 7 : pos]) / np.mean(demand[pos - 7 : pos]), *obs]
+    for t in range(5):
+        assert three.actions[0, t, 0].item() == pytest.approx(np.sort(pool[7 + t - 3 : 7 + t])[math.ceil(0.75 * 3) - 1], rel=1e-5)
+    # weekday SAA: with a 7-day look-back and 5 window days, each day's sample is the day a week before
+    weekday = play(task, "saa-weekday")
+    for t in range(5):
+        assert weekday.actions[0, t, 0].item() == pytest.approx(pool[t], rel=1e-5)
+
+
+def test_qr_fai_and_the_hindsight_rule_by_hand(tmp_path):
+    demand = [4.0] * 7 + [2.0, 6.0, 2.0, 6.0, 2.0] + [4.0] * 18
+    task = small_series_task(tmp_path, demand, critical_ratio=0.75)
+    x0 = play(task, "oracle").contexts[0]
+    lookback_order = x0[0, LOOKBACK_QUANTILE].item()
+    assert lookback_order == pytest.approx(1.0)  # a flat look-back: every quantile is the level
+    qr = play(task, "qr")  # fewer than 7 window days all along: the look-back quantile
+    assert torch.allclose(qr.actions[0, :, 0], x0[:, LOOKBACK_QUANTILE])
+    fai = play(task, "fai-data", step_scale=0.001)
+    # day 0: the look-back quantile 1; demand 0.5 leaves 0.5 over at q = .75 -> w_1 = -0.001·0.25·z_0
+    z0 = torch.cat([torch.ones(1), x0[0, :Q], x0[0, Q + 1 :]])
+    z1 = torch.cat([torch.ones(1), x0[1, :Q], x0[1, Q + 1 :]])
+    assert fai.actions[0, 0, 0].item() == pytest.approx(1.0)
+    assert fai.observations[0, 0, 0].item() == pytest.approx(0.5)  # demand 2 on a level of 4: leftover
+    expected = x0[1, LOOKBACK_QUANTILE] + (-0.001 * 0.25 * z0 * z1).sum()
+    assert fai.actions[0, 1, 0].item() == pytest.approx(expected.item(), rel=1e-5)
+    # the hindsight rule fits the window itself: a rule can follow the demand when a feature does
+    hindsight = play(task, "hindsight-linear")
+    assert hindsight.regrets[0].sum() <= play(task, "saa").regrets[0].sum() + 1e-6
+
+
+@pytest.mark.slow
+def test_the_global_model_learns_a_promotion_from_the_training_series(tmp_path):
+    table = write_table(tmp_path / "promo.csv", shops=8, days=120, demand=lambda s, d, p: 10 + 30 * p + (d * 7 + s) % 3)
+    task = task_of(table, part="test", horizon=20, lookback=14, critical_ratio=0.5)
+    played = evaluate_policies(task, {"gbm": {}, "saa": {}, "saa-weekday": {}}, task.windows, 20, progress=False)
+    cost = {name: h.regrets.sum(1).mean().item() for name, h in played.items()}
+    assert cost["gbm"] < 0.5 * min(cost["saa"], cost["saa-weekday"]), cost
+
+
+# --------------------------------------------------------------------------------------------------
+# User errors: one line, exit code 2.
+def broken(tmp_path, change) -> Path:
+    table = write_table(tmp_path / "bad.csv")
+    frame = pd.read_csv(table)
+    change(frame)
+    frame.to_csv(table, index=False)
+    return table
+
+
+def _nan_demand(f):
+    f.loc[5, "sales"] = np.nan
+
+
+def _negative_demand(f):
+    f.loc[7, "sales"] = -3
+
+
+def _text_in_numbers(f):
+    f["temp"] = f["temp"].astype(object)
+    f.loc[3, "temp"] = "warm"
+
+
+def _short_series(f):
+    f.drop(f[(f.shop == "s2") & (pd.to_datetime(f.day) > START + pd.Timedelta(days=10))].index, inplace=True)
+
+
+ERRORS = [
+    (lambda f: f.rename(columns={"sales": "units"}, inplace=True), "no demand column 'sales'"),
+    (_text_in_numbers, "feature column 'temp' is numeric but holds the non-numeric value 'warm'"),
+    (_nan_demand, "demand column 'sales' has 1 missing values"),
+    (_negative_demand, "demand column 'sales' has 1 negative values"),
+    (_short_series, "series 's2' has 11 days, fewer than lookback"),
+]
+
+
+@pytest.mark.parametrize("change, message", ERRORS, ids=["missing-column", "non-numeric-feature", "nan-demand", "negative-demand", "short-series"])
+def test_a_bad_table_is_one_line(tmp_path, change, message):
+    with pytest.raises(OMGPTError, match=message):
+        task_of(broken(tmp_path, change))
+
+
+@pytest.mark.parametrize("change, message", ERRORS[:1] + ERRORS[4:], ids=["missing-column", "short-series"])
+def test_a_bad_table_exits_2_through_evaluate(tmp_path, capsys, change, message):
+    table = broken(tmp_path, change)
+    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", f"csv={table}", "--option", "series=shop", "--option", "date=day",
+                     "--option", "demand=sales", "--option", "lookback=7", "--option", "part=test", "--policies", "saa",
+                     "--runs", "2", "--horizon", "14", "--seed", "0", "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+
+
+def test_unknown_dataset_and_other_option_errors(table, capsys, tmp_path):
+    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "dataset=bakeries", "--policies", "saa", "--runs", "2",
+                     "--seed", "0", "--out", str(tmp_path / "o"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "unknown dataset 'bakeries'; available: bakery, yaz" in err
+    for options, message in (
+        (dict(part="holdout"), "part must be one of train, validation, test"),
+        (dict(split="store"), "split must be one of series, time"),
+        (dict(critical_ratio=1.5), "critical_ratio must be a number in"),
+        (dict(critical_ratio=[0.9, 0.5]), "critical_ratio must be a number in"),
+        (dict(csv=str(table) + ".missing"), "no such file"),
+        (dict(categorical="colour"), "no categorical column 'colour'"),
+        (dict(pool_size=4), "pool_size does not apply"),
+        (dict(stride=0), "stride must be an integer >= 1"),
+        (dict(lookback=3), "lookback must be an integer >= 7"),
+    ):
+        with pytest.raises(OMGPTError, match=message):
+            task_of(table, **options)
+    with pytest.raises(OMGPTError, match="not both"):
+        task_of(table, dataset="bakery")
+
+
+def test_a_text_column_with_too_many_values_is_refused(tmp_path):
+    table = write_table(tmp_path / "ids.csv", extra={"receipt": [f"r{i}" for i in range(6 * 80)]})
+    with pytest.raises(OMGPTError, match="'receipt' has 480 distinct text values"):
+        task_of(table)
+
+
+# --------------------------------------------------------------------------------------------------
+# ddop's tables (installed by setup.sh).
+@pytest.mark.slow
+def test_the_ddop_tables_load_as_documented():
+    pytest.importorskip("ddop")
+    bakery = make_task("newsvendor-data", dataset="bakery", part="test")
+    data = bakery.data
+    assert len(data.series_names) == 105 and len(data.demand) == 127_575 and (data.series_rows == 1215).all()
+    assert str(data.table.dates.min()) == "2016-01-02" and str(data.table.dates.max()) == "2019-04-30"
+    assert "weekday=FRI" not in data.feature_names and "year" not in data.feature_names and "rain" in data.feature_names
+    assert {"product=101", "product=109", "product=110"} <= set(data.feature_names) and "store=2" not in data.feature_names
+    stores = {p: {s.split("/")[0] for s in data.table.series[data.part == p]} for p in range(3)}
+    assert [len(stores[p]) for p in range(3)] == [25, 5, 5] and not stores[2] & (stores[0] | stores[1])
+    yaz = make_task("newsvendor-data", dataset="yaz", split="time", part="test")
+    assert set(yaz.data.series_names) == {"calamari", "fish", "shrimp", "chicken", "koefte", "lamb", "steak"}
+    assert yaz.windows == 7
