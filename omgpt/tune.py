@@ -67,6 +67,7 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
             f"(paper's constants {paper['mean']:.2f}) on {runs} validation environments, {time.perf_counter() - started:.0f} s"
             + (f"; {', '.join(edge)} at the grid's edge" if edge else ""))
     content["policies"] = dict(sorted(content["policies"].items()))
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_json(content, path)
     log(f"wrote {path}")
     return content

@@ -21,6 +21,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 from pathlib import Path
 
 from omgpt import seeding
@@ -28,6 +29,9 @@ from omgpt.errors import OMGPTError
 from omgpt.resources import CONFIGS, CHECKOUT
 
 TUNED = CONFIGS / "tuned"
+# Where a run reads and writes tunings instead (quick experiment runs: beside their models, so a test
+# or a smoke run never writes into the shipped configs).
+FOLDER_VARIABLE = "OMGPT_TUNED_DIR"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -60,7 +64,8 @@ def _plain(v) -> str:
 
 
 def tuned_path(key: str, folder: Path | None = None) -> Path:
-    return (folder or TUNED) / f"{key}.json"
+    """The file of setting ``key``: in ``folder``, else ``$OMGPT_TUNED_DIR``, else ``configs/tuned/``."""
+    return Path(folder or os.environ.get(FOLDER_VARIABLE) or TUNED) / f"{key}.json"
 
 
 def read_tuned(path: Path) -> dict:

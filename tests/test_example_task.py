@@ -27,8 +27,8 @@ EXAMPLE = ROOT / "examples" / "logit_pricing.py"
 @pytest.fixture(scope="module", autouse=True)
 def example():
     """Import the example once (registering a task name twice raises)."""
-    if "logit-pricing" in TASKS:
-        return sys.modules["logit_pricing_example"]
+    if "logit-pricing" in TASKS:  # imported before, under whatever name (tests/test_envs.py: examples.logit_pricing)
+        return sys.modules[TASKS["logit-pricing"].cls.__module__]
     spec = importlib.util.spec_from_file_location("logit_pricing_example", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

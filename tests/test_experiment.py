@@ -215,13 +215,17 @@ def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, cap
     assert [p["horizon"] for p in result["panels"]] == [12, 12]
     assert all(p["window"] == 6 for p in result["panels"])  # acts on the last W = 6 steps
     for panel in result["panels"]:
-        assert set(panel["policies"]) == {"omgpt", "erm", "fai"} and panel["benchmarks"] == ["erm", "fai"]
+        assert set(panel["policies"]) == {"omgpt", "erm", "erm-tuned", "fai", "fai-tuned"}
+        assert panel["benchmarks"] == ["erm", "erm-tuned", "fai", "fai-tuned"]
         for p in panel["policies"].values():
             assert len(p["curves"]["regret"]["mean"]) == 12
             assert p["final_regret"]["mean"] == pytest.approx(p["curves"]["regret"]["mean"][-1], abs=1e-4)  # curves: 4 decimals
     report = (out / "report.md").read_text()
     assert "## Uncensored demand" in report and "![curves](curves.png)" in report and "best benchmark" in report
     assert len(list((tmp_path / "models").glob("*/done.json"))) == 2
+    # a quick run's tunings (its horizon was never tuned) go beside its models, never into configs/tuned/
+    assert sorted(p.name for p in (tmp_path / "models-tuned").iterdir()) == ["newsvendor-T12.json", "newsvendor-censored-T12.json"]
+    assert not list((ROOT / "configs" / "tuned").glob("*-T12.json"))
     capsys.readouterr()
     assert cli_main(args) == 0  # a second run trains nothing
     assert capsys.readouterr().out.count("reusing") == 2

@@ -33,6 +33,8 @@ sample paths and histograms) and ``demand-prediction`` (observation head vs ridg
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from pathlib import Path
 
@@ -82,7 +84,8 @@ def run_experiment(
         return None
     # The report folder is built aside and replaces OUT only when complete; its temporary folder is
     # made before the training, so an unwritable OUT fails now and not hours later.
-    with output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder:
+    quick = bool(fit_configs) or horizon is not None
+    with output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder, tunings_beside(models_path if quick else None):
         records = train_all(exp, models_path, fit_configs, jobs)
         tune_missing(exp)
         evaluation_start = time.perf_counter()
@@ -111,6 +114,26 @@ def run_experiment(
     print(summary_lines(result))
     print(f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)")
     return result
+
+
+@contextlib.contextmanager
+def tunings_beside(models_path: Path | None):
+    """A quick run (``--horizon``, ``--fit-config``) keeps its tunings in ``MODELS-tuned/`` (its horizons
+    are never the shipped ones), so it never writes into ``configs/tuned/``."""
+    from omgpt.tuning import FOLDER_VARIABLE
+
+    if models_path is None:
+        yield
+        return
+    before = os.environ.get(FOLDER_VARIABLE)
+    os.environ[FOLDER_VARIABLE] = str(models_path.parent / f"{models_path.name}-tuned")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(FOLDER_VARIABLE, None)
+        else:
+            os.environ[FOLDER_VARIABLE] = before
 
 
 def tune_missing(exp: dict) -> None:
