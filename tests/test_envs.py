@@ -54,7 +54,7 @@ def test_every_task_passes_check_env(name):
 
 
 def test_importing_omgpt_registers_every_task_and_a_task_added_later_on_request():
-    assert all(env_id(name) in gymnasium.registry for name in TASKS)
+    assert all(env_id(name) in gymnasium.registry for name in TASKS if name != "logit-pricing")  # the example registers later
     if "logit-pricing" not in TASKS:  # tests/test_example_task.py may have imported it already
         import examples.logit_pricing  # noqa: F401  (a task file of one's own, registered after omgpt)
 
