@@ -40,7 +40,9 @@ def flip_lines(panel: dict) -> list[str]:
         return []
     lines = [f"Why OMGPT is not below {best} here:"]
     star = finals.get("alg-star")
-    if star is not None:
+    if star is not None and star <= 0:
+        lines.append(f"alg-star's own mean regret here is {star:.2f}: on these environments the noise is larger than the gaps between the policies.")
+    elif star is not None:
         q = panel["policies"]["omgpt"].get("ratio_to_alg_star") or {}
         b = panel["policies"][best].get("ratio_to_alg_star") or {}
         ours = f"{q['mean']:.2f}× alg-star {interval(q['ci90'])}" if q.get("mean") else f"{finals['omgpt'] / star:.2f}× alg-star"
