@@ -45,20 +45,20 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
     from analysis.report import ratios_to_alg_star, summarise
     from omgpt.evaluation import evaluate_policies
     from omgpt.policies import make_policy
-    from omgpt.policies.tuned import plays_as_base
     from omgpt.tasks import make_episode_task
 
     task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
     specs = _policy_specs(panel, task, models, device)
     for policy, options in specs.values():  # fail on an inapplicable benchmark (or a missing tuning) before rolling anything out
         make_policy(policy, task, panel["horizon"], **options)
-    histories = {}
-    for label, (policy, options) in specs.items():
-        base = policy.removesuffix("-tuned")
-        if base != policy and specs.get(base) == (base, {}) and plays_as_base(make_policy(policy, task, panel["horizon"], **options)):
-            histories[label] = histories[base]  # the tuned constants are the paper's: the same rollout, bit for bit
-            continue
-        histories[label] = evaluate_policies(task, {policy: options}, runs, panel["horizon"], seed, device=device, progress=False)[policy]
+    # Every benchmark in one call (a tuned variant at the paper's constants reuses its base's rollout
+    # there); each model alone, as several share the policy name "omgpt". Every call draws the same
+    # environments and noise from the seed, whatever it plays.
+    benchmarks = {policy: options for policy, options in specs.values() if policy != "omgpt"}
+    played = evaluate_policies(task, benchmarks, runs, panel["horizon"], seed, device=device, progress=False) if benchmarks else {}
+    histories = {label: played[policy] if policy != "omgpt" else
+                 evaluate_policies(task, {policy: options}, runs, panel["horizon"], seed, device=device, progress=False)[policy]
+                 for label, (policy, options) in specs.items()}
     stats = summarise(histories)
     ratios = ratios_to_alg_star(histories)
     numbers = {
