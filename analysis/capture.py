@@ -183,7 +183,7 @@ def collect(
     the histories it meets at test time; any other registered policy name works too (``random``,
     ``noisy-oracle``, ``alg-star``, …). The environments and the streams are seeded by ``seed`` alone,
     so two calls with the same seed see the same environments and contexts. The model is put in eval
-    mode and left in it; the caller restores training mode (see ``analysis.embedding_probe.EmbeddingProbe``).
+    mode and left in it; the caller restores training mode (see ``omgpt.analysis.embedding_probe.EmbeddingProbe``).
     """
     if n < 1:
         raise OMGPTError(f"the number of histories must be a positive integer, got {n}")

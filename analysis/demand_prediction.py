@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.report import mean_band_ci
+from omgpt.analysis.report import mean_band_ci
 from omgpt.files import save_figure, write_json
 
 RIDGE_LAMBDA = 0.1  # paper §5.1.6

@@ -8,9 +8,9 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from analysis.capture import collect
-from analysis.probing import plot_probes, probe_collected
-from analysis.tsne import plot_tsne_layers, tsne_layers
+from omgpt.analysis.capture import collect
+from omgpt.analysis.probing import plot_probes, probe_collected
+from omgpt.analysis.tsne import plot_tsne_layers, tsne_layers
 from omgpt.files import write_json
 
 

@@ -1,5 +1,5 @@
 """Figures of ``omgpt experiment``, drawn from its ``experiment.json`` alone (so they can be redrawn
-without re-running anything: ``python -m analysis.experiment_figures results/NAME``).
+without re-running anything: ``python -m omgpt.analysis.experiment_figures results/NAME``).
 
 * ``curves``: the paper's layout -- one column per panel, cumulative regret on top (final regret in
   the legend) and action suboptimality below, mean with a 90% band; one PNG per ``figure_file``.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.demand_prediction import draw_demand_errors
-from analysis.report import draw_curves, final_demand_errors
+from omgpt.analysis.demand_prediction import draw_demand_errors
+from omgpt.analysis.report import draw_curves, final_demand_errors
 from omgpt.files import save_figure
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.capture import Collected, collect
+from omgpt.analysis.capture import Collected, collect
 from omgpt.errors import OMGPTError
 from omgpt.files import save_figure
 

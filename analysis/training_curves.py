@@ -1,6 +1,6 @@
 """Compare training runs: validation regret against optimisation steps, from Lightning's CSV logs.
 
-    python -m analysis.training_curves --run noisy-oracle=runs/G/version_0 --run random=runs/demo/train/version_0 \\
+    python -m omgpt.analysis.training_curves --run noisy-oracle=runs/G/version_0 --run random=runs/demo/train/version_0 \\
         --reference ERM=49.65 --reference FAI=75.50 --out results/data_policy
 
 writes ``curves.json`` (every run's (step, val/regret) points) and ``val_regret.png``.

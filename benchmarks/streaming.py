@@ -20,11 +20,11 @@ import argparse
 import torch
 from torch.utils.data import DataLoader
 
-from omgpt.bench import StepTimer, demo_config, demo_module, quiet_lightning, timing_trainer
+from omgpt.timing import StepTimer, demo_config, demo_module, quiet_lightning, timing_trainer
 
 
 def datamodule(steps: int, workers: int, batch_size: int | None = None, horizon: int | None = None):
-    from datamodules import HistoryDataModule
+    from omgpt.datamodules import HistoryDataModule
 
     cfg = demo_config()
     model, data = cfg["model"], dict(cfg["data"])

@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from omgpt.bench import demo_config, machine
+from omgpt.timing import demo_config, machine
 
 
 def matmul_peak_flops(device: str, size: int = 1024, repeats: int = 5) -> float:
@@ -71,7 +71,7 @@ def seconds_per_step(module, batch: dict, steps: int, device: str) -> float:
 
 
 def main() -> None:
-    from datamodules.history import HistoryStream
+    from omgpt.datamodules.history import HistoryStream
     from omgpt.module import OMGPTModule
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

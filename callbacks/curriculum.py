@@ -5,7 +5,7 @@ import math
 
 from lightning.pytorch.callbacks import Callback
 
-from datamodules.history import require_history_datamodule
+from omgpt.datamodules.history import require_history_datamodule
 
 
 class HorizonCurriculum(Callback):

@@ -6,7 +6,7 @@ import copy
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from datamodules.history import SelfRollouts, history_batch, require_history_datamodule
+from omgpt.datamodules.history import SelfRollouts, history_batch, require_history_datamodule
 from omgpt.seeding import stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout

@@ -1,4 +1,4 @@
 """Lightning DataModules that stream generated decision histories."""
-from datamodules.history import HistoryDataModule, HistoryStream, stream_seed
+from omgpt.datamodules.history import HistoryDataModule, HistoryStream, stream_seed
 
 __all__ = ["HistoryDataModule", "HistoryStream", "stream_seed"]

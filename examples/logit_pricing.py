@@ -22,7 +22,7 @@ task is registered::
     python examples/logit_pricing.py fit --config configs/scale/tiny.yaml --model.task logit-pricing --model.horizon 30
     python examples/logit_pricing.py evaluate --ckpt runs/.../last.ckpt --policies omgpt,oracle,alg-star,random --runs 50
 
-(or ``import examples.logit_pricing`` before calling :func:`omgpt.cli.cli_main` in Python).
+(or ``import examples.logit_pricing`` before calling :func:`omgpt.commands.cli.cli_main` in Python).
 """
 from __future__ import annotations
 
@@ -30,7 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from omgpt.tasks.base import Envs, Scaling, Task, box_log_density, register, uniform
+from omgpt.tasks.base import Envs, Scaling, Task
+
+from omgpt.tasks.densities import box_log_density, uniform
+
+from omgpt.tasks.registry import register
 
 ALPHA_RANGE = (0.0, 2.0)  # willingness to pay, per context feature
 BETA_RANGE = (0.5, 1.5)  # price sensitivity
@@ -110,6 +114,6 @@ class LogitPricing(Task):
 
 
 if __name__ == "__main__":  # the omgpt command line, with this task registered
-    from omgpt.cli import main
+    from omgpt.commands.cli import main
 
     main()

@@ -1,3 +1,3 @@
-from omgpt.cli import main
+from omgpt.commands.cli import main
 
 main()

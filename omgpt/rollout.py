@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from omgpt import checks
-from omgpt.tasks.base import Envs, Task, step_regret
+from omgpt.tasks.base import Envs, step_regret, Task
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Benchmarks tuned as their authors tune them (SPEC §7): the constants a ``<name>-tuned`` policy plays
-(the search itself is the ``omgpt tune`` command, :mod:`omgpt.tune`).
+(the search itself is the ``omgpt tune`` command, :mod:`omgpt.commands.tune`).
 
 A benchmark's free constants (its class's ``tunable`` grid: UCB's exploration multiplier, LinUCB's
 ``β`` multiplier and ridge, ERM's L1 penalty, ...) are chosen by a grid search on **validation**

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy, policies_for
 from omgpt.policies.alg_star import AlgStar, weighted_median

@@ -8,9 +8,9 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from callbacks import HorizonCurriculum, SelfRolloutRefresh
-from datamodules import HistoryDataModule
-from datamodules.history import SelfRollouts
+from omgpt.callbacks import HorizonCurriculum, SelfRolloutRefresh
+from omgpt.datamodules import HistoryDataModule
+from omgpt.datamodules.history import SelfRollouts
 from omgpt.module import OMGPTModule
 
 T = 12

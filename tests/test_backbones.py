@@ -12,11 +12,11 @@ import pytest
 import torch
 import yaml
 
-from datamodules import HistoryDataModule
-from datamodules.history import HistoryStream
-from omgpt.cli import cli_main
+from omgpt.datamodules import HistoryDataModule
+from omgpt.datamodules.history import HistoryStream
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
-from omgpt.evaluate import run_demand_prediction
+from omgpt.commands.evaluate import run_demand_prediction
 from omgpt.model import GPT, LSTM, GPTConfig, SequenceModel, build_model
 from omgpt.module import OMGPTModule, load_module
 from omgpt.policies import make_policy
@@ -249,7 +249,7 @@ def test_demand_prediction_needs_an_obs_head_and_a_scalar_observation(tmp_path, 
 def test_ridge_baseline_recovers_linear_demand():
     """Noise-free linear demand with d = 2: after enough samples ridge (λ = 0.1) predicts it closely,
     and matches the closed form (ZᵀZ + λI)⁻¹Zᵀy."""
-    from analysis.demand_prediction import ridge_predictions
+    from omgpt.analysis.demand_prediction import ridge_predictions
 
     rng = np.random.default_rng(0)
     x, a = rng.uniform(0, 2.5, (3, 30, 2)), rng.uniform(0, 3, (3, 30, 1))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy, policies_for
 from omgpt.policies.bandit import maximise_on_ball, ucb_objective

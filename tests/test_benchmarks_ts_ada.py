@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from omgpt import lp
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task

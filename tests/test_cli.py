@@ -9,8 +9,8 @@ from typing import Optional
 
 import pytest
 
-from omgpt.cli import cli_main
-from omgpt.cli_args import PositiveInt, parse
+from omgpt.commands.cli import cli_main
+from omgpt.commands.args import PositiveInt, parse
 from omgpt.errors import OMGPTError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,9 +11,9 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from callbacks import HorizonCurriculum
-from datamodules import HistoryDataModule
-from omgpt.cli import cli_main
+from omgpt.callbacks import HorizonCurriculum
+from omgpt.datamodules import HistoryDataModule
+from omgpt.commands.cli import cli_main
 from omgpt.module import OMGPTModule
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -56,7 +56,7 @@ def test_cli_fit_trains_on_the_scheduled_horizons(tmp_path, monkeypatch):
     callbacks.write_text(
         "trainer:\n"
         "  callbacks:\n"
-        "    - class_path: callbacks.HorizonCurriculum\n"
+        "    - class_path: omgpt.callbacks.HorizonCurriculum\n"
         "      init_args: {stage_epochs: 1}\n"
         "    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
         f"      init_args: {{dirpath: {tmp_path / 'ckpt'}, save_last: true}}\n"

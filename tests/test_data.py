@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-import datamodules.history as history_mod
-from datamodules import HistoryDataModule, HistoryStream
+import omgpt.datamodules.history as history_mod
+from omgpt.datamodules import HistoryDataModule, HistoryStream
 from omgpt.errors import OMGPTError
 from omgpt.tasks import make_task
 

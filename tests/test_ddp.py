@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.model import GPT, GPTConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout

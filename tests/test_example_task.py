@@ -14,8 +14,8 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from omgpt.cli import cli_main
-from omgpt.evaluate import run_evaluation
+from omgpt.commands.cli import cli_main
+from omgpt.commands.evaluate import run_evaluation
 from omgpt.policies import make_policy, policies_for
 from omgpt.rollout import replay, rollout
 from omgpt.tasks import TASKS, make_task

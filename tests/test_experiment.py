@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from omgpt.cli import cli_main
-from omgpt.experiment import (
+from omgpt.commands.cli import cli_main
+from omgpt.commands.experiment import (
     at_scale,
     available,
     fit_arguments,
@@ -56,9 +56,9 @@ def test_scale_overrides_resolve_at_every_depth():
     ({"models": {}, "panels": []}, "title"),
 ])
 def test_experiment_configs_are_typed_and_a_bad_one_is_one_line_naming_the_key(data, key):
-    """jsonargparse parses every experiment config against typed records (omgpt.experiment.config)."""
+    """jsonargparse parses every experiment config against typed records (omgpt.commands.experiment.config)."""
     from omgpt.errors import OMGPTError
-    from omgpt.experiment.config import parse_experiment
+    from omgpt.commands.experiment.config import parse_experiment
 
     with pytest.raises(OMGPTError) as e:
         parse_experiment(data, "x.yaml")
@@ -101,7 +101,7 @@ def test_cpu_scale_runs_the_papers_horizons_and_shares_models_across_experiments
 
 def test_a_reference_model_stands_in_for_training_only_where_it_is_the_model_asked_for(tmp_path):
     from omgpt.errors import OMGPTError
-    from omgpt.experiment.models import pretrained_model, train_model
+    from omgpt.commands.experiment.models import pretrained_model, train_model
 
     model = {"task": "newsvendor", "task_options": {}, "horizon": 100, "args": {}, "configs": [], "pretrained": "newsvendor"}
     record = train_model("nv", model, "cpu", tmp_path, [], None)
@@ -148,7 +148,7 @@ def test_alg_star_replayed_on_its_own_history_agrees_exactly():
 
 
 def test_improvement_rate_against_the_best_benchmark():
-    from analysis.experiment_figures import improvement_rate
+    from omgpt.analysis.experiment_figures import improvement_rate
 
     panel = {"benchmarks": ["ilse", "cils"], "policies": {
         "omgpt": {"optimal_reward": 100.0, "final_regret": {"mean": 10.0}},   # reward 90
@@ -164,8 +164,8 @@ def _panel(title, task, benchmarks, **finals):
 
 
 def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_numbers():
-    from omgpt.experiment.claims import check_claim
-    from omgpt.experiment.report import report
+    from omgpt.commands.experiment.claims import check_claim
+    from omgpt.commands.experiment.report import report
 
     # alg-star-match: OMGPT closes (40 - 4) / (40 - 2) = 95% of the gap on 4 environments, (50 - 30) / (50 - 10)
     # = 50% on 100; its mean deviation grows 0.1 -> 0.5.
@@ -309,7 +309,7 @@ def test_bandit_alg_star_match_uses_alg_stars_expected_reward():
 
 
 def test_all_trains_every_distinct_model_once_then_runs_every_experiment(monkeypatch, capsys):
-    import omgpt.experiment as experiment
+    import omgpt.commands.experiment as experiment
 
     trained, ran = [], []
     monkeypatch.setattr(experiment, "train_all", lambda exp, models_dir, configs, jobs: trained.append((exp, jobs)))
@@ -327,7 +327,7 @@ def test_all_trains_every_distinct_model_once_then_runs_every_experiment(monkeyp
 def test_model_size_draws_the_papers_figure_and_the_scaling_curves(tmp_path):
     """From the committed report's numbers: the advantage grid, the scaling curves (validation regret
     against steps per depth, test regret against depth) and the regret curves."""
-    from analysis.experiment_figures import draw
+    from omgpt.analysis.experiment_figures import draw
 
     result = json.loads((ROOT / "results" / "model-size" / "experiment.json").read_text())
     assert draw(result, tmp_path) == ["advantage.png", "scaling.png", "regret.png"]
@@ -337,7 +337,7 @@ def test_model_size_draws_the_papers_figure_and_the_scaling_curves(tmp_path):
 def test_a_resumed_fit_counts_the_training_time_of_every_process(tmp_path):
     """done.json's train_seconds is the run's own clock, which a resumed fit carries on from its
     checkpoint, so a fit stopped and resumed is not undercounted as its last process's time."""
-    from omgpt.experiment.models import _training_summary
+    from omgpt.commands.experiment.models import _training_summary
     run = tmp_path / "key" / "run"
     run.mkdir(parents=True)
     header = "epoch,step,time/wall_minutes,time/cpu_minutes,val/regret,val/regret_ucb,val/obs_mse\n"
@@ -353,9 +353,9 @@ def test_a_resumed_fit_counts_the_training_time_of_every_process(tmp_path):
 def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_says_would_close_the_gap(tmp_path):
     """The head's error falls exactly as 1/sqrt(steps): from 0.1 at 100 steps to 0.01 at 10,000, so a
     ridge error of 0.005 is reached at 40,000 steps, 4x the 10,000 trained; a flat curve says no steps do."""
-    from analysis.experiment_figures import draw
-    from analysis.report import steps_to_reach
-    from omgpt.experiment.report import report
+    from omgpt.analysis.experiment_figures import draw
+    from omgpt.analysis.report import steps_to_reach
+    from omgpt.commands.experiment.report import report
 
     curve = [[s, s ** -0.5] for s in (100, 400, 1600, 2500, 6400, 10_000)]
     steps, slope = steps_to_reach(curve, 0.005)
@@ -378,7 +378,7 @@ def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_sa
 
 
 def test_the_kept_checkpoint_is_the_lowest_ucb_when_a_resume_left_two(tmp_path):
-    from omgpt.experiment.models import best_checkpoint
+    from omgpt.commands.experiment.models import best_checkpoint
 
     ckpts = tmp_path / "key" / "run" / "checkpoints"
     ckpts.mkdir(parents=True)

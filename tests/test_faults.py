@@ -35,7 +35,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.files import atomic_write, write_json
 from tests.test_safety import fit_args, last_ckpt, one_line_error, snapshot, trained  # noqa: F401 (trained: a fixture)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from omgpt.experiment import optimal_reward
+from omgpt.commands.experiment import optimal_reward
 from omgpt.policies import make_policy
 from omgpt.rollout import replay, rollout, tokens_at
 from omgpt.tasks import make_episode_task, make_task

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.capture import capture, collect, feature_position, record_hidden, run_from_layer
-from analysis.probing import probe_layers
-from omgpt.cli import cli_main
+from omgpt.analysis.capture import capture, collect, feature_position, record_hidden, run_from_layer
+from omgpt.analysis.probing import probe_layers
+from omgpt.commands.cli import cli_main
 from omgpt.module import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,8 +194,8 @@ def test_embedding_probe_callback_logs_and_saves(tmp_path):
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
 
-    from analysis.embedding_probe import EmbeddingProbe
-    from datamodules import HistoryDataModule
+    from omgpt.analysis.embedding_probe import EmbeddingProbe
+    from omgpt.datamodules import HistoryDataModule
     from omgpt.module import OMGPTModule
 
     opts = {"demand_types": "mixed"}
@@ -237,8 +237,8 @@ DDP_SCRIPT = """
 import sys
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger
-from analysis.embedding_probe import EmbeddingProbe
-from datamodules import HistoryDataModule
+from omgpt.analysis.embedding_probe import EmbeddingProbe
+from omgpt.datamodules import HistoryDataModule
 from omgpt.module import OMGPTModule
 
 if __name__ == "__main__":

@@ -1,41 +1,60 @@
-"""The import layers: the library (tasks, policies, rollout, model, module, metrics, seeding and their
-helpers) imports nothing above it; data modules and callbacks import the library only; analysis does
-not import the commands; the command-line helpers are imported by commands only; and no cycle."""
+"""The import layers, as the folders show them (README, "Architecture"), lowest first:
+
+1. the library, ``omgpt/`` (tasks, policies, rollout, model, module, evaluation, metrics, files, ...);
+2. the data modules and callbacks, ``datamodules/`` and ``callbacks/`` (installed as ``omgpt.datamodules``
+   and ``omgpt.callbacks``);
+3. the analysis, ``analysis/`` (``omgpt.analysis``);
+4. the benchmark scripts, ``benchmarks/`` (run by ``omgpt bench`` and by hand);
+5. the commands, ``omgpt/commands/``, and the entry point ``omgpt/__main__.py``;
+6. the maintenance tools, ``tools/`` (``python -m tools.X``; not installed).
+
+A module imports its own layer and those below; the command-line helpers are imported by commands
+only; and there is no cycle, counting the benchmark scripts ``omgpt bench`` loads by file name (a
+dynamic import the static check would otherwise miss).
+"""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("omgpt", "datamodules", "callbacks", "analysis")
-COMMANDS = {"omgpt.cli", "omgpt.cli_args", "omgpt.lightning_cli", "omgpt.evaluate", "omgpt.demo", "omgpt.interpret",
-            "omgpt.bench", "omgpt.experiment", "omgpt.tune", "omgpt.__main__",
-            "analysis.recipe", "analysis.reference_models"}  # the last two: tools run as `python -m analysis.X`
+FOLDERS = {  # repository folder -> module prefix (pyproject.toml's package-dir)
+    "omgpt": "omgpt", "datamodules": "omgpt.datamodules", "callbacks": "omgpt.callbacks", "analysis": "omgpt.analysis",
+    "benchmarks": "benchmarks", "tools": "tools",
+}  # fmt: skip
+CLI_HELPERS = {"omgpt.commands.cli", "omgpt.commands.args", "omgpt.commands.lightning_cli"}
 
 
-def is_command(module: str) -> bool:
-    return module in COMMANDS or module.startswith("omgpt.experiment.")
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
 
-LAYERS = [  # lowest first; a module may import its own layer and those below
-    ("library", lambda m: m.startswith("omgpt") and not is_command(m)),
-    ("data and callbacks", lambda m: m.split(".")[0] in ("datamodules", "callbacks")),
-    ("analysis", lambda m: m.split(".")[0] == "analysis" and not is_command(m)),
-    ("commands", is_command),
+LAYERS = [  # lowest first
+    ("library", lambda m: within(m, "omgpt")),
+    ("data and callbacks", lambda m: within(m, "omgpt.datamodules") or within(m, "omgpt.callbacks")),
+    ("analysis", lambda m: within(m, "omgpt.analysis")),
+    ("benchmark scripts", lambda m: within(m, "benchmarks")),
+    ("commands", lambda m: within(m, "omgpt.commands") or m == "omgpt.__main__"),
+    ("tools", lambda m: within(m, "tools")),
 ]
+
+
+def layer(module: str) -> int:
+    return max(i for i, (_, member) in enumerate(LAYERS) if member(module))
 
 
 def modules() -> dict[str, Path]:
     out = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            out[name.removesuffix(".__init__")] = path
+    for folder, prefix in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            out[".".join((prefix, *parts)).removesuffix(".__init__")] = path
     return out
 
 
 def imports() -> dict[str, set[str]]:
-    """Every project module -> the project modules it imports (at module level or inside functions)."""
+    """Every project module -> the project modules it imports (at module level or inside functions),
+    plus the benchmark scripts it loads by name (``load_benchmark("kv_cache")``)."""
     mods = modules()
 
     def resolve(name: str) -> str | None:
@@ -51,15 +70,27 @@ def imports() -> dict[str, set[str]]:
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "load_benchmark" and isinstance(node.args[0], ast.Constant):
+                targets = [f"benchmarks.{node.args[0].value}"]
             else:
                 continue
-            found |= {r for t in targets if t.split(".")[0] in PACKAGES and (r := resolve(t)) not in (None, name, "omgpt")}
+            found |= {r for t in targets if (r := resolve(t)) not in (None, name, "omgpt")}
         graph[name] = found
     return graph
 
 
-def layer(module: str) -> int:
-    return next(i for i, (_, member) in enumerate(LAYERS) if member(module))
+def test_the_folders_hold_what_the_readme_says():
+    mods = modules()
+    assert not list((ROOT / "results").rglob("*.py")), "results/ holds results, not code"
+    commands = {m for m in mods if layer(m) == 4}
+    for command in ("cli", "evaluate", "tune", "demo", "experiment", "bench", "interpret", "lightning_cli"):
+        assert f"omgpt.commands.{command}" in commands
+    # the library holds no command: nothing below omgpt/commands parses arguments or runs as a script
+    library = [m for m in mods if layer(m) == 0]
+    runs_as_script = [m for m in library if 'if __name__ == "__main__"' in mods[m].read_text()]
+    assert not runs_as_script, runs_as_script
+    assert not (ROOT / "omgpt" / "callbacks").exists() and not (ROOT / "omgpt" / "analysis").exists(), (
+        "the design card's folders stay at the top level; pyproject.toml installs them under omgpt")
 
 
 def test_no_module_imports_a_layer_above_its_own():
@@ -68,11 +99,17 @@ def test_no_module_imports_a_layer_above_its_own():
     assert not upward, upward
 
 
+def test_the_load_benchmark_edges_are_seen():
+    """The dynamic import that once made a cycle (omgpt bench -> benchmarks/streaming.py -> omgpt bench)."""
+    assert "benchmarks.streaming" in imports()["omgpt.commands.bench"]
+
+
 def test_the_command_line_helpers_are_imported_by_commands_only():
     graph = imports()
-    users = {m for m, deps in graph.items() if deps & {"omgpt.cli", "omgpt.cli_args", "omgpt.lightning_cli"}}
-    assert all(is_command(m) for m in users), users
-    assert {m for m, deps in graph.items() if "omgpt.cli" in deps} <= {"omgpt.__main__"}, "only the entry point imports omgpt.cli"
+    users = {m for m, deps in graph.items() if deps & CLI_HELPERS}
+    assert all(layer(m) >= 4 for m in users), users
+    entry = {m for m, deps in graph.items() if "omgpt.commands.cli" in deps}
+    assert entry <= {"omgpt.__main__", "tools.interpretability_train"}, "only the entry points import omgpt.commands.cli"
 
 
 def test_no_import_cycles():

@@ -233,7 +233,7 @@ def test_history_longer_than_max_steps_needs_a_window():
 # The observation head (paper §3.5.3), for both backbones.
 import warnings  # noqa: E402
 
-from datamodules.history import HistoryStream  # noqa: E402
+from omgpt.datamodules.history import HistoryStream  # noqa: E402
 from omgpt.model import build_model  # noqa: E402
 from omgpt.module import OMGPTModule  # noqa: E402
 
@@ -387,8 +387,8 @@ def test_validation_logs_the_observation_heads_error_after_t_minus_1_samples(tmp
     recomputed here by hand from the same validation episodes."""
     import lightning as L
 
-    from datamodules.history import HistoryDataModule
-    from omgpt.evaluate import observation_predictions
+    from omgpt.datamodules.history import HistoryDataModule
+    from omgpt.commands.evaluate import observation_predictions
     from omgpt.module import validation_envs, validation_rollout
     from omgpt.rollout import mean_observations
 

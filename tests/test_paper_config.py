@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.module import OMGPTModule
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

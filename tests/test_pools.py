@@ -14,7 +14,7 @@ from sklearn.model_selection import cross_val_score
 from sklearn.tree import DecisionTreeClassifier
 
 from omgpt.tasks import make_episode_task
-from omgpt.tasks.base import TASKS
+from omgpt.tasks.registry import TASKS
 from omgpt.tasks.newsvendor import Newsvendor
 
 POOL, EPISODES = 4, 1200

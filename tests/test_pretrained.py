@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.module import OMGPTModule, load_module
 
 

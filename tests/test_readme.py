@@ -24,7 +24,7 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one():
 
 
 def test_every_command_and_config_the_readme_mentions_exists():
-    from omgpt.cli import COMMANDS, LIGHTNING_COMMANDS
+    from omgpt.commands.cli import COMMANDS, LIGHTNING_COMMANDS
 
     for sub in set(re.findall(r"omgpt (\w+)", README)):
         if sub in ("fit", "validate", "test", "evaluate", "demo", "experiment"):
@@ -36,11 +36,11 @@ def test_every_command_and_config_the_readme_mentions_exists():
 
 
 def test_the_readmes_result_tables_are_the_ones_results_json_gives():
-    """Generated blocks (<!-- table:NAME -->) hold exactly what analysis.readme_tables builds from results/."""
-    from analysis import readme_tables
+    """Generated blocks (<!-- table:NAME -->) hold exactly what tools.readme_tables builds from results/."""
+    from tools import readme_tables
 
     assert "<!-- table:recipe -->" in README
-    assert readme_tables.render(README) == README, "run: python -m analysis.readme_tables"
+    assert readme_tables.render(README) == README, "run: python -m tools.readme_tables"
 
 
 @pytest.mark.slow
@@ -61,7 +61,7 @@ def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
 
 
 def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmark():
-    from analysis.readme_tables import panel_cell
+    from tools.readme_tables import panel_cell
 
     def panel(title, **finals):
         return {"title": title, "benchmarks": ["erm", "fai"], "models_compared": [k for k in finals if k not in ("erm", "fai")],
@@ -78,7 +78,7 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
 def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_evaluation(tmp_path, monkeypatch):
     import json
 
-    from analysis import readme_tables
+    from tools import readme_tables
 
     def experiment(name, models, seconds, evaluation=None):
         result = {"name": name, "scale": "cpu", "panels": [{"horizon": 100}], "seconds": seconds,

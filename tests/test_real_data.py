@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from omgpt import demand_data as dd
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
 from omgpt.module import OMGPTModule, check_target

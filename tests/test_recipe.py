@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from analysis import recipe
-from omgpt.cli import cli_main
+from tools import recipe
+from omgpt.commands.cli import cli_main
 
 
 @pytest.mark.parametrize("variant", recipe.available())

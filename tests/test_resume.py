@@ -204,8 +204,8 @@ def test_last_ckpt_is_the_latest_state_even_when_validation_stops_improving(tmp_
 
     import lightning as L
 
-    from callbacks import ModelCheckpoint
-    from datamodules.history import HistoryDataModule
+    from omgpt.callbacks import ModelCheckpoint
+    from omgpt.datamodules.history import HistoryDataModule
     from omgpt.module import OMGPTModule
 
     L.seed_everything(0, verbose=False)

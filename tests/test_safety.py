@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.module import load_module
 from tests.ddp_probe import file_hash
 
@@ -132,7 +132,7 @@ CONFIG_ERRORS = {
     "bad value in a config file": ("data:\n  batch_size: -3\n", "data.batch_size must be a positive integer, got -3"),
     "YAML syntax error": ("model: [1, 2\n", "Problems parsing config"),
     "not a mapping": ("just a string\n", "just a string"),
-    "unknown callback class": ("trainer:\n  callbacks:\n    - class_path: callbacks.Nope\n", "module 'callbacks' has no attribute 'Nope'"),
+    "unknown callback class": ("trainer:\n  callbacks:\n    - class_path: omgpt.callbacks.Nope\n", "module 'omgpt.callbacks' has no attribute 'Nope'"),
 }
 
 

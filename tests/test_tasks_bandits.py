@@ -9,8 +9,8 @@ import lightning as L
 import pytest
 import torch
 
-from datamodules.history import HistoryDataModule, HistoryStream
-from omgpt.cli import cli_main
+from omgpt.datamodules.history import HistoryDataModule, HistoryStream
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.model import GPT, GPTConfig
 from omgpt.module import OMGPTModule

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from omgpt import lp
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.policies import Policy, make_policy
 from omgpt.rollout import rollout

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.policies import Policy, make_policy
 from omgpt.rollout import rollout

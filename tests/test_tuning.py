@@ -12,16 +12,16 @@ import pytest
 import torch
 import yaml
 
-from analysis.report import BOOTSTRAP_SAMPLES, paired_ratio
+from omgpt.analysis.report import BOOTSTRAP_SAMPLES, paired_ratio
 from omgpt import seeding, tuning
-from omgpt.cli import cli_main
+from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
 from omgpt.policies import POLICIES, make_policy
 from omgpt.resources import CHECKOUT, CONFIGS
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
-from omgpt.tune import run_tuning
+from omgpt.commands.tune import run_tuning
 
 
 def gen(seed: int) -> torch.Generator:

@@ -35,8 +35,9 @@ from torch import Tensor
 
 from omgpt import checks, lp
 from omgpt.errors import OMGPTError
-from omgpt.policies.base import HistoryPolicy, register_policy
+from omgpt.policies.base import HistoryPolicy, Policy, register_policy
 from omgpt.tasks.newsvendor import Newsvendor
+from omgpt.tasks.newsvendor_nonperishable import NonperishableNewsvendor
 
 
 def quantile_regression(features: np.ndarray, targets: np.ndarray, q: float, l1: float = 0.0) -> np.ndarray:
@@ -222,3 +223,20 @@ class FAIPaper(FAI):
 
     def __init__(self, task, schedule: str = "paper"):
         super().__init__(task, schedule)
+
+
+@register_policy("uniform-level", tasks=(NonperishableNewsvendor,))
+class UniformLevel(Policy):
+    """Pre-training data for the non-perishable newsvendor: an order-up-to level uniform on
+    ``[I_t + low, I_t + high]`` (leak-free: independent of the environment). ``random`` levels uniform on
+    ``[I_t, I_t + 30]`` exceed the demand (mean ~11.5) by ~3.5 on average, so the inventory would drift
+    upwards without bound; the default ``[0, 20]`` (mean order 10) keeps it small, as under good play
+    (results/interpretability/nonperishable.yaml)."""
+
+    def __init__(self, task, low: float = 0.0, high: float = 20.0):
+        super().__init__(task)
+        self.low, self.high = low, high
+
+    def act(self, t, x):
+        u = torch.rand(self.batch, 1, generator=self.generator, device=self.device)
+        return x[:, :1] + self.low + (self.high - self.low) * u

@@ -13,19 +13,18 @@ Every draw of randomness goes through an explicit ``torch.Generator`` so a histo
 its seeds: that is what lets DDP ranks, DataLoader workers and evaluations never repeat each other.
 
 Adding a task = one file in this folder that subclasses :class:`Task` and decorates it with
-``@register("name")``.
+``@register("name")`` (:mod:`omgpt.tasks.registry`). The mix-ins several tasks share (Gaussian noise,
+demand types) are in :mod:`omgpt.tasks.mixins`, the prior and likelihood helpers in
+:mod:`omgpt.tasks.densities`.
 """
 from __future__ import annotations
 
-import inspect
-import math
 from dataclasses import dataclass
 from typing import Callable, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
-from omgpt import checks
 from omgpt.errors import OMGPTError
 
 Envs = dict[str, Tensor]
@@ -356,163 +355,3 @@ def _cross_entropy(logits: Tensor, target: Tensor, scale: Tensor) -> Tensor:
 
 
 LOSSES: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {"mse": _mse, "l1": _l1, "ce": _cross_entropy}
-
-
-class GaussianNoise:
-    """For tasks whose scalar observation is its mean plus ``N(0, σ²)`` noise, ``σ = noise_std``
-    (bandits, pricing): the simulator and the likelihood both follow from :meth:`Task.mean_observation`."""
-
-    noise_std: float
-
-    def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
-        mean = self.mean_observation(envs, x, a, t)[:, 0]
-        noise = self.noise_std * torch.randn(mean.shape, generator=generator, device=generator.device)
-        return (mean + noise)[:, None]
-
-    def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
-        return gaussian_log_likelihood(o[:, 0], self.mean_observation(candidates, x, a, t)[:, 0], self.noise_std)
-
-
-class DemandTypes:
-    """For tasks whose demand is linear, square, or a hidden per-environment mixture of the two
-    (``demand_types`` = ``"linear"`` / ``"square"`` / ``"mixed"``; pricing and newsvendor)."""
-
-    demand_types: str
-
-    @property
-    def hidden_type(self) -> HiddenType | None:
-        """The mixed prior's hidden demand type, ``envs["square"]``; fixed types hide none."""
-        return HiddenType("square", "demand type", ("linear", "square")) if self.demand_types == "mixed" else None
-
-    def is_square(self, envs: Envs) -> Tensor | bool:
-        """Which environments have square demand: ``envs["square"]`` ``(B,)`` in the mixed prior, else
-        the task's fixed type (a Python bool)."""
-        if "square" in envs:
-            return envs["square"]
-        if self.demand_types == "mixed":
-            raise KeyError("mixed demand types need envs['square']")
-        return self.demand_types == "square"
-
-
-# --------------------------------------------------------------------------------------------------
-# Registry.
-TASKS: dict[str, Callable[..., Task]] = {}
-
-
-def register(name: str, **defaults):
-    """Class decorator: make ``make_task(name)`` build this class with ``defaults`` as base options."""
-
-    def wrap(cls):
-        if name in TASKS:
-            raise ValueError(f"task {name!r} registered twice")
-        cls.name = cls.name or name
-
-        def factory(**options):
-            return cls(**{**defaults, **options})
-
-        factory.cls, factory.defaults = cls, defaults
-        TASKS[name] = factory
-        return cls
-
-    return wrap
-
-
-def make_task(name: str, **options) -> Task:
-    """Build a registered task by name, e.g. ``make_task("newsvendor-censored", pool_size=4)``.
-
-    Unknown names and options raise :class:`OMGPTError` naming what is available.
-    """
-    if name not in TASKS:
-        raise OMGPTError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
-    factory = TASKS[name]
-    allowed = {n for n, p in inspect.signature(factory.cls.__init__).parameters.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    allowed |= {"pool_size", "pool_seed"}
-    fixed = sorted(set(options) & set(factory.defaults))
-    if fixed:
-        raise OMGPTError(f"option {', '.join(map(repr, fixed))} is fixed by the task name {name!r}; pick the task variant instead")
-    bad = sorted(set(options) - allowed)
-    if bad:
-        raise OMGPTError(
-            f"task {name!r} has no option {', '.join(map(repr, bad))}; options: {', '.join(sorted(allowed))}"
-        )
-    options = checks.options(factory.cls, options, f"task {name!r}")
-    what = f"task {name!r} with options {options}"
-    task = checks.built(lambda: factory(**options), what)
-    # One step shows whether the options make a task that runs; an episode of one step needs no
-    # longer planning horizon (queueing's DP would make a long one slow to try).
-    check_playable(checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what)
-    task.name = name
-    task._options = dict(options)
-    return task
-
-
-def check_playable(task: Task, what: str) -> None:
-    """Play one step of two environments of ``task`` with uniformly random actions: an option its
-    constructor lets through but its simulator cannot use (a negative size or variance) fails now, in
-    one line naming ``what``, instead of inside a run -- or worse, quietly, as NaN numbers. (One step
-    written out with the Task API: the rollout loop and the policies sit above the tasks.)"""
-    g = torch.Generator().manual_seed(0)
-
-    def one_step():
-        envs = task.start(task.sample_envs(2, g), g)
-        x = task.sample_context(envs, 0, g)
-        a = task.project(task.sample_action(2, g).to(x.dtype), x)
-        a_star = task.optimal_action(envs, x, 0)
-        o = task.observe(envs, x, a, 0, g)
-        regret = task.regret(envs, x, a, 0, a_star)
-        task.step(envs, x, a, o, 0)
-        return envs, {"contexts": x, "observations": o, "optimal_actions": a_star, "regrets": regret}
-
-    envs, played = checks.built(one_step, what)
-    checks.finite(what, **{f"environment {k}": v for k, v in envs.items()}, **played)
-
-
-def make_episode_task(name: str, options: dict | None, horizon: int) -> Task:
-    """:func:`make_task` for episodes of ``horizon`` steps: tasks whose prior or oracle depends on the
-    episode length (queueing's DP, revenue's budget ``T·1``, the non-stationary change point) take a
-    ``horizon`` option, which is set to ``horizon`` unless ``options`` fix it explicitly."""
-    options = dict(options or {})
-    factory = TASKS.get(name)
-    if factory is not None and "horizon" in inspect.signature(factory.cls.__init__).parameters:
-        options.setdefault("horizon", horizon)
-    return make_task(name, **options)
-
-
-def check_noise_std(noise_std: float) -> float:
-    """The Gaussian tasks' noise option: a standard deviation ``σ ≥ 0`` (docs/paper-gaps.md §6: the paper's
-    ``N(·, 0.2)`` is ``σ = 0.2``, as in the authors' code), finite."""
-    value = float(noise_std)
-    if not (value >= 0 and value < float("inf")):
-        raise OMGPTError(f"noise_std must be a finite non-negative standard deviation, got {noise_std}")
-    return value
-
-
-def uniform(n: int, dims: tuple[int, ...], low: float, high: float, generator: torch.Generator) -> Tensor:
-    """``U[low, high]`` samples of shape ``(n, *dims)`` on the generator's device."""
-    return low + (high - low) * torch.rand((n, *dims), generator=generator, device=generator.device)
-
-
-def box_log_density(v: Tensor, lo: float, hi: float, width: float | None = None) -> Tensor:
-    """Log density (up to a constant) of the rows of ``v`` ``(M, d)`` under ``U[lo, hi]^d``: ``0``
-    inside, ``-inf`` outside. With ``width < hi - lo``, that of the pricing in-domain shift's mixture
-    instead: ``κ ~ U[lo, hi - width]``, then ``U[κ, κ + width]^d``, whose density is proportional to
-    the length of the ``κ`` that cover ``v``."""
-    if width is None or width >= hi - lo:
-        inside = ((v >= lo) & (v <= hi)).all(-1)
-        return torch.where(inside, 0.0, -math.inf).to(v.dtype)
-    low = torch.clamp(v.amax(-1) - width, min=lo)
-    high = torch.clamp(v.amin(-1), max=hi - width)
-    inside = ((v >= lo) & (v <= hi)).all(-1) & (high > low)
-    return torch.where(inside, torch.log((high - low).clamp(min=1e-30)), torch.full_like(low, -math.inf))
-
-
-MIN_NOISE_VAR = 1e-6  # noise_std = 0 (a noiseless test shift) would make the Gaussian likelihood a point mass
-
-
-def gaussian_log_likelihood(o: Tensor, mean: Tensor, noise_std: float) -> Tensor:
-    """``log N(o; mean, σ²)`` up to a constant, ``-(o - mean)² / (2σ²)``, for the tasks with Gaussian
-    observation noise of standard deviation ``σ = noise_std`` (docs/paper-gaps.md §6). The paper writes
-    ``exp(-(1/σ²) Σ (O - mean)²)``, the likelihood of noise variance ``σ²/2``, which sharpens the
-    posterior by a factor 2 in log space; this is the correct Gaussian one."""
-    var = max(float(noise_std) ** 2, MIN_NOISE_VAR)
-    return -((o - mean) ** 2) / (2 * var)

@@ -18,7 +18,9 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, GaussianNoise, Task, check_noise_std, register
+from omgpt.tasks.base import Envs, Task
+from omgpt.tasks.mixins import check_noise_std, GaussianNoise
+from omgpt.tasks.registry import register
 
 
 NORM_TOL = 1e-6  # float slack of the unit ball (see LinearBandit.project)

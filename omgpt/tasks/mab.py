@@ -19,7 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, GaussianNoise, Task, check_noise_std, register
+from omgpt.tasks.base import Envs, Task
+from omgpt.tasks.mixins import check_noise_std, GaussianNoise
+from omgpt.tasks.registry import register
 
 
 @register("mab")

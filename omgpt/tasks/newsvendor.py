@@ -43,7 +43,10 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import DemandTypes, Envs, Scaling, Task, box_log_density, register, uniform
+from omgpt.tasks.base import Envs, Scaling, Task
+from omgpt.tasks.densities import box_log_density, uniform
+from omgpt.tasks.mixins import DemandTypes
+from omgpt.tasks.registry import register
 
 DEMAND_TYPES = ("linear", "square", "mixed")
 SQUARE_SCALE_PER_DIM = 4.0  # square demand (wᵀX~)² / s with s = 4d (16 at d = 4): see the module docstring

@@ -45,7 +45,8 @@ from torch import Tensor
 
 from omgpt import demand_data as dd
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Scaling, Task, make_task, register
+from omgpt.tasks.base import Envs, Scaling, Task
+from omgpt.tasks.registry import make_task, register
 
 ACTION_HIGH = 50.0  # orders up to 50x the level: above every bakery day (max 49.8; 99.99% of days below 12.4)
 # Context columns before the table's own features.

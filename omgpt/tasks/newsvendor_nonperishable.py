@@ -34,7 +34,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from omgpt.tasks.base import Envs, Scaling, register
+from omgpt.tasks.base import Envs, Scaling
+
+from omgpt.tasks.registry import register
 from omgpt.tasks.newsvendor import Newsvendor
 
 

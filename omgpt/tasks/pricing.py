@@ -39,7 +39,10 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import DemandTypes, Envs, GaussianNoise, Scaling, Task, box_log_density, check_noise_std, register, uniform
+from omgpt.tasks.base import Envs, Scaling, Task
+from omgpt.tasks.densities import box_log_density, uniform
+from omgpt.tasks.mixins import check_noise_std, DemandTypes, GaussianNoise
+from omgpt.tasks.registry import register
 
 DEMAND_TYPES = ("linear", "square", "mixed")
 

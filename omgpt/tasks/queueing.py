@@ -58,7 +58,8 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Scaling, Task, register
+from omgpt.tasks.base import Envs, Scaling, Task
+from omgpt.tasks.registry import register
 
 LAMBDAS = (0.1, 0.26, 0.42, 0.58, 0.74, 0.9)
 COSTS = (5.0, 16.0, 27.0, 38.0, 49.0, 60.0)

@@ -67,7 +67,9 @@ from torch import Tensor
 
 from omgpt import lp
 from omgpt.errors import OMGPTError
-from omgpt.tasks.base import Envs, Scaling, Task, register, uniform
+from omgpt.tasks.base import Envs, Scaling, Task
+from omgpt.tasks.densities import uniform
+from omgpt.tasks.registry import register
 
 _FEAS_TOL = 1e-9
 

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Literal, Optional
 
-from omgpt.cli_args import Device, Number, PositiveFloat, PositiveInt, Seed, task_options
+from omgpt.commands.args import Device, Number, PositiveFloat, PositiveInt, Seed, task_options
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json
 
@@ -36,7 +36,7 @@ def _task(module, options: list[str]):
     that keep the token sizes the model reads and writes."""
     if not options:
         return module.task
-    from omgpt.evaluate import check_token_sizes
+    from omgpt.commands.evaluate import check_token_sizes
     from omgpt.tasks import make_episode_task
 
     overrides = task_options(options)
@@ -81,7 +81,7 @@ def probe_command(
         device: torch device, e.g. cuda
         out: output folder, written as a whole
     """
-    from analysis.probing import plot_probes, run_probes
+    from omgpt.analysis.probing import plot_probes, run_probes
 
     module = _load(ckpt, device)
     task, step = _task(module, option), _step(module, step)
@@ -153,8 +153,8 @@ def tsne_command(
         return _training_ood(ckpt, option, sequences, steps, perplexity, no_alg_star, seed, device, Path(out))
     if len(ckpt) != 1:
         raise OMGPTError("--mode layers takes exactly one --ckpt (use --mode training for several)")
-    from analysis.capture import collect
-    from analysis.tsne import plot_tsne_layers, tsne_layers
+    from omgpt.analysis.capture import collect
+    from omgpt.analysis.tsne import plot_tsne_layers, tsne_layers
 
     module = _load(ckpt[0], device)
     task, step = _task(module, option), _step(module, step)
@@ -188,7 +188,7 @@ def tsne_command(
 
 
 def _training_ood(ckpt: list[str], option, sequences: int, steps: int, perplexity: float, no_alg_star: bool, seed: int, device: str, out: Path) -> int:
-    from analysis.tsne import plot_training_ood, training_ood
+    from omgpt.analysis.tsne import plot_training_ood, training_ood
 
     modules = [(Path(c).stem, _load(c, device)) for c in ckpt]
     names = [n for n, _ in modules]
@@ -240,7 +240,7 @@ def manipulate_command(
         device: torch device, e.g. cuda
         out: output folder, written as a whole
     """
-    from analysis.manipulation import manipulate, plot_manipulation
+    from omgpt.analysis.manipulation import manipulate, plot_manipulation
 
     module = _load(ckpt, device)
     task = _task(module, option)

@@ -1,7 +1,7 @@
 """The CPU training-recipe study: one lever at a time on the demo's setting, against wall-clock time.
 
-    python -m analysis.recipe run VARIANT [VARIANT ...] [--jobs 2] [--runs-dir runs/recipe]
-    python -m analysis.recipe report [--runs-dir runs/recipe] [--out results/recipe]
+    python -m tools.recipe run VARIANT [VARIANT ...] [--jobs 2] [--runs-dir runs/recipe]
+    python -m tools.recipe report [--runs-dir runs/recipe] [--out results/recipe]
 
 A variant is ``configs/recipe/<VARIANT>.yaml``, a config layered on ``configs/recipe/baseline.yaml`` (the
 demo as it was when the study began, frozen there so that the study stays reproducible as the demo
@@ -167,14 +167,14 @@ def report(runs_dir: Path, out: Path) -> None:
                          f"({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
         lines.append(f"| {task} | `alg-star` | the Bayes-optimal policy on the same validation episodes (no training) | | | | "
                      f"{star['regret']:.2f} | {star['subopt']:.3f} |")
-    lines += ["", "Commands (from the repository root; `python -m analysis.recipe run VARIANT` runs the same):", ""]
+    lines += ["", "Commands (from the repository root; `python -m tools.recipe run VARIANT` runs the same):", ""]
     lines += [f"* `{v}`: `{r['command']}`" for v, r in sorted(results.items())]
     write_text(out / "report.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'report.md'}, {out / 'curves.png'} ({len(results)} variants)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.recipe", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.recipe", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("variants", nargs="+", help=f"of: {', '.join(available())}")

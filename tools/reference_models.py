@@ -1,9 +1,9 @@
 """Pre-trained reference models: train one with the CPU recipe, ship its weights and a card.
 
-    python -m analysis.reference_models train NAME [--minutes 90] [--runs-dir runs/pretrained]
-    python -m analysis.reference_models card NAME [--runs 1000] [--seed 2] [--runs-dir runs/pretrained]
-    python -m analysis.reference_models retest NAME [--runs 1000] [--seed 2] [--replication-seed 3]
-    python -m analysis.reference_models render NAME     # redraw a shipped card from its card.json
+    python -m tools.reference_models train NAME [--minutes 90] [--runs-dir runs/pretrained]
+    python -m tools.reference_models card NAME [--runs 1000] [--seed 2] [--runs-dir runs/pretrained]
+    python -m tools.reference_models retest NAME [--runs 1000] [--seed 2] [--replication-seed 3]
+    python -m tools.reference_models render NAME     # redraw a shipped card from its card.json
 
 A reference model is ``configs/pretrained/NAME.yaml``: the task, its horizon, its length in epochs and
 the CPU recipe written out in full (a shipped model's command must not drift with the scale configs'
@@ -35,8 +35,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.recipe import validation_points
-from analysis.report import interval
+from tools.recipe import validation_points
+from omgpt.analysis.report import interval
 from omgpt.errors import OMGPTError
 from omgpt.files import export_weights, read_checkpoint, save_figure, write_json, write_text
 from omgpt.seeding import CARD_SEED
@@ -112,9 +112,9 @@ def card_policies(task) -> list[str]:
 
 def test_model(name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, replication_seed: int | None) -> tuple[dict, dict, dict | None]:
     """The card's test, spot check and replication of the model at ``model_ckpt``."""
-    from omgpt.evaluate import run_evaluation
+    from omgpt.commands.evaluate import run_evaluation
     from omgpt.model import load_model
-    from omgpt.tune import ensure_tuned
+    from omgpt.commands.tune import ensure_tuned
 
     task = load_model(model_ckpt).task
     policies = card_policies(task)
@@ -227,7 +227,7 @@ def plot_validation(curve: list[dict], name: str, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.reference_models", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.reference_models", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train")
     t.add_argument("name")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from analysis.report import best_benchmark, final_demand_errors, final_regrets
+from omgpt.analysis.report import best_benchmark, final_demand_errors, final_regrets
 
 Check = tuple[str, bool, str]
 
@@ -59,7 +59,7 @@ def _prior_benefit(result: dict) -> list[Check]:
 
 
 def _model_size(result: dict) -> list[Check]:
-    from analysis.experiment_figures import improvement_rate
+    from omgpt.analysis.experiment_figures import improvement_rate
 
     rate = {(p["grid"]["layers"], p["grid"]["dimension"]): improvement_rate(p) for p in result["panels"]}
     layers, dims = sorted({n for n, _ in rate}), sorted({d for _, d in rate})

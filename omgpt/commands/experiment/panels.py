@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.report import final_regrets
-from omgpt.experiment.config import parse_policies
-from omgpt.experiment.models import _shown
+from omgpt.analysis.report import final_regrets
+from omgpt.commands.experiment.config import parse_policies
+from omgpt.commands.experiment.models import _shown
 from omgpt.tuning import tuned_constants
 
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
@@ -27,7 +27,7 @@ def _load_model(ckpt: str, device: str):
 def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> dict[str, tuple[str, dict]]:
     """``label -> (policy name, options)`` for the panel; a model acting past its trained horizon uses
     the context window ``W`` = that horizon (the paper's horizon generalisation)."""
-    from omgpt.evaluate import omgpt_options
+    from omgpt.commands.evaluate import omgpt_options
 
     specs = {}
     for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
@@ -42,7 +42,7 @@ def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> di
 def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, device: str, rewards: bool = False) -> tuple[dict, dict]:
     """Roll out every policy of the panel; returns ``(numbers, histories)``. ``rewards``: also record
     the optimal policy's expected cumulative reward (for reward improvement rates)."""
-    from analysis.report import ratios_to_alg_star, summarise
+    from omgpt.analysis.report import ratios_to_alg_star, summarise
     from omgpt.evaluation import evaluate_policies
     from omgpt.policies import make_policy
     from omgpt.tasks import make_episode_task
@@ -78,7 +78,7 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
 
 
 def _policy_numbers(stats: dict, history, rewards: bool = False) -> dict:
-    from analysis.report import final_regret
+    from omgpt.analysis.report import final_regret
 
     return {
         "final_regret": final_regret(stats["regret"]),
@@ -161,7 +161,7 @@ def demand_prediction_panel(panel: dict, models: dict[str, dict], runs: int, see
     folder (the experiment keeps the numbers in experiment.json and draws one figure of all panels)."""
     import tempfile
 
-    from omgpt.evaluate import run_demand_prediction
+    from omgpt.commands.evaluate import run_demand_prediction
 
     with tempfile.TemporaryDirectory() as scratch:
         summary = run_demand_prediction(

@@ -15,7 +15,7 @@ import yaml
 from jsonargparse import ArgumentParser
 from jsonargparse.typing import PositiveFloat, PositiveInt
 
-from omgpt.cli_args import one_line
+from omgpt.commands.args import one_line
 from omgpt.errors import OMGPTError
 from omgpt.resources import CONFIGS
 from omgpt.policies.tuned import with_tuned_variants

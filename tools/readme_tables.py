@@ -1,7 +1,7 @@
 """The README's result tables, generated from the JSON in ``results/`` so that they cannot drift.
 
-    python -m analysis.readme_tables            # rewrite every generated block of README.md
-    python -m analysis.readme_tables --check    # exit 1 if a block differs from what the JSON says
+    python -m tools.readme_tables            # rewrite every generated block of README.md
+    python -m tools.readme_tables --check    # exit 1 if a block differs from what the JSON says
 
 A generated block sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; ``TABLES[NAME]``
 builds its Markdown from the results. ``tests/test_readme.py`` runs the check.
@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from analysis.report import best_benchmark, final_demand_errors, final_regrets, interval
+from omgpt.analysis.report import best_benchmark, final_demand_errors, final_regrets, interval
 from omgpt.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,14 +171,14 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.readme_tables", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.readme_tables", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="only check; exit 1 where the README differs")
     args = p.parse_args(argv)
     text = README.read_text()
     new = render(text)
     if args.check:
         if new != text:
-            print("README.md's generated tables differ from results/: run python -m analysis.readme_tables")
+            print("README.md's generated tables differ from results/: run python -m tools.readme_tables")
             return 1
         return 0
     if new != text:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
-from analysis.report import REPORT_FILES, write_report
-from omgpt import checks, seeding
+from omgpt.analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
+from omgpt.analysis.report import REPORT_FILES, write_report
+from omgpt import seeding
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
 from omgpt.files import output_folder

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omgpt.experiment.claims import check_claim
-from omgpt.experiment.panels import verdict
+from omgpt.commands.experiment.claims import check_claim
+from omgpt.commands.experiment.panels import verdict
 
 
 def headline(panel: dict) -> str:
@@ -19,7 +19,7 @@ def headline(panel: dict) -> str:
                 f"after {n}: omgpt {m['omgpt']['mse'][-1]:.3g} vs ridge {m['ridge']['mse'][-1]:.3g}")
     line = verdict(panel) or ""
     if "optimal_reward" in panel["policies"].get("omgpt", {}):
-        from analysis.experiment_figures import improvement_rate
+        from omgpt.analysis.experiment_figures import improvement_rate
 
         line += f"; reward improvement over the best benchmark {100 * improvement_rate(panel):+.1f}%"
     if "alg_star_match" in panel:
@@ -31,7 +31,7 @@ def flip_lines(panel: dict) -> list[str]:
     """Where OMGPT is not below the best benchmark: what the panel's numbers say about why (the
     Bayes-optimal ``alg-star`` OMGPT imitates, where it was played) and the config's note on what would
     close it."""
-    from analysis.report import best_benchmark, final_regrets, interval
+    from omgpt.analysis.report import best_benchmark, final_regrets, interval
 
     if "policies" not in panel or panel.get("models_compared") != ["omgpt"]:
         return []
@@ -65,7 +65,7 @@ def summary_lines(result: dict) -> str:
 def learning_curve_lines(result: dict) -> list[str]:
     """Demand prediction: each model's observation-head error against training steps, and where the
     head misses ridge on a panel, the steps at which the curve's trend would reach ridge's error."""
-    from analysis.report import final_demand_errors, steps_to_reach
+    from omgpt.analysis.report import final_demand_errors, steps_to_reach
 
     curves = {name: rec["val_obs_mse"] for name, rec in result["models"].items() if rec.get("val_obs_mse")}
     if result.get("figure") != "demand-prediction" or not curves:
@@ -102,7 +102,7 @@ def _cpu_time(seconds: float) -> str:
 
 def report(result: dict) -> str:
     """``report.md``: claim, command, per-panel tables and verdicts, figures, the models trained."""
-    from analysis.report import interval
+    from omgpt.analysis.report import interval
 
     lines = [f"# {result['title']}", ""]
     if result["source"]:

@@ -23,13 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from omgpt.errors import OMGPTError
-from omgpt.experiment.config import SCALES
+from omgpt.commands.experiment.config import SCALES
 from omgpt.files import export_weights, read_checkpoint, write_json
 from omgpt.resources import CHECKOUT, CONFIGS
 
 ROOT = CHECKOUT  # reports show paths relative to the repository; fits run from it
-BASE_CONFIG = CONFIGS / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.lightning_cli.build_cli)
-PRETRAINED = ROOT / "pretrained"  # the shipped reference models (analysis/reference_models.py)
+BASE_CONFIG = CONFIGS / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.commands.lightning_cli.build_cli)
+PRETRAINED = ROOT / "pretrained"  # the shipped reference models (tools/reference_models.py)
 
 
 def fit_arguments(model: dict, scale: str, extra_configs: list[str]) -> list[str]:
@@ -87,7 +87,7 @@ def pretrained_model(name: str, model: dict) -> dict:
     folder = PRETRAINED / model["pretrained"]
     if not (folder / "card.json").is_file():
         raise OMGPTError(f"model {name!r}: no reference model pretrained/{model['pretrained']} "
-                         f"(python -m analysis.reference_models train {model['pretrained']}, then card)")
+                         f"(python -m tools.reference_models train {model['pretrained']}, then card)")
     card = json.loads((folder / "card.json").read_text())
     hp = read_checkpoint(folder / "model.ckpt")["hyper_parameters"]
     wanted = (model["task"], model["task_options"], model["horizon"])

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import yaml
 
-from omgpt.lightning_cli import build_cli
+from omgpt.commands.lightning_cli import build_cli
 from omgpt.resources import CONFIGS
 from omgpt.errors import OMGPTError
-from omgpt.evaluate import run_evaluation
-from analysis.report import interval
+from omgpt.commands.evaluate import run_evaluation
+from omgpt.analysis.report import interval
 from omgpt.policies import policies_for
 from omgpt.policies.tuned import with_tuned_variants
-from omgpt.tune import ensure_tuned
+from omgpt.commands.tune import ensure_tuned
 from omgpt.tasks import make_task
 
 

@@ -1,13 +1,13 @@
-"""Command line: ``omgpt fit|validate`` (LightningCLI, :mod:`omgpt.lightning_cli`) and ``omgpt evaluate|
+"""Command line: ``omgpt fit|validate`` (LightningCLI, :mod:`omgpt.commands.lightning_cli`) and ``omgpt evaluate|
 demo|experiment|bench|probe|tsne|manipulate``.
 
 Errors a user can cause end with one line on stderr and exit code 2, never a traceback: every value is
 checked by :mod:`omgpt.checks` before the work starts, every file is written by :mod:`omgpt.files`.
-Every other command is a typed function (here, :mod:`omgpt.bench`, :mod:`omgpt.interpret`) whose
+Every other command is a typed function (here, :mod:`omgpt.commands.bench`, :mod:`omgpt.commands.interpret`) whose
 signature and docstring jsonargparse -- LightningCLI's parser -- turns into its parser and ``--help``
-(:func:`omgpt.cli_args.command`); ``omgpt --help`` lists each with its docstring's first line.
+(:func:`omgpt.commands.args.command`); ``omgpt --help`` lists each with its docstring's first line.
 This module sits on top: it dispatches to the commands; nothing imports it but the entry point (the
-commands share :mod:`omgpt.cli_args` and :mod:`omgpt.lightning_cli`).
+commands share :mod:`omgpt.commands.args` and :mod:`omgpt.commands.lightning_cli`).
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from typing import Any, Callable, Literal, Optional
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType
 
-from omgpt.cli_args import Device, PositiveInt, Seed, command, summary, task_options
+from omgpt.commands.args import Device, PositiveInt, Seed, command, summary, task_options
 from omgpt.errors import OMGPTError
-from omgpt.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
+from omgpt.commands.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
 
 
 def evaluate(
@@ -55,7 +55,7 @@ def evaluate(
         no_progress: hide the progress bar
         demand_prediction: instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)
     """
-    from omgpt.evaluate import run_demand_prediction, run_evaluation
+    from omgpt.commands.evaluate import run_demand_prediction, run_evaluation
 
     if demand_prediction:
         run_demand_prediction(
@@ -82,7 +82,7 @@ def demo(out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: 
         runs: test environments
         seed: seed of the test environments
     """
-    from omgpt.demo import run_demo
+    from omgpt.commands.demo import run_demo
 
     return run_demo(out=out, max_steps=max_steps, runs=runs, seed=seed)
 
@@ -106,7 +106,7 @@ def tune(
         seed: validation seed of the environments (10000-19999; test seeds are refused)
     """
     from omgpt.tasks import TASKS, make_task
-    from omgpt.tune import run_tuning
+    from omgpt.commands.tune import run_tuning
 
     if task not in TASKS:
         make_task(task)  # the "unknown task" error
@@ -147,7 +147,7 @@ def experiment(
         device: evaluation device (training uses the trainer's accelerator)
         train_only: train the models and stop
     """
-    from omgpt.experiment import available, run_all, run_experiment
+    from omgpt.commands.experiment import available, run_all, run_experiment
 
     if list:
         for key, title in available().items():
@@ -174,8 +174,8 @@ FUNCTIONS: dict[str, tuple[Callable[[], Callable[..., Any]], tuple[str, ...]]] =
     "demo": (lambda: demo, ()),
     "tune": (lambda: tune, ()),
     "experiment": (lambda: experiment, ("name",)),
-    "bench": (_imported("omgpt.bench", "bench_command"), ()),
-    **{n: (_imported("omgpt.interpret", f"{n}_command"), ()) for n in ("probe", "tsne", "manipulate")},
+    "bench": (_imported("omgpt.commands.bench", "bench_command"), ()),
+    **{n: (_imported("omgpt.commands.interpret", f"{n}_command"), ()) for n in ("probe", "tsne", "manipulate")},
 }
 COMMANDS = {name: (lambda argv, name=name: command(FUNCTIONS[name][0](), f"omgpt {name}", FUNCTIONS[name][1])(argv))
             for name in FUNCTIONS}

@@ -1,7 +1,7 @@
 """``omgpt fit|validate``: LightningCLI with ``configs/base.yaml`` as the first config layer, and user
 errors (config typos, an unknown task, a bad option) turned into one-line :class:`OMGPTError` s.
 
-A command-line module: the library never imports it (``omgpt.demo`` runs a fit through it).
+A command-line module: the library never imports it (``omgpt.commands.demo`` runs a fit through it).
 """
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def _resolving_aliases(run, **kwargs) -> None:
 def build_cli(args: ArgsType = None) -> OMGPTCLI:
     """Run ``omgpt fit|validate|test`` with ``configs/base.yaml`` (trainer, logger, callbacks) as the
     first config layer. Returns the CLI object (its ``trainer`` holds the checkpoint paths)."""
-    from datamodules import HistoryDataModule
+    from omgpt.datamodules import HistoryDataModule
     from omgpt.module import OMGPTModule
 
     base = CONFIGS / "base.yaml"
@@ -104,7 +104,7 @@ def clean_message(message: str) -> str:
     """jsonargparse nests messages ('Problem with given class_path ...:\\n  - ...'): keep the informative line."""
     lines = [l.strip(" -") for l in str(message).splitlines() if l.strip()]
     for line in reversed(lines):
-        if "omgpt" in line.lower() or "unknown task" in line or "no option" in line:
+        if line.lower().startswith("omgpt") or "unknown task" in line or "no option" in line:  # an OMGPTError raised inside
             return line
     if len(lines) > 1 and lines[0].startswith("Parser key"):  # 'Parser key "model.n_layer":' + why, below
         i = next((i for i, l in enumerate(lines) if l.startswith(("Problem with given class_path", "Expected"))), 1)

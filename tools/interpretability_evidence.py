@@ -1,6 +1,6 @@
-"""Make the figures and JSON of results/interpretability/ from the run of train.py (CPU, a few minutes):
+"""Make the figures and JSON of results/interpretability/ from the run of tools/interpretability_train.py (CPU, a few minutes):
 
-    OMP_NUM_THREADS=1 .venv/bin/python results/interpretability/evidence.py [RUN_DIR]
+    OMP_NUM_THREADS=1 .venv/bin/python -m tools.interpretability_evidence [RUN_DIR]
 
 RUN_DIR defaults to runs/interpretability/version_0. Probes and t-SNE at the token of X_T, T the run's
 horizon (100, as the paper's X_100), on two kinds of histories: ``omgpt`` (played by the model itself,
@@ -26,18 +26,17 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 import yaml
 
-from analysis.capture import Collected, collect
-from analysis.probing import normalised_mse, plot_probes, probe_collected
-from analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers
+from omgpt.analysis.capture import Collected, collect
+from omgpt.analysis.probing import normalised_mse, plot_probes, probe_collected
+from omgpt.analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers
 from omgpt.files import write_json
 from omgpt.model import load_model
 from omgpt.policies import make_policy
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "results" / "interpretability"  # where the evidence is written
 # training-OOD checkpoints: early, just before the mixed phase (it starts at epoch 15), after it, last
 OOD_EPOCHS = (0, 5, 14, 20, 29)
 

@@ -1,8 +1,8 @@
 """``omgpt experiment NAME``: one paper figure, end to end, from one config.
 
-The package: :mod:`~omgpt.experiment.config` (the typed experiment configs, parsed by jsonargparse), :mod:`~omgpt.experiment.models`
-(the content-addressed model store), :mod:`~omgpt.experiment.panels` (evaluations and their numbers),
-:mod:`~omgpt.experiment.report` (``report.md``); this module runs the whole.
+The package: :mod:`~omgpt.commands.experiment.config` (the typed experiment configs, parsed by jsonargparse), :mod:`~omgpt.commands.experiment.models`
+(the content-addressed model store), :mod:`~omgpt.commands.experiment.panels` (evaluations and their numbers),
+:mod:`~omgpt.commands.experiment.report` (``report.md``); this module runs the whole.
 
 An experiment (``configs/experiments/NAME.yaml``) names the **models** it needs -- each one
 ``omgpt fit`` run: a task, its options, a horizon and extra fit arguments -- and the **panels** it
@@ -39,10 +39,10 @@ import time
 from pathlib import Path
 
 from omgpt.errors import OMGPTError
-from omgpt.experiment.config import FIGURES, SCALES, at_scale, available, load_experiment, parse_policies
-from omgpt.experiment.models import ROOT, _shown, best_checkpoint, fit_arguments, model_key, run_key, train_all, train_model
-from omgpt.experiment.panels import alg_star_match, demand_prediction_panel, evaluate_panel, optimal_reward, verdict
-from omgpt.experiment.report import headline, report, summary_lines
+from omgpt.commands.experiment.config import FIGURES, SCALES, at_scale, available, load_experiment, parse_policies
+from omgpt.commands.experiment.models import ROOT, _shown, best_checkpoint, fit_arguments, model_key, run_key, train_all, train_model
+from omgpt.commands.experiment.panels import alg_star_match, demand_prediction_panel, evaluate_panel, optimal_reward, verdict
+from omgpt.commands.experiment.report import headline, report, summary_lines
 from omgpt.files import output_folder, write_json, write_text
 
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
@@ -106,7 +106,7 @@ def run_experiment(
                   "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": kind,
                   "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1),
                   "evaluation_seconds": round(time.perf_counter() - evaluation_start, 1)}
-        from analysis.experiment_figures import draw
+        from omgpt.analysis.experiment_figures import draw
 
         result["figures"] = draw(result, folder)
         write_json(result, folder / "experiment.json", indent=1)
@@ -138,8 +138,8 @@ def tunings_beside(models_path: Path | None):
 
 def tune_missing(exp: dict) -> None:
     """Tune every ``-tuned`` benchmark whose setting -- the prior of a panel's model at the panel's
-    horizon -- has no tuning yet (:func:`omgpt.tune.ensure_tuned`)."""
-    from omgpt.tune import ensure_tuned
+    horizon -- has no tuning yet (:func:`omgpt.commands.tune.ensure_tuned`)."""
+    from omgpt.commands.tune import ensure_tuned
 
     for panel in exp["panels"]:
         model = exp["models"][panel["model"]]
