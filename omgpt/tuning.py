@@ -37,8 +37,9 @@ FOLDER_VARIABLE = "OMGPT_TUNED_DIR"
 # --------------------------------------------------------------------------------------------------
 # Settings and their files.
 def canonical_options(task_name: str, options: dict) -> dict:
-    """The task options that define a setting: ``horizon`` (a setting's own field) and options equal to
-    the task's defaults (``dim=6`` for pricing) left out, so one prior has one name."""
+    """The task options that define a setting: ``horizon`` (a setting's own field), a data task's
+    ``part`` and options equal to the task's defaults (``dim=6`` for pricing) left out, so one prior has
+    one name."""
     from omgpt.tasks import TASKS
 
     factory = TASKS.get(task_name)
@@ -50,7 +51,9 @@ def canonical_options(task_name: str, options: dict) -> dict:
                     if p.default is not inspect.Parameter.empty:
                         defaults.setdefault(name, p.default)
         defaults.update(factory.defaults)
-    return {k: v for k, v in sorted(options.items()) if k != "horizon" and not (k in defaults and defaults[k] == v)}
+    # ``part`` (a data set's train / validation / test windows) names a piece of one setting, not another
+    # prior: a data task's benchmarks are tuned on its validation part and played on its test part.
+    return {k: v for k, v in sorted(options.items()) if k not in ("horizon", "part") and not (k in defaults and defaults[k] == v)}
 
 
 def setting_key(task_name: str, options: dict, horizon: int) -> str:
@@ -60,7 +63,19 @@ def setting_key(task_name: str, options: dict, horizon: int) -> str:
 
 
 def _plain(v) -> str:
+    if isinstance(v, str) and ("/" in v or os.sep in v):  # a file (a user's demand table): its name and its content's hash,
+        return _file_tag(v)                                # so a file name holds no folders and the same table has one key
     return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _file_tag(path: str) -> str:
+    import hashlib
+
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        digest = hashlib.sha256(path.encode()).hexdigest()
+    return f"{Path(path).stem}@{digest[:10]}"
 
 
 def tuned_path(key: str, folder: Path | None = None) -> Path:

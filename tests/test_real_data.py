@@ -411,3 +411,41 @@ def test_the_ddop_tables_load_as_documented():
     yaz = make_task("newsvendor-data", dataset="yaz", split="time", part="test")
     assert set(yaz.data.series_names) == {"calamari", "fish", "shrimp", "chicken", "koefte", "lamb", "steak"}
     assert yaz.windows == 7
+
+
+@pytest.mark.slow
+def test_the_own_csv_notebook_runs(tmp_path, monkeypatch):
+    """analysis/notebooks/own_demand_csv.ipynb end to end on the table it writes: the parts, tuning on
+    validation windows (into its own folder, never configs/tuned), a short fit on the training windows,
+    the cost table on the test windows and the held-out series figure."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(ROOT / "analysis/notebooks/own_demand_csv.ipynb", as_version=4)
+    monkeypatch.setenv("OMGPT_OWN_CSV_STEPS", "20")
+    monkeypatch.setenv("OMGPT_OWN_CSV_OUT", str(tmp_path))
+    shipped = sorted((ROOT / "configs" / "tuned").iterdir())
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    costs = {line.split(":")[0].strip(): float(line.split()[4]) for line in printed.splitlines() if "cost per day" in line}
+    assert {"omgpt", "saa", "saa-tuned", "gbm-tuned", "hindsight-linear"} <= set(costs)
+    assert all(0 < c < 10 for c in costs.values()), costs
+    assert costs["hindsight-linear"] < costs["saa"], "the yardstick sees the window itself"
+    assert (tmp_path / "held_out_series.png").is_file() and list((tmp_path / "tuned").glob("newsvendor-data-*.json"))
+    assert sorted((ROOT / "configs" / "tuned").iterdir()) == shipped
+
+
+def test_a_csv_setting_is_named_by_its_content_not_its_folders(tmp_path):
+    """Tuned constants of a user's table live in ``configs/tuned/<key>.json``: the key must hold no
+    folders (it once held the CSV's whole path), and one table has one key wherever it lies; the part
+    (train / validation / test) is not part of the setting (benchmarks are tuned on validation windows)."""
+    from omgpt.tuning import setting_key
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for folder, text in (("a", "x,date,demand\n"), ("b", "x,date,demand\n")):
+        (tmp_path / folder / "t.csv").write_text(text)
+    key = setting_key("newsvendor-data", {"csv": str(tmp_path / "a" / "t.csv"), "part": "test"}, 100)
+    assert "/" not in key and key.startswith("newsvendor-data-csv=t@") and "part" not in key
+    assert key == setting_key("newsvendor-data", {"csv": str(tmp_path / "b" / "t.csv"), "part": "validation"}, 100)
+    (tmp_path / "b" / "t.csv").write_text("x,date,demand\n1,2020-01-01,3\n")
+    assert key != setting_key("newsvendor-data", {"csv": str(tmp_path / "b" / "t.csv")}, 100)

@@ -34,7 +34,13 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
     seeding.check_validation_seed(seed, "--seed")
     if runs < 2:
         raise OMGPTError(f"--runs must be at least 2 (a standard error needs two environments), got {runs}")
-    task = make_episode_task(task_name, task_options, horizon)
+    # A data task is tuned on its validation windows whatever part was named (its test windows choose
+    # nothing); a prior's validation task is itself, kept apart from the test by the validation seed.
+    task = make_episode_task(task_name, task_options, horizon).validation_task()
+    windows = getattr(task, "windows", None)
+    if windows is not None and runs > windows:
+        log(f"{task_name}: {windows} validation windows, each played once (not --runs {runs})")
+        runs = windows
     policies = policies or tunable_policies(task)
     for name in policies:  # every name checked before any rollout
         if name not in POLICIES:
@@ -45,7 +51,7 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
     key = setting_key(task_name, task.options(), horizon)
     path = tuned_path(key, folder)
     content = read_tuned(path) if path.is_file() else {"setting": {"task": task_name, "task_options": {}, "horizon": horizon}, "policies": {}}
-    content["setting"] = {"task": task_name, "task_options": {k: v for k, v in task.options().items() if k != "horizon"}, "horizon": horizon}
+    content["setting"] = {"task": task_name, "task_options": {k: v for k, v in task.options().items() if k not in ("horizon", "part")}, "horizon": horizon}
     for name in policies:
         cls = POLICIES[name][0]
         started = time.perf_counter()

@@ -208,8 +208,9 @@ class NewsvendorData(Task):
 
     def validation_task(self) -> Task:
         """The same table, split and options with ``part="validation"``: a model trained on the
-        training windows is validated (and its checkpoint chosen) on the validation windows."""
-        if self.part != "train":
+        training windows is validated (and its checkpoint chosen) on the validation windows, and the
+        benchmarks are tuned there (``omgpt tune``), whichever part they are then played on."""
+        if self.part == "validation":
             return self
         return make_task(self.name, **{**self.options(), "part": "validation"})
 
