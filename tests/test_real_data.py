@@ -449,3 +449,13 @@ def test_a_csv_setting_is_named_by_its_content_not_its_folders(tmp_path):
     assert key == setting_key("newsvendor-data", {"csv": str(tmp_path / "b" / "t.csv"), "part": "validation"}, 100)
     (tmp_path / "b" / "t.csv").write_text("x,date,demand\n1,2020-01-01,3\n")
     assert key != setting_key("newsvendor-data", {"csv": str(tmp_path / "b" / "t.csv")}, 100)
+
+
+def test_the_global_model_needs_one_critical_ratio_and_takes_a_model_s_options(table):
+    """Evaluating a checkpoint trained on a range of q keeps the range unless ``critical_ratio`` is
+    given: the global model (one fit per q) refuses a range in one line instead of fitting one model
+    per window, and a fixed q given as a checkpoint's list option still works (the fit's cache key)."""
+    with pytest.raises(OMGPTError, match="gbm is fitted at one critical ratio.*--option critical_ratio=Q"):
+        make_policy("gbm", task_of(table, critical_ratio=[0.5, 0.9], part="test"))
+    task = task_of(table, critical_ratio=[0.75, 0.75], part="test")
+    play(task, "gbm")

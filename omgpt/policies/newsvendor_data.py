@@ -33,6 +33,7 @@ from torch import Tensor
 
 from omgpt import checks
 from omgpt.demand_data import WEEKDAYS, masked_quantile
+from omgpt.errors import OMGPTError
 from omgpt.policies.base import HistoryPolicy, Policy, register_policy
 from omgpt.policies.newsvendor import quantile_regression
 from omgpt.rollout import rollout
@@ -249,6 +250,10 @@ class GlobalGBM(PastDemand):
 
     def __init__(self, task, learning_rate: float = 0.1, max_leaf_nodes: int = 31):
         super().__init__(task)
+        lo, hi = task.q_range
+        if lo != hi:  # one model per q: a range would fit one per window
+            raise OMGPTError(f"gbm is fitted at one critical ratio; the task draws q from [{lo:g}, {hi:g}]: "
+                             f"evaluate with --option critical_ratio=Q")
         self.learning_rate = checks.number("learning_rate", learning_rate, low=0, low_open=True)
         self.max_leaf_nodes = checks.number("max_leaf_nodes", max_leaf_nodes, integer=True, low=2)
 
@@ -256,7 +261,7 @@ class GlobalGBM(PastDemand):
         seen, _ = self.demands(t)
         inputs, q = gbm_inputs(x, seen), x[:, Q].double().cpu().numpy()
         orders = np.empty(self.batch)
-        options = tuple(sorted(self.task.options().items()))
+        options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.task.options().items()))  # a cache key
         for level in np.unique(q):
             rows = q == level
             model = fitted_gbm(self.task.name, options, self.horizon, float(level), self.learning_rate, self.max_leaf_nodes)
