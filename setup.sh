@@ -39,7 +39,13 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   fi
 fi
 
-echo "setup: installing omgpt (editable) and its dependencies"
+# The distribution was called `omgpt` until it took a name of its own (`omgpt` on the package index is
+# an unrelated project): a venv set up before then drops that editable install, whose import hook and
+# `omgpt` script would otherwise stay beside the new one's.
+if compgen -G "$VENV/lib/python*/site-packages/omgpt-[0-9]*.dist-info" >/dev/null; then
+  $PIP uninstall -y omgpt
+fi
+echo "setup: installing omgpt-ops (editable; the package and command are omgpt) and its dependencies"
 $PIP install -e ".[dev]"
 # The real demand tables of newsvendor-data (omgpt/demand_data.py: bakery, yaz) are CSV files shipped by
 # ddop (BSD-3). Its metadata pins scikit-learn 0.23 and TensorFlow, which its data do not need, so it

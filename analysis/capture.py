@@ -39,11 +39,6 @@ def feature_position(step: int, layout: str = "paper") -> int:
     return 2 * (step - 1) if layout == "paper" else step - 1
 
 
-def action_position(step: int) -> int:
-    """Sequence position of the action token ``a_t`` of 1-based decision step ``t`` (paper layout)."""
-    return feature_position(step) + 1
-
-
 @contextmanager
 def record_hidden(model: GPT, positions: list[int] | Tensor | None = None):
     """Record the hidden states of every layer while the model runs.

@@ -1,18 +1,18 @@
-"""Figures of ``omgpt experiment``, drawn from its ``experiment.json`` alone (so they can be redrawn
-without re-running anything: ``python -m omgpt.analysis.experiment_figures results/NAME``).
+"""The figures of ``omgpt experiment``, drawn from the numbers of its ``experiment.json`` alone (so
+``omgpt experiment NAME --redraw`` redraws them without re-running anything). Plain drawing helpers:
+which of them an experiment draws is its kind's choice (``omgpt.commands.experiment.kinds``).
 
-* ``curves``: the paper's layout -- one column per panel, cumulative regret on top (final regret in
-  the legend) and action suboptimality below, mean with a 90% band; one PNG per ``figure_file``.
-* ``advantage``: the reward improvement rate of OMGPT over the best benchmark on a grid (layers x
-  context dimension), as a heat map.
-* ``alg-star-match``: sample paths of ``a*``, OMGPT and ``Alg*`` on one test environment, and the
-  distribution of ``TF(H_t) - Alg*(H_t)`` per pool (a histogram; a scatter for 2-D actions).
-* ``demand-prediction``: prediction error against the number of observed samples, OMGPT vs ridge.
+* :func:`curves_figure`: the paper's layout -- one column per panel, cumulative regret on top (final
+  regret in the legend) and action suboptimality below, mean with a 90% band.
+* :func:`advantage_figure`: the reward improvement rate of OMGPT over the best benchmark on a grid
+  (layers x context dimension), as a heat map; :func:`scaling_figure`: the same study as scaling curves.
+* :func:`alg_star_match_figures`: sample paths of ``a*``, OMGPT and ``Alg*`` on one test environment,
+  and the distribution of ``TF(H_t) - Alg*(H_t)`` per pool (a histogram; a scatter for 2-D actions).
+* :func:`demand_prediction_figure`: prediction error against the number of observed samples, OMGPT vs
+  ridge; :func:`obs_learning_curve_figure`: the observation head's error against training steps.
 """
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,30 +31,7 @@ def _plt():
     return plt
 
 
-def draw(result: dict, out: Path) -> list[str]:
-    """Draw every figure of ``result`` into ``out``; returns their paths relative to ``out``."""
-    kind = result["figure"]
-    panels = result["panels"]
-    if kind == "demand-prediction":
-        files = [_demand_prediction(panels, out / "demand_prediction.png")]
-        if any(rec.get("val_obs_mse") for rec in result["models"].values()):
-            files.append(_obs_learning_curve(result, out / "obs_learning_curve.png"))
-        return [str(f.relative_to(out)) for f in files]
-    files = []
-    if kind == "advantage":
-        files.append(_advantage(panels, out / "advantage.png"))
-        files.append(_scaling(result, out / "scaling.png"))
-    if kind == "alg-star-match":
-        files += _alg_star_match(panels, out)
-    groups: dict[str, list[dict]] = {}
-    for panel in panels:
-        groups.setdefault(panel.get("figure_file", "curves") if kind == "curves" else "regret", []).append(panel)
-    for name, group in groups.items():
-        files.append(_curves(group, out / f"{name}.png"))
-    return [str(Path(f).relative_to(out)) for f in files]
-
-
-def _curves(panels: list[dict], path: Path, max_cols: int = 4) -> Path:
+def curves_figure(panels: list[dict], path: Path, max_cols: int = 4) -> Path:
     """Regret (top) and suboptimality (bottom) per panel; more than ``max_cols`` panels wrap."""
     plt = _plt()
     cols = min(len(panels), max_cols)
@@ -85,7 +62,7 @@ def improvement_rate(panel: dict) -> float:
     return (reward["omgpt"] - best) / abs(best)
 
 
-def _advantage(panels: list[dict], path: Path) -> Path:
+def advantage_figure(panels: list[dict], path: Path) -> Path:
     plt = _plt()
     layers = sorted({p["grid"]["layers"] for p in panels})
     dims = sorted({p["grid"]["dimension"] for p in panels})
@@ -107,7 +84,7 @@ def _advantage(panels: list[dict], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def _scaling(result: dict, path: Path) -> Path:
+def scaling_figure(result: dict, path: Path) -> Path:
     """The model-size study as scaling curves: per problem dimension, each depth's validation regret
     against training steps (from its training record: does regret fall with steps at a fixed depth?),
     and the test regret against depth at the steps trained (does it fall with depth?)."""
@@ -132,7 +109,7 @@ def _scaling(result: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def _alg_star_match(panels: list[dict], out: Path) -> list[Path]:
+def alg_star_match_figures(panels: list[dict], out: Path) -> list[Path]:
     plt = _plt()
     files = []
     paths = [p for p in panels if len(p["alg_star_match"]["path"]["omgpt"]) and not _is_vector(p)]
@@ -182,7 +159,7 @@ def _is_vector(panel: dict) -> bool:
     return np.asarray(panel["alg_star_match"]["diff"]).shape[1] > 1
 
 
-def _demand_prediction(panels: list[dict], path: Path) -> Path:
+def demand_prediction_figure(panels: list[dict], path: Path) -> Path:
     plt = _plt()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
     for ax, panel in zip(axes[0], panels):
@@ -192,7 +169,7 @@ def _demand_prediction(panels: list[dict], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def _obs_learning_curve(result: dict, path: Path) -> Path:
+def obs_learning_curve_figure(result: dict, path: Path) -> Path:
     """Each model's observation-head error after T-1 samples (validation rollouts) against training
     steps, with ridge's on the test panels it serves as dashed lines."""
     plt = _plt()
@@ -209,16 +186,3 @@ def _obs_learning_curve(result: dict, path: Path) -> Path:
     ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Redraw an experiment's figures from its ``experiment.json``."""
-    folder = Path((argv or sys.argv[1:] or ["."])[0])
-    result = json.loads((folder / "experiment.json").read_text())
-    for f in draw(result, folder):
-        print(folder / f)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -3,7 +3,7 @@ task and policy options and memory needs here, before any work, so a bad value e
 ``omgpt: error: ...`` and exit code 2 (an :class:`OMGPTError`) instead of a traceback, a crash after
 the run, or a silently wrong result.
 
-* :func:`number` (and the argparse types built on it) -- finite, integer where counted, in range;
+* :func:`number` -- finite, integer where counted, in range;
 * :func:`options` -- task and policy options coerced to the types their constructors declare
   (``--option noise=1e-3`` arrives from YAML as the string ``"1e-3"``) and finite, whatever their
   names (:func:`omgpt.tasks.make_task`, :func:`omgpt.policies.make_policy`);
@@ -12,7 +12,6 @@ the run, or a silently wrong result.
 """
 from __future__ import annotations
 
-import argparse
 import inspect
 import math
 import os
@@ -79,24 +78,6 @@ def _num(v: float) -> str:
 
 def seed(name: str, value: Any) -> int:
     return number(name, value, integer=True, low=0, high=SEED_MAX)
-
-
-def arg(check: Callable[[str, Any], Any], **bounds) -> Callable[[str], Any]:
-    """An argparse ``type=`` from a check: ``type=arg(number, integer=True, low=1)``. argparse turns
-    the error into its one-line usage error (the option's name comes from argparse)."""
-
-    def parse(text: str):
-        try:
-            return check("value", text, **bounds)
-        except OMGPTError as e:
-            raise argparse.ArgumentTypeError(str(e).replace("value must be", "must be")) from None
-
-    return parse
-
-
-positive_int = arg(number, integer=True, low=1)
-seed_arg = arg(seed)
-positive_float = arg(number, low=0, low_open=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -200,9 +181,6 @@ def device(name: str) -> torch.device:
     elif dev.type != "cpu":
         raise OMGPTError(f"--device {name}: only cpu, cuda and mps are supported")
     return dev
-
-
-device_arg = arg(lambda _, text: str(device(text)))
 
 
 def free_memory(dev: torch.device | str) -> int | None:

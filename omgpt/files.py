@@ -11,7 +11,7 @@ that a file cannot run code.
 * :func:`read_checkpoint` is the one checkpoint reader: always ``weights_only=True`` (whatever the
   torch version's default), so a checkpoint holds tensors and plain data, never code; every failure is
   an :class:`OMGPTError` (one line). :class:`SafeCheckpointIO` puts both into Lightning, so ``omgpt
-  fit|validate|test`` save and resume (``--ckpt_path`` paths and the ``last``/``best``/``hpc``
+  fit|validate`` save and resume (``--ckpt_path`` paths and the ``last``/``best``/``hpc``
   aliases alike) through them.
 """
 from __future__ import annotations

@@ -8,8 +8,8 @@ CLI prints it and exits with code 2), never a ``JSONDecodeError``, ``KeyError`` 
 from deep inside a report.
 
 A *schema* is a mapping ``key -> kind``: a type or a tuple of types (``(int, float)``), a nested schema
-(a dict), :class:`Optional` for a key that may be absent, :class:`ListOf` for a list of one kind, or
-:data:`ANY`. Keys a schema does not name are allowed (newer writers may add fields).
+(a dict), :class:`Optional` for a key that may be absent, :class:`ListOf` for a list of one kind,
+:class:`MapOf` for a mapping of any keys to one kind, or :data:`ANY`. Keys a schema does not name are allowed (newer writers may add fields).
 """
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ class Optional:
 class ListOf:
     kind: Any
     nonempty: bool = False
+
+
+@dataclass(frozen=True)
+class MapOf:
+    kind: Any
 
 
 ANY = object()
@@ -104,6 +109,12 @@ def check(value: Any, schema: Any, path: str | Path, key: str = "") -> Any:
                     continue
                 raise RecordError(f"{path}: missing key {sub!r}")
             check(value[name], kind, path, sub)
+        return value
+    if isinstance(schema, MapOf):
+        if not isinstance(value, dict):
+            raise RecordError(f"{where}: expected a mapping, got {_kind(value)}")
+        for name, item in value.items():
+            check(item, schema.kind, path, f"{key}.{name}" if key else name)
         return value
     if isinstance(schema, ListOf):
         if not isinstance(value, list):

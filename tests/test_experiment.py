@@ -14,13 +14,15 @@ from omgpt.commands.cli import cli_main
 from omgpt.commands.experiment import (
     at_scale,
     available,
+    draw,
     fit_arguments,
+    kind_of,
     load_experiment,
     model_key,
     parse_policies,
     run_key,
-    alg_star_match,
 )
+from omgpt.commands.experiment.kinds.alg_star_match import alg_star_match
 from omgpt.files import read_checkpoint
 from omgpt.module import OMGPTModule
 from omgpt.policies import POLICIES, make_policy
@@ -104,14 +106,16 @@ def test_a_reference_model_stands_in_for_training_only_where_it_is_the_model_ask
     from omgpt.commands.experiment.models import pretrained_model, train_model
 
     model = {"task": "newsvendor", "task_options": {}, "horizon": 100, "args": {}, "configs": [], "pretrained": "newsvendor"}
-    record = train_model("nv", model, "cpu", tmp_path, [], None)
+    record = train_model("nv", model, "cpu", tmp_path, [])
     card = json.loads((ROOT / "pretrained/newsvendor/card.json").read_text())
     assert record["key"] == "pretrained/newsvendor" and Path(record["ckpt"]) == ROOT / "pretrained/newsvendor/model.ckpt"
     assert record["steps"] == card["validation"][-1]["step"] and record["command"] == card["command"]
     assert [card["steps"], record["best_val_regret"]] in record["val_regret"]  # the kept checkpoint's validation
     assert not any(tmp_path.iterdir())  # nothing trained
-    for wrong in ({"horizon": 50}, {"task": "newsvendor-censored"}, {"task_options": {"noise_std": 1.0}}):
-        with pytest.raises(OMGPTError, match="pretrained/newsvendor is task, options, horizon"):
+    with pytest.raises(OMGPTError, match="pretrained/newsvendor is trained at horizon 100, the experiment wants 50"):
+        pretrained_model("nv", {**model, "horizon": 50})
+    for wrong in ({"task": "newsvendor-censored"}, {"task_options": {"noise_std": 1.0}}):
+        with pytest.raises(OMGPTError, match="card.json: a model of task newsvendor {}, not the task"):
             pretrained_model("nv", {**model, **wrong})
     with pytest.raises(OMGPTError, match="no reference model pretrained/nope"):
         pretrained_model("nv", {**model, "pretrained": "nope"})
@@ -163,8 +167,11 @@ def _panel(title, task, benchmarks, **finals):
             "policies": {k: {"final_regret": {"mean": v}, "optimal_reward": 100.0} for k, v in finals.items()}}
 
 
+def check_claim(result: dict) -> list:
+    return kind_of(result).claims(result)
+
+
 def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_numbers():
-    from omgpt.commands.experiment.claims import check_claim
     from omgpt.commands.experiment.report import report
 
     # alg-star-match: OMGPT closes (40 - 4) / (40 - 2) = 95% of the gap on 4 environments, (50 - 30) / (50 - 10)
@@ -327,8 +334,6 @@ def test_all_trains_every_distinct_model_once_then_runs_every_experiment(monkeyp
 def test_model_size_draws_the_papers_figure_and_the_scaling_curves(tmp_path):
     """From the committed report's numbers: the advantage grid, the scaling curves (validation regret
     against steps per depth, test regret against depth) and the regret curves."""
-    from omgpt.analysis.experiment_figures import draw
-
     result = json.loads((ROOT / "results" / "model-size" / "experiment.json").read_text())
     assert draw(result, tmp_path) == ["advantage.png", "scaling.png", "regret.png"]
     assert all((tmp_path / f).stat().st_size > 10_000 for f in ("advantage.png", "scaling.png"))
@@ -337,23 +342,22 @@ def test_model_size_draws_the_papers_figure_and_the_scaling_curves(tmp_path):
 def test_a_resumed_fit_counts_the_training_time_of_every_process(tmp_path):
     """done.json's train_seconds is the run's own clock, which a resumed fit carries on from its
     checkpoint, so a fit stopped and resumed is not undercounted as its last process's time."""
-    from omgpt.commands.experiment.models import _training_summary
+    from omgpt.commands.store import metric_rows, training_summary
     run = tmp_path / "key" / "run"
     run.mkdir(parents=True)
     header = "epoch,step,time/wall_minutes,time/cpu_minutes,val/regret,val/regret_ucb,val/obs_mse\n"
     (run / "metrics-part0.csv").write_text(header + "0,99,2.0,1.5,5.0,6.0,0.5\n1,199,4.0,3.0,4.0,4.5,0.25\n")
     (run / "metrics.csv").write_text(header + "2,299,5.5,4.0,3.0,4.6,0.125\n")  # resumed: the clocks went on from 4.0 / 3.0
-    summary = _training_summary(tmp_path / "key")
+    summary = training_summary(metric_rows(run), kept_step=200)  # the kept checkpoint's step
     assert summary["train_seconds"] == 330.0 and summary["cpu_seconds"] == 240.0
     assert summary["val_regret"] == [[100, 5.0], [200, 4.0], [300, 3.0]]
-    assert summary["best_val_regret"] == 4.0 and summary["steps"] == 300  # lowest mean + sd: step 200
+    assert summary["best_val_regret"] == 4.0 and summary["steps"] == 300  # the kept step's regret; the last step trained
     assert summary["val_obs_mse"] == [(100, 0.5), (200, 0.25), (300, 0.125)]  # the observation head's curve
 
 
 def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_says_would_close_the_gap(tmp_path):
     """The head's error falls exactly as 1/sqrt(steps): from 0.1 at 100 steps to 0.01 at 10,000, so a
     ridge error of 0.005 is reached at 40,000 steps, 4x the 10,000 trained; a flat curve says no steps do."""
-    from omgpt.analysis.experiment_figures import draw
     from omgpt.analysis.report import steps_to_reach
     from omgpt.commands.experiment.report import report
 
@@ -378,13 +382,131 @@ def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_sa
 
 
 def test_the_kept_checkpoint_is_the_lowest_ucb_when_a_resume_left_two(tmp_path):
-    from omgpt.commands.experiment.models import best_checkpoint
+    from omgpt.commands.store import kept_checkpoint
+    from omgpt.errors import OMGPTError
 
-    ckpts = tmp_path / "key" / "run" / "checkpoints"
-    ckpts.mkdir(parents=True)
-    assert best_checkpoint(tmp_path / "key") is None
-    (ckpts / "last.ckpt").touch()
-    assert best_checkpoint(tmp_path / "key").name == "last.ckpt"  # no best kept: the last state
+    run = tmp_path / "key" / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").touch()
+    with pytest.raises(OMGPTError, match="no checkpoint kept by val/regret_ucb"):
+        kept_checkpoint(run)  # the last state is never the kept model: the rule is on validation only
     for name in ("epoch050-ucb26.26.ckpt", "epoch056-ucb26.82.ckpt", "epoch012-ucb26.26.ckpt"):
-        (ckpts / name).touch()
-    assert best_checkpoint(tmp_path / "key").name == "epoch050-ucb26.26.ckpt"  # lowest ucb, the later on a tie
+        (run / "checkpoints" / name).touch()
+    assert kept_checkpoint(run).name == "epoch050-ucb26.26.ckpt"  # lowest ucb, the later on a tie
+
+
+def test_every_experiment_has_a_kind_and_the_registry_refuses_a_name_twice_or_an_unknown_kind():
+    from omgpt.commands.experiment import FIGURES, Kind, all_kinds, register
+    from omgpt.errors import OMGPTError
+
+    assert set(FIGURES) <= set(all_kinds())  # every figure: a config accepts names a kind
+    assert {n: type(kind_of(load_experiment(n, "cpu"))).__name__ for n in ("main-results", "prior-benefit", "model-size", "alg-star-match")} == {
+        "main-results": "Curves", "prior-benefit": "PriorBenefit", "model-size": "ModelSize", "alg-star-match": "AlgStarMatch"}
+    with pytest.raises(ValueError, match="registered already"):
+        register(type("Again", (Kind,), {"name": "curves"}))
+    assert type(all_kinds()["curves"]).__name__ == "Curves"  # the first one stays
+    with pytest.raises(OMGPTError, match="no experiment kind 'pie'"):
+        kind_of({"name": "x", "figure": "pie"})
+
+
+def test_every_committed_report_renders_again_byte_for_byte_from_its_experiment_json():
+    """The numbers in results/ and the report code agree: report.md is a function of experiment.json
+    (after a change to the report, ``omgpt experiment --all --redraw`` brings results/ up to date)."""
+    from omgpt.commands.experiment.report import report
+
+    for name in available():
+        folder = ROOT / "results" / name
+        assert report(json.loads((folder / "experiment.json").read_text())).encode() == (folder / "report.md").read_bytes(), name
+
+
+def test_redraw_rebuilds_the_figures_and_the_report_from_experiment_json_alone(tmp_path, capsys):
+    out = tmp_path / "transformer-vs-lstm"
+    shutil.copytree(ROOT / "results" / "transformer-vs-lstm", out)
+    (out / "curves.png").unlink()
+    assert cli_main(["experiment", "transformer-vs-lstm", "--redraw", "--out", str(out)]) == 0
+    assert (out / "curves.png").stat().st_size > 10_000
+    for f in ("report.md", "experiment.json"):
+        assert (out / f).read_bytes() == (ROOT / "results" / "transformer-vs-lstm" / f).read_bytes(), f
+    (tmp_path / "empty").mkdir()
+    assert cli_main(["experiment", "main-results", "--redraw", "--out", str(out)]) == 2  # another experiment's report
+    assert cli_main(["experiment", "main-results", "--redraw", "--out", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "the report of experiment 'transformer-vs-lstm', not 'main-results'" in err[0] and "no such experiment report" in err[1]
+    assert sorted(p.name for p in out.iterdir()) == ["curves.png", "experiment.json", "report.md"]  # a refused redraw changes nothing
+
+
+@pytest.mark.slow
+def test_a_kind_written_in_one_class_runs_end_to_end_through_the_registry(tmp_path, monkeypatch, capsys):
+    """Adding an experiment kind is one ``Kind`` registered under the experiment's name, plus the
+    experiment's YAML: its numbers reach experiment.json, its figure, headline, claim check and section
+    the report, and ``--redraw`` draws them again. The toy kind and its YAML live in this test only."""
+    from omgpt.analysis.experiment_figures import curves_figure
+    from omgpt.commands.experiment import config, registry
+
+    monkeypatch.setattr(registry, "_KINDS", dict(registry.all_kinds()))  # the toy kind is gone after the test
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    shutil.copy(ROOT / "configs/experiments/horizon-generalisation.yaml", experiments / "toy.yaml")  # figure: curves
+    monkeypatch.setattr(config, "EXPERIMENTS", experiments)
+
+    @registry.register
+    class Toy(registry.Kind):
+        name = "toy"
+
+        def evaluate(self, panel, models, runs, seed, device):
+            numbers, histories = self.rollout(panel, models, runs, seed, device)
+            numbers["toy_actions"] = histories["omgpt"].actions.numel()  # a number measured on the same rollouts
+            return numbers
+
+        def figures(self, result, out):
+            return [curves_figure(result["panels"][:1], out / "first_panel.png")]
+
+        def headline(self, panel):
+            return f"OMGPT took {panel['toy_actions']} actions"
+
+        def claims(self, result):
+            return [("OMGPT acts at every step", all(p["toy_actions"] == 4 * p["horizon"] for p in result["panels"]), "4 runs x 12 steps")]
+
+        def sections(self, result):
+            return ["## The toy kind's own section", ""]
+
+    out = tmp_path / "out"
+    args = ["experiment", "toy", "--fit-config", TINY, "--horizon", "6", "--runs", "4", "--out", str(out), "--models-dir", str(tmp_path / "models")]
+    assert cli_main(args) == 0
+    assert "claim holds: OMGPT acts at every step" in capsys.readouterr().out
+    result = json.loads((out / "experiment.json").read_text())
+    assert result["name"] == "toy" and result["figures"] == ["first_panel.png"]
+    assert [p["toy_actions"] for p in result["panels"]] == [48, 48] and all("omgpt" in p["policies"] for p in result["panels"])
+    report = (out / "report.md").read_text()
+    for line in ("![first_panel](first_panel.png)", "* **holds**: OMGPT acts at every step. 4 runs x 12 steps.",
+                 "## The toy kind's own section", "**OMGPT took 48 actions**"):
+        assert line in report, line
+    assert report.index("## The toy kind's own section") < report.index("## Uncensored demand")
+    (out / "first_panel.png").unlink()
+    assert cli_main(["experiment", "toy", "--redraw", "--out", str(out)]) == 0
+    assert (out / "first_panel.png").stat().st_size > 10_000 and (out / "report.md").read_text() == report
+
+
+def test_every_committed_experiment_finds_its_models_in_the_committed_store():
+    """``omgpt experiment NAME`` reuses the committed models instead of retraining: each model an
+    experiment.json names is in results/models/ under the key today's configs give it, and its record
+    checks out (task, options, checksum). A layout change that rewrote the configs' class paths once
+    changed every key (the hash covered the files' bytes); keys hash the parsed settings now."""
+    from omgpt.commands.experiment.config import load_experiment
+    from omgpt.commands.experiment.models import model_key
+    from omgpt.commands.store import read_record
+
+    checked = 0
+    for path in sorted((ROOT / "results").glob("*/experiment.json")):
+        result = json.loads(path.read_text())
+        if result.get("scale") != "cpu":
+            continue
+        exp = load_experiment(result["name"], "cpu")
+        for label, recorded in result["models"].items():
+            model = exp["models"][label]
+            key = model_key(model, "cpu", [])
+            assert key == recorded["key"], f"{path.parent.name}/{label}: today's key {key}, committed {recorded['key']}"
+            if not key.startswith("pretrained/"):
+                read_record(ROOT / "results" / "models" / key, model["task"], model["task_options"])
+                checked += 1
+    assert checked >= 26

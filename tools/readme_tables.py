@@ -14,7 +14,9 @@ import re
 from pathlib import Path
 
 from omgpt.analysis.report import best_benchmark, final_demand_errors, final_regrets, interval
+from omgpt.commands.store import read_card
 from omgpt.files import write_text
+from omgpt.records import NUMBER, Optional, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -44,7 +46,7 @@ def pretrained_table() -> str:
         if not card_path.is_file():
             lines.append(f"| `{config.stem}` | not trained yet (`configs/pretrained/{config.stem}.yaml`) | | | | | | | | |")
             continue
-        card = json.loads(card_path.read_text())
+        card = read_card(card_path.parent)  # checked: schema, kept step, the shipped model's checksum
         pols = card["test"]["policies"]
         final = {k: v["final_regret"]["mean"] for k, v in pols.items()}
         bench = min((k for k in pols if k not in ("omgpt", "alg-star", "oracle")), key=final.get)
@@ -154,7 +156,7 @@ def _training_seconds(record: dict) -> float:
     the cores -- else wall-clock seconds."""
     done = ROOT / "results" / "models" / record["key"] / "done.json"
     if done.is_file():
-        record = json.loads(done.read_text())
+        record = read_json(done, {"train_seconds": NUMBER, "cpu_seconds": Optional(NUMBER)}, "store record")
     return record.get("cpu_seconds", record["train_seconds"])
 
 

@@ -9,27 +9,29 @@ moves on) that changes one thing (its first comment line says which lever). The 
 also move the study to its second task, contextual pricing (``d = 6``): each is compared with the
 variants of its own task and with ``alg-star`` on its task's validation episodes. ``run`` trains each as
 ``omgpt fit --config configs/recipe/baseline.yaml --config configs/recipe/VARIANT.yaml`` (the command the
-report quotes), ``--jobs`` at a time, one CPU thread each. ``report`` reads every finished run's
+report quotes) with the run store (:mod:`omgpt.commands.store`: one CPU thread, resumed from the run's
+``last.ckpt`` when interrupted), ``--jobs`` at a time. ``report`` reads every finished run's
 validation curve -- ``val/regret`` (mean final regret on the 128 validation environments) and
 ``val/suboptimality`` (the mean action error ``|a - a*|`` at ``t = T``) against the training time
 ``time/cpu_minutes``: the process's CPU time, which with one thread is the wall-clock the run takes on
 an idle core of this machine, whatever else shared the machine meanwhile -- and writes ``report.md``, ``recipe.json``, ``curves.png`` and a
 copy of each run's metrics (``metrics/VARIANT.csv``, so the report redraws from committed data).
 Validation environments are fixed and shared by all variants; they are not the test environments any
-claim is made on (``omgpt evaluate`` draws fresh ones).
+claim is made on (``omgpt evaluate`` draws fresh ones). Every argument is checked before anything is
+written: an error is one line, ``omgpt: error: ...``, exit code 2.
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import os
-import shutil
-import subprocess
-import sys
+import io
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from omgpt.files import save_figure, write_json, write_text
+from omgpt.commands.store import fit, metric_rows, validation_points
+from omgpt.errors import OMGPTError
+from omgpt.files import save_figure, writable_file, write_json, write_text
+from tools import tool_main
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ROOT / "configs" / "recipe"
@@ -39,18 +41,27 @@ def fit_command(variant: str, runs_dir: Path) -> list[str]:
     layers = ["--config", "configs/recipe/baseline.yaml"] + (["--config", f"configs/recipe/{variant}.yaml"] if variant != "baseline" else [])
     return ["omgpt", "fit", *layers,
             "--trainer.logger.init_args.save_dir", str(runs_dir), "--trainer.logger.init_args.name", variant,
-            "--trainer.enable_progress_bar", "false"]
+            "--trainer.logger.init_args.version", "0", "--trainer.enable_progress_bar", "false"]
 
 
-def train(variant: str, runs_dir: Path, nice: int = 0) -> int:
-    if not (VARIANTS / f"{variant}.yaml").is_file():
-        raise SystemExit(f"omgpt: error: no variant {variant!r}; available: {', '.join(available())}")
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread: CPU time is then idle-core wall-clock
-    cmd = [sys.executable, "-m", "omgpt", *fit_command(variant, runs_dir)[1:]]
-    with open(runs_dir / f"{variant}.log", "w") as log:
-        return subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               preexec_fn=(lambda: os.nice(nice)) if nice else None)
+def run_dir(variant: str, runs_dir: Path) -> Path:
+    """Where a variant's fit logs (one folder, so that an interrupted fit resumes in it)."""
+    return runs_dir / variant / "version_0"
+
+
+def check_variants(variants: list[str]) -> None:
+    unknown = [v for v in variants if v not in available()]
+    if unknown:
+        raise OMGPTError(f"no variant {', '.join(map(repr, unknown))}; available: {', '.join(available())}")
+
+
+def train(variant: str, runs_dir: Path, nice: int = 0) -> str:
+    """Train one variant to its end (resumed if interrupted); returns how it went, for the summary."""
+    try:
+        fit(fit_command(variant, runs_dir)[2:], run_dir(variant, runs_dir), runs_dir / f"{variant}.log", f"variant {variant!r}", nice)
+    except OMGPTError as e:  # one variant's failure does not stop the others
+        return f"failed: {e}"
+    return "done"
 
 
 def finished(log: Path) -> bool:
@@ -78,16 +89,14 @@ def task_of(variant: str) -> tuple[str, dict]:
     return model["task"], model.get("task_options") or {}
 
 
-def validation_points(metrics: Path) -> list[dict]:
-    """Validation points ``{step, minutes, regret, subopt}`` of a Lightning CSV log; ``minutes`` is the
-    run's CPU time (``None`` in logs written before it was recorded)."""
-    rows = []
-    for r in csv.DictReader(metrics.open()):
-        if r.get("val/regret"):
-            minutes = round(float(r["time/cpu_minutes"]), 3) if r.get("time/cpu_minutes") else None
-            rows.append({"step": int(r["step"]) + 1, "minutes": minutes,
-                         "regret": round(float(r["val/regret"]), 3), "subopt": round(float(r["val/suboptimality"]), 4)})
-    return rows
+def metrics_csv(rows: list[dict]) -> str:
+    """A run's metrics as one CSV, as Lightning's logger writes it (sorted columns, empty where a row
+    has no value): a resumed run's parts joined, a single part unchanged."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=sorted({key for row in rows for key in row}))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 def bayes_on_validation(task_name: str = "newsvendor", task_options: dict | None = None, runs: int = 128,
@@ -117,14 +126,16 @@ def report(runs_dir: Path, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    ran = {v: rows for v in available() if finished(runs_dir / f"{v}.log") and (rows := metric_rows(run_dir(v, runs_dir)))}
+    if not ran and not list(out.glob("metrics/*.csv")):
+        raise OMGPTError(f"nothing to report: no finished run in {runs_dir} and no metrics in {out / 'metrics'}")
+    writable_file(out / "report.md", "--out")  # an unwritable --out fails before any file is written
     results = {}
     for variant in available():
-        logs = sorted((runs_dir / variant).glob("version_*/metrics.csv"))
-        if logs and finished(runs_dir / f"{variant}.log"):  # the newest run; keep a copy beside the report
-            shutil.copy(logs[-1], out / "metrics" / f"{variant}.csv")
+        if variant in ran:  # keep a copy beside the report, so that it redraws from committed data
+            write_text(out / "metrics" / f"{variant}.csv", metrics_csv(ran[variant]))
         if (out / "metrics" / f"{variant}.csv").is_file():
-            curve = [q for q in validation_points(out / "metrics" / f"{variant}.csv") if q["minutes"] is not None]
+            curve = [q for q in validation_points(metric_rows(out / "metrics" / f"{variant}.csv")) if q["minutes"] is not None]
             if curve:
                 results[variant] = {"lever": lever(variant), "command": " ".join(fit_command(variant, Path("runs/recipe"))),
                                     "curve": curve, "best_regret": min(p["regret"] for p in curve),
@@ -173,6 +184,7 @@ def report(runs_dir: Path, out: Path) -> None:
     print(f"wrote {out / 'report.md'}, {out / 'curves.png'} ({len(results)} variants)")
 
 
+@tool_main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.recipe", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -182,16 +194,23 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--runs-dir", default="runs/recipe")
     r.add_argument("--nice", type=int, default=0, help="lower the runs' priority (they measure CPU time, not wall-clock)")
     rep = sub.add_parser("report")
-    rep.add_argument("--runs-dir", default="runs/recipe")
+    rep.add_argument("--runs-dir", help="where the runs are (default runs/recipe; without it the report redraws from OUT/metrics)")
     rep.add_argument("--out", default="results/recipe")
     args = p.parse_args(argv)
     if args.cmd == "run":
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            codes = list(pool.map(lambda v: train(v, ROOT / args.runs_dir, args.nice), args.variants))
-        for v, c in zip(args.variants, codes):
-            print(f"{v}: {'done' if c == 0 else f'failed ({c}): see {args.runs_dir}/{v}.log'}")
-        return max(codes)
-    report(ROOT / args.runs_dir, ROOT / args.out)
+        check_variants(args.variants)
+        if args.jobs < 1 or args.nice < 0:
+            raise OMGPTError(f"--jobs must be at least 1 and --nice at least 0, got {args.jobs} and {args.nice}")
+        runs_dir = ROOT / args.runs_dir
+        writable_file(runs_dir / "baseline.log", "--runs-dir")
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            outcomes = list(pool.map(lambda v: train(v, runs_dir, args.nice), args.variants))
+        for v, outcome in zip(args.variants, outcomes):
+            print(f"{v}: {outcome}")
+        return 0 if all(o == "done" for o in outcomes) else 1
+    if args.runs_dir is not None and not (ROOT / args.runs_dir).is_dir():
+        raise OMGPTError(f"--runs-dir {args.runs_dir}: no such folder")
+    report(ROOT / (args.runs_dir or "runs/recipe"), ROOT / args.out)
     return 0
 
 

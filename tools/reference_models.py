@@ -7,16 +7,20 @@
 
 A reference model is ``configs/pretrained/NAME.yaml``: the task, its horizon, its length in epochs and
 the CPU recipe written out in full (a shipped model's command must not drift with the scale configs'
-defaults). ``train`` fits it on one CPU thread, resuming from
-the run's ``last.ckpt`` when one exists (so a budget can be spent across sessions); the config's
+defaults). ``train`` fits it with the run store (:mod:`omgpt.commands.store`: one CPU thread, resuming
+from the run's ``last.ckpt`` when one exists, so a budget can be spent across sessions); the config's
 ``max_epochs`` sets its length (the cosine schedule is laid out over it) and ``--minutes`` of
-wall-clock (Lightning's ``max_time``, counted across resumes) is only a safety cap. ``card`` takes the checkpoint the run kept (lowest
-``val/regret_ucb``), writes ``pretrained/NAME/model.ckpt`` -- weights and hyper-parameters only, no
-optimizer state, so it stays small -- evaluates it on ``--runs`` fresh test environments against
+wall-clock (Lightning's ``max_time``, counted across resumes) is only a safety cap. ``card`` takes the
+checkpoint the run kept (the store's rule: lowest ``val/regret_ucb``), exports its weights -- and
+hyper-parameters only, no optimizer state, so it stays small -- evaluates them on ``--runs`` fresh test environments against
 ``alg-star`` (where the task has a likelihood), every benchmark of the task and the oracle, and writes
 ``pretrained/NAME/card.md`` and ``card.json``: the command, steps, wall-clock, the validation curve,
-the test table, and a 10-run spot check that ``tests/test_pretrained.py`` reproduces. ``retest``
-evaluates a shipped ``model.ckpt`` again (a new protocol, new benchmarks) without its training run.
+the test table, the model's checksum, task and task options (the store reads a card only through
+:func:`omgpt.commands.store.read_card`, which checks them), and a 10-run spot check that
+``tests/test_pretrained.py`` reproduces; ``pretrained/NAME/model.ckpt`` is replaced only when the card
+is complete. ``retest`` evaluates a shipped ``model.ckpt`` again (a new protocol, new benchmarks)
+without its training run. Every argument is checked before anything is written: an error is one line,
+``omgpt: error: ...``, exit code 2.
 
 The test (SPEC §7) is on ``--runs`` (1,000) fresh environments of a test seed that chose nothing
 (:data:`omgpt.seeding.CARD_SEED`; seed 1, the old cards', is where the pricing model's depth and length
@@ -28,21 +32,19 @@ must overlap (``tests/test_pretrained.py``).
 from __future__ import annotations
 
 import argparse
-import json
-import csv
-import os
-import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
-from tools.recipe import validation_points
 from omgpt.analysis.report import interval
+from omgpt.commands.store import clocks, fit, keep, kept_checkpoint, metric_rows, read_card, stamp, validation_points
 from omgpt.errors import OMGPTError
-from omgpt.files import export_weights, read_checkpoint, save_figure, write_json, write_text
+from omgpt.files import atomic_write, save_figure, writable_file, write_json, write_text
 from omgpt.seeding import CARD_SEED
+from tools import tool_main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "pretrained"
+PRETRAINED = ROOT / "pretrained"  # the shipped models: pretrained/NAME/{model.ckpt, card.json, card.md, ...}
 SPOT_RUNS, SPOT_SEED = 10, 7  # the card's reproducible spot check
 
 
@@ -56,36 +58,24 @@ def run_dir(name: str, runs_dir: Path) -> Path:
     return runs_dir / name / "version_0"
 
 
+def check_name(name: str) -> None:
+    if name not in available():
+        raise OMGPTError(f"no reference model {name!r}; available: {', '.join(available())}")
+
+
 def train(name: str, runs_dir: Path, minutes: float) -> int:
-    if not (CONFIGS / f"{name}.yaml").is_file():
-        raise SystemExit(f"omgpt: error: no reference model {name!r}; available: {', '.join(available())}")
+    check_name(name)
+    if not minutes >= 1:
+        raise OMGPTError(f"--minutes must be at least 1 (the fit's wall-clock cap), got {minutes}")
+    writable_file(runs_dir / f"{name}.log", "--runs-dir")  # an unwritable --runs-dir fails here, not in the fit
     hours, mins = divmod(int(minutes), 60)
-    args = fit_args(name, runs_dir) + ["--trainer.max_time", f"00:{hours:02d}:{mins:02d}:00"]
-    last = run_dir(name, runs_dir) / "checkpoints" / "last.ckpt"
-    if last.is_file():
-        args += ["--ckpt_path", str(last)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    with open(runs_dir / f"{name}.log", "a") as log:
-        return subprocess.call([sys.executable, "-m", "omgpt", *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    args = fit_args(name, runs_dir)[1:] + ["--trainer.max_time", f"00:{hours:02d}:{mins:02d}:00"]
+    fit(args, run_dir(name, runs_dir), runs_dir / f"{name}.log", f"reference model {name!r}")
+    return 0
 
 
 def available() -> list[str]:
     return sorted(p.stem for p in CONFIGS.glob("*.yaml"))
-
-
-def validation_curve(folder: Path) -> list[dict]:
-    """Validation points of every CSV log of the run (a resumed fit's earlier parts first)."""
-    return [q for metrics in sorted(folder.glob("metrics*.csv")) for q in validation_points(metrics)]
-
-
-def wall_minutes(folder: Path) -> float | None:
-    """The run's wall-clock training minutes at its last validation (carried across resumes)."""
-    last = None
-    for metrics in sorted(folder.glob("metrics*.csv")):
-        for row in csv.DictReader(metrics.open()):
-            last = float(row["time/wall_minutes"]) if row.get("time/wall_minutes") else last
-    return None if last is None else round(last, 1)
 
 
 def check_test_arguments(runs: int, seed: int, replication_seed: int | None = None) -> None:
@@ -93,12 +83,12 @@ def check_test_arguments(runs: int, seed: int, replication_seed: int | None = No
     from omgpt import seeding
 
     if runs < 2:
-        raise SystemExit(f"omgpt: error: --runs must be at least 2 (a paired interval needs two environments), got {runs}")
+        raise OMGPTError(f"--runs must be at least 2 (a paired interval needs two environments), got {runs}")
     seeding.check_test_seed(seed, "--seed")
     if replication_seed is not None:
         seeding.check_test_seed(replication_seed, "--replication-seed")
         if replication_seed == seed:
-            raise SystemExit("omgpt: error: --replication-seed must differ from --seed")
+            raise OMGPTError("--replication-seed must differ from --seed")
 
 
 def card_policies(task) -> list[str]:
@@ -119,7 +109,7 @@ def test_model(name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, 
     task = load_model(model_ckpt).task
     policies = card_policies(task)
     ensure_tuned(task.name, task.options(), horizon, policies)
-    out = ROOT / "pretrained" / name
+    out = PRETRAINED / name
     summary = run_evaluation(task.name, {}, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False)
     spot = run_evaluation(task.name, {}, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
     spot = {"runs": SPOT_RUNS, "seed": SPOT_SEED, "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}
@@ -141,34 +131,50 @@ def with_test(info: dict, summary: dict, spot: dict, replication: dict | None) -
 
 
 def card(name: str, runs_dir: Path, runs: int, seed: int, replication_seed: int | None = None) -> None:
-    check_test_arguments(runs, seed, replication_seed)
-    folder = run_dir(name, runs_dir)
-    kept = sorted(p for p in (folder / "checkpoints").glob("*.ckpt") if p.name != "last.ckpt")
-    if not kept:
-        raise SystemExit(f"omgpt: error: {folder} has no kept checkpoint; train {name} first")
-    out = ROOT / "pretrained" / name
-    model_ckpt = export_weights(kept[-1], out / "model.ckpt")
+    """Card the model the run ``runs_dir/NAME`` kept. The shipped ``model.ckpt`` is replaced only once
+    the card's test is done (the test runs on a copy), just before its card: a failed or stopped
+    ``card`` leaves the shipped model and card as they were."""
     from omgpt.model import load_model
 
-    _, task, hparams = load_model(model_ckpt)
-    horizon = hparams["horizon"]
-    curve = validation_curve(folder)
-    info = {"name": name, "task": task.name, "horizon": horizon,
-            "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
-            "kept_checkpoint": kept[-1].name, "steps": read_checkpoint(model_ckpt).get("global_step"),
-            "cpu_minutes": curve[-1]["minutes"] if curve else None, "wall_minutes": wall_minutes(folder), "validation": curve}
-    write_card(with_test(info, *test_model(name, model_ckpt, horizon, runs, seed, replication_seed)), out)
+    check_name(name)
+    check_test_arguments(runs, seed, replication_seed)
+    folder, out = run_dir(name, runs_dir), PRETRAINED / name
+    kept_checkpoint(folder)  # the run has kept a model
+    rows = metric_rows(folder)
+    curve = validation_points(rows)
+    if not curve:
+        raise OMGPTError(f"{folder}: no validation logged (metrics*.csv); train {name} first")
+    writable_file(out / "card.json", f"pretrained/{name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_ckpt = Path(tmp) / "model.ckpt"
+        kept, steps = keep(folder, model_ckpt)
+        if steps not in [p["step"] for p in curve]:
+            raise OMGPTError(f"{folder}: the kept checkpoint {kept.name} (step {steps}) has no validation in the run's metrics")
+        _, task, hparams = load_model(model_ckpt)
+        horizon, wall = hparams["horizon"], clocks(rows).get("wall")
+        info = {"name": name, "task": task.name, "horizon": horizon,
+                "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
+                "kept_checkpoint": kept.name, "steps": steps, "cpu_minutes": curve[-1]["minutes"],
+                "wall_minutes": None if wall is None else round(wall, 1), "validation": curve}
+        info = with_test(stamp(info, model_ckpt), *test_model(name, model_ckpt, horizon, runs, seed, replication_seed))
+        atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
+    write_card(info, out)
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+
+
+def shipped_card(name: str) -> dict:
+    """The card of the shipped model ``pretrained/NAME``, read and checked by the run store."""
+    check_name(name)
+    if not (PRETRAINED / name / "card.json").exists():
+        raise OMGPTError(f"no shipped model pretrained/{name} (train it, then card it)")
+    return read_card(PRETRAINED / name)
 
 
 def retest(name: str, runs: int, seed: int, replication_seed: int | None) -> None:
     """Test a shipped model again (its training run need not be here): card.json keeps its training
     record and gets the new test."""
     check_test_arguments(runs, seed, replication_seed)
-    out = ROOT / "pretrained" / name
-    if not (out / "card.json").is_file() or not (out / "model.ckpt").is_file():
-        raise SystemExit(f"omgpt: error: no shipped model pretrained/{name} (available: {', '.join(available())})")
-    info = json.loads((out / "card.json").read_text())
+    info, out = shipped_card(name), PRETRAINED / name
     write_card(with_test(info, *test_model(name, out / "model.ckpt", info["horizon"], runs, seed, replication_seed)), out)
     print(f"wrote {out / 'card.md'}")
 
@@ -180,7 +186,7 @@ def write_card(info: dict, out: Path) -> None:
     write_json(info, out / "card.json", indent=1)
     rows = sorted(summary["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"])
     star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
-    trained = curve[-1]["step"] if curve else info["steps"]
+    trained = curve[-1]["step"]
     lines = [f"# Reference model `{name}`", "", f"Task `{info['task']}`, horizon {info['horizon']}; trained with",
              "", f"    {info['command']}", "",
              f"{trained} steps trained in {info['cpu_minutes']} CPU-minutes of one thread (the wall-clock on an idle core of the "
@@ -226,6 +232,7 @@ def plot_validation(curve: list[dict], name: str, path: Path) -> None:
     save_figure(fig, path, dpi=100)
 
 
+@tool_main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.reference_models", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -250,18 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         return train(args.name, ROOT / args.runs_dir, args.minutes)
     if args.cmd == "render":
-        out = ROOT / "pretrained" / args.name
-        if not (out / "card.json").is_file():
-            raise SystemExit(f"omgpt: error: no shipped card pretrained/{args.name}/card.json")
-        write_card(json.loads((out / "card.json").read_text()), out)
-        return 0
-    try:
-        if args.cmd == "retest":
-            retest(args.name, args.runs, args.seed, args.replication_seed)
-        else:
-            card(args.name, ROOT / args.runs_dir, args.runs, args.seed, args.replication_seed)
-    except OMGPTError as e:
-        raise SystemExit(f"omgpt: error: {e}") from None
+        write_card(shipped_card(args.name), PRETRAINED / args.name)
+    elif args.cmd == "retest":
+        retest(args.name, args.runs, args.seed, args.replication_seed)
+    else:
+        card(args.name, ROOT / args.runs_dir, args.runs, args.seed, args.replication_seed)
     return 0
 
 

@@ -129,6 +129,7 @@ def experiment(
     seed: Seed = 0,
     device: Device = "cpu",
     train_only: bool = False,
+    redraw: bool = False,
 ) -> None:
     """One paper figure end to end: train, evaluate, draw, report (omgpt experiment --list).
 
@@ -146,8 +147,9 @@ def experiment(
         seed: seed of the test environments
         device: evaluation device (training uses the trainer's accelerator)
         train_only: train the models and stop
+        redraw: draw the figures and write report.md again from OUT/experiment.json (nothing re-run)
     """
-    from omgpt.commands.experiment import available, run_all, run_experiment
+    from omgpt.commands.experiment import available, redraw_experiment, run_all, run_experiment
 
     if list:
         for key, title in available().items():
@@ -156,10 +158,17 @@ def experiment(
     if all:
         if name or out or horizon or fit_config:
             raise OMGPTError("omgpt experiment --all: runs every experiment at its own settings; give no name, --out, --horizon or --fit-config")
-        run_all(scale, models_dir, jobs, runs, seed, device, train_only)
+        if redraw:  # every report in results/ drawn again
+            for each in available():
+                redraw_experiment(each, scale)
+        else:
+            run_all(scale, models_dir, jobs, runs, seed, device, train_only)
         return
     if not name:
         raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list), or --all")
+    if redraw:
+        redraw_experiment(name, scale, out)
+        return
     run_experiment(name, scale, out, models_dir, jobs, runs, horizon, fit_config or [], seed, device, train_only)
 
 

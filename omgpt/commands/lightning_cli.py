@@ -81,7 +81,7 @@ def _resolving_aliases(run, **kwargs) -> None:
 
 
 def build_cli(args: ArgsType = None) -> OMGPTCLI:
-    """Run ``omgpt fit|validate|test`` with ``configs/base.yaml`` (trainer, logger, callbacks) as the
+    """Run ``omgpt fit|validate`` with ``configs/base.yaml`` (trainer, logger, callbacks) as the
     first config layer. Returns the CLI object (its ``trainer`` holds the checkpoint paths)."""
     from omgpt.datamodules import HistoryDataModule
     from omgpt.module import OMGPTModule

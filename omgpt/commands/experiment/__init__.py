@@ -2,7 +2,9 @@
 
 The package: :mod:`~omgpt.commands.experiment.config` (the typed experiment configs, parsed by jsonargparse), :mod:`~omgpt.commands.experiment.models`
 (the content-addressed model store), :mod:`~omgpt.commands.experiment.panels` (evaluations and their numbers),
-:mod:`~omgpt.commands.experiment.report` (``report.md``); this module runs the whole.
+:mod:`~omgpt.commands.experiment.registry` (the experiment kinds: what differs between experiments) and their
+plug-ins in :mod:`~omgpt.commands.experiment.kinds`, :mod:`~omgpt.commands.experiment.report` (``report.md``);
+this module runs the whole.
 
 An experiment (``configs/experiments/NAME.yaml``) names the **models** it needs -- each one
 ``omgpt fit`` run: a task, its options, a horizon and extra fit arguments -- and the **panels** it
@@ -19,6 +21,9 @@ draws -- each an evaluation of one or more of those models and the benchmarks on
 3. writes ``OUT/experiment.json`` (every number, the curves included), the figures as PNG, and
    ``OUT/report.md`` (the paper's claim, the command, tables, figures, per-panel verdicts).
 
+``omgpt experiment NAME --redraw`` draws the figures and writes ``report.md`` again from
+``OUT/experiment.json`` alone (after a change to a figure or to the report; nothing is re-run).
+
 Scales. Every experiment runs at two scales with the same command: ``--scale paper`` (the paper's
 model and Algorithm 1: ``configs/scale/paper.yaml`` on the defaults of ``configs/base.yaml``; for
 GPUs) and ``--scale cpu`` (``configs/scale/cpu.yaml``: minutes per model on one CPU core). Any
@@ -26,10 +31,21 @@ mapping in an experiment config may hold ``cpu:`` / ``paper:`` keys whose conten
 siblings at that scale (e.g. ``cpu: {pretrained: pricing}``: a shipped reference model stands in for
 the CPU-scale training of a model).
 
-Figure kinds (``figure:`` in the config): ``curves`` (the paper's regret / suboptimality rows, mean
-with a 90% band, final regret in the legend), ``advantage`` (reward improvement rate of OMGPT over
-the best benchmark on a grid), ``alg-star-match`` (``TF - Alg*`` along the model's own histories:
-sample paths and histograms) and ``demand-prediction`` (observation head vs ridge regression).
+Experiment kinds. What differs between experiments -- how a panel is evaluated, which figures are
+drawn, each panel's headline, the checks of the paper's claim beyond the per-panel verdicts, a report
+section of its own -- is one plug-in, a subclass of :class:`~omgpt.commands.experiment.registry.Kind`
+in ``kinds/``: ``curves`` (regret curves, one figure per panel ``figure_file``), ``prior-benefit``,
+``advantage`` and ``model-size`` (reward improvement rate on a grid), ``alg-star-match`` (``TF - Alg*``
+along the model's own histories) and ``demand-prediction`` (observation head vs ridge regression). An
+experiment runs the kind registered under its own name, else the one its config's ``figure:`` names.
+
+Adding an experiment kind: write ``omgpt/commands/experiment/kinds/<name>.py`` holding a subclass of
+``Kind`` with ``name = "NAME"`` (the experiment's name), decorated with ``@register``, that overrides
+what differs from the plain regret comparison -- ``evaluate`` (a panel's numbers; ``self.rollout``
+gives the regret numbers and every policy's history to measure more on), ``figures`` (drawing helpers
+from ``omgpt.analysis.experiment_figures``), ``headline``, ``claims``, ``sections`` -- and
+``configs/experiments/NAME.yaml``. Nothing else is edited: every module of ``kinds/`` is imported
+when the kinds are first looked up (``tests/test_experiment.py`` runs such a kind, written in the test).
 """
 from __future__ import annotations
 
@@ -41,16 +57,17 @@ from pathlib import Path
 from omgpt.errors import OMGPTError
 from omgpt.commands.experiment.config import FIGURES, SCALES, at_scale, available, load_experiment, parse_policies
 from omgpt.commands.experiment.models import ROOT, _shown, best_checkpoint, fit_arguments, model_key, run_key, train_all, train_model
-from omgpt.commands.experiment.panels import alg_star_match, demand_prediction_panel, evaluate_panel, optimal_reward, verdict
-from omgpt.commands.experiment.report import headline, report, summary_lines
+from omgpt.commands.experiment.panels import evaluate_panel, optimal_reward, verdict
+from omgpt.commands.experiment.registry import Kind, all_kinds, draw, kind_of, register
+from omgpt.commands.experiment.report import report, summary_lines
 from omgpt.files import output_folder, write_json, write_text
 
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
 
 __all__ = [
-    "FIGURES", "SCALES", "alg_star_match", "at_scale", "available", "best_checkpoint", "demand_prediction_panel",
-    "evaluate_panel", "fit_arguments", "headline", "load_experiment", "model_key", "optimal_reward", "parse_policies", "report",
-    "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing", "verdict",
+    "FIGURES", "SCALES", "Kind", "all_kinds", "at_scale", "available", "best_checkpoint", "draw", "evaluate_panel", "evaluate_panels",
+    "fit_arguments", "kind_of", "load_experiment", "model_key", "optimal_reward", "parse_policies", "redraw_experiment", "register",
+    "report", "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing", "verdict",
 ]
 
 
@@ -72,7 +89,8 @@ def run_experiment(
     for cfg in fit_configs:
         if not Path(cfg).is_file():
             raise OMGPTError(f"--fit-config {cfg}: no such file")
-    out_dir = Path(out or ROOT / "results" / (name if scale == "cpu" else f"{name}-{scale}"))
+    kind = kind_of(exp)  # an experiment without a kind fails now, not after its training
+    out_dir = report_folder(name, scale, out)
     models_path = Path(models_dir or default_models_dir(scale, quick=bool(fit_configs) or horizon is not None))
     runs = runs or exp.get("runs", 100)
     device = device or "cpu"  # rollouts of 100 runs are small; the scipy-based benchmarks want CPU tensors
@@ -89,30 +107,50 @@ def run_experiment(
         records = train_all(exp, models_path, fit_configs, jobs)
         tune_missing(exp)
         evaluation_start = time.perf_counter()
-        kind = exp.get("figure", "curves")
-        panels = []
-        for panel in exp["panels"]:
-            print(f"  evaluating {panel['title']} ({panel['task']} {panel['task_options'] or ''}, horizon {panel['horizon']}, {runs} runs)", flush=True)
-            if kind == "demand-prediction":
-                panels.append({"title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
-                               "model": panel["model"], "demand_prediction": demand_prediction_panel(panel, records, runs, seed, device)})
-                continue
-            numbers, histories = evaluate_panel(panel, records, runs, seed, device, rewards=kind == "advantage")
-            numbers["figure_file"] = panel["figure_file"]
-            if kind == "alg-star-match":
-                numbers["alg_star_match"] = alg_star_match(panel, histories["omgpt"], seed)
-            panels.append(numbers)
+        panels = evaluate_panels(exp, kind, records, runs, seed, device)
         result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
-                  "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": kind,
+                  "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": exp["figure"],
                   "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1),
                   "evaluation_seconds": round(time.perf_counter() - evaluation_start, 1)}
-        from omgpt.analysis.experiment_figures import draw
-
         result["figures"] = draw(result, folder)
         write_json(result, folder / "experiment.json", indent=1)
         write_text(folder / "report.md", report(result))
     print(summary_lines(result))
     print(f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)")
+    return result
+
+
+def evaluate_panels(exp: dict, kind: Kind, models: dict[str, dict], runs: int, seed: int, device: str) -> list[dict]:
+    """Every panel of ``exp`` evaluated by its kind with the trained ``models`` (name -> record with ``ckpt``)."""
+    panels = []
+    for panel in exp["panels"]:
+        print(f"  evaluating {panel['title']} ({panel['task']} {panel['task_options'] or ''}, horizon {panel['horizon']}, {runs} runs)", flush=True)
+        panels.append(kind.evaluate(panel, models, runs, seed, device))
+    return panels
+
+
+def report_folder(name: str, scale: str, out: str | None) -> Path:
+    """``--out``, else ``results/NAME`` (``results/NAME-SCALE`` at another scale than the CPU's)."""
+    return Path(out or ROOT / "results" / (name if scale == "cpu" else f"{name}-{scale}"))
+
+
+def redraw_experiment(name: str, scale: str = "cpu", out: str | None = None) -> dict:
+    """``omgpt experiment NAME --redraw``: the figures and ``report.md`` of a finished report folder drawn
+    again from its ``experiment.json`` alone (nothing trained or evaluated). The folder is rebuilt aside
+    and replaces the old one only when complete."""
+    from omgpt.records import ListOf, Optional, read_json
+
+    folder = report_folder(name, scale, out)
+    schema = {"name": str, "title": str, "source": str, "claim": str, "command": str, "scale": str, "runs": int, "seed": int,
+              "seconds": (int, float), "figure": Optional(str), "models": dict, "panels": ListOf(dict), "figures": ListOf(str)}
+    result = read_json(folder / "experiment.json", schema, what="experiment report")  # what the report skeleton reads
+    if result["name"] != name:
+        raise OMGPTError(f"{folder / 'experiment.json'}: the report of experiment {result['name']!r}, not {name!r}")
+    with output_folder(folder, EXPERIMENT_FILES, "omgpt experiment --redraw") as stage:
+        result["figures"] = draw(result, stage)
+        write_json(result, stage / "experiment.json", indent=1)
+        write_text(stage / "report.md", report(result))
+    print(f"redrew {_shown(folder / 'report.md')} and {len(result['figures'])} figure(s) from {_shown(folder / 'experiment.json')}")
     return result
 
 

@@ -1,18 +1,16 @@
-"""The panels of ``omgpt experiment``: each an evaluation of one or more trained models and the
-benchmarks on a test task (common random numbers, as ``omgpt evaluate``), and the numbers drawn from
-it -- final regrets, optimal rewards for reward improvement rates, ``TF - Alg*`` along the model's own
-histories, demand prediction.
+"""The panels of ``omgpt experiment``, shared by every experiment kind: each an evaluation of one or
+more trained models and the benchmarks on a test task (common random numbers, as ``omgpt evaluate``),
+the numbers drawn from it (final regrets, curves, optimal rewards for reward improvement rates), and the
+verdict against the best benchmark. What a kind measures beyond that is in its plug-in
+(``omgpt/commands/experiment/kinds/``).
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from omgpt.analysis.report import final_regrets
 from omgpt.commands.experiment.config import parse_policies
-from omgpt.commands.experiment.models import _shown
 from omgpt.tuning import tuned_constants
 
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
@@ -84,11 +82,11 @@ def _policy_numbers(stats: dict, history, rewards: bool = False) -> dict:
         "final_regret": final_regret(stats["regret"]),
         "final_suboptimality": {"mean": float(stats["suboptimality"]["mean"][-1])},
         **({"optimal_reward": float(optimal_reward(history).mean())} if rewards else {}),
-        "curves": {k: {"mean": _rounded(v["mean"]), "band90": _rounded(v["band90"])} for k, v in stats.items()},
+        "curves": {k: {"mean": rounded(v["mean"]), "band90": rounded(v["band90"])} for k, v in stats.items()},
     }
 
 
-def _rounded(values) -> list:
+def rounded(values) -> list:
     """Curves as lists with 4 decimals (the JSON stays small; the plots cannot tell)."""
     return np.round(np.asarray(values, dtype=np.float64), 4).tolist()
 
@@ -114,58 +112,3 @@ def verdict(numbers: dict) -> str | None:
         return f"OMGPT {finals['omgpt']:.2f} is {word} the best benchmark ({best} {bench[best]:.2f})"
     ranked = ", ".join(f"{k} {finals[k]:.2f}" for k in sorted(ours, key=finals.get))
     return f"models by mean final regret: {ranked}; best benchmark {best} {bench[best]:.2f}"
-
-
-def alg_star_match(panel: dict, history, seed: int) -> dict:
-    """``TF(H_t) - Alg*(H_t)`` along the model's own histories: ``Alg*`` is replayed on the histories
-    OMGPT generated (same contexts, actions, observations), so both decide on the same ``H_t``.
-
-    For the bandit (the paper's convention) the difference is in expected reward: the reward of
-    OMGPT's arm minus the reward ``Alg*``'s posterior sampling gets in expectation over its draw,
-    ``Σ_γ P(γ | H_t) r(a*_γ)``, so the histogram measures the model and not ``Alg*``'s own sampling
-    noise (one draw would add mean |diff| ~0.03 / 0.14 on 4 / 100 environments by itself)."""
-    from omgpt.policies import make_policy
-    from omgpt.rollout import replay
-    from omgpt.tasks import make_episode_task
-
-    task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
-    alg = make_policy("alg-star", task)
-
-    def posterior_reward(alg, t, x):  # the bandit: expected reward of Alg*'s draw, over the posterior before O_t
-        arms = alg.candidate_actions(t, x)  # (B, N, arms)
-        envs = {k: v.repeat_interleave(arms.shape[1], 0) for k, v in history.envs.items()}  # each run's true environment per candidate
-        r = task.expected_reward(envs, x.repeat_interleave(arms.shape[1], 0), arms.flatten(0, 1), t).reshape(arms.shape[:2])
-        return (alg.posterior() * r.double()).sum(-1)
-
-    alg_actions, alg_rewards = replay(alg, history, torch.Generator().manual_seed(seed), posterior_reward if task.discrete else None)
-    if task.discrete:
-        diff = (history.rewards.double() - torch.stack(alg_rewards, 1))[..., None].float()
-        as_value = lambda a: a.argmax(-1, keepdim=True).float()  # arm index for the sample path
-    else:
-        diff = history.actions - alg_actions
-        as_value = lambda a: a
-    return {
-        "diff": _rounded(diff.reshape(-1, diff.shape[-1])),
-        "mean_abs_diff": float(diff.norm(dim=-1).mean()),
-        "discrete": task.discrete,  # bandit: differences are rewards, sample paths are arm indices
-        "path": {  # the first test environment's first 30 steps
-            "optimal": as_value(history.optimal_actions[0, :30])[:, 0].tolist(),
-            "omgpt": as_value(history.actions[0, :30])[:, 0].tolist(),
-            "alg-star": as_value(alg_actions[0, :30])[:, 0].tolist(),
-        },
-    }
-
-
-def demand_prediction_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
-    """``omgpt evaluate --demand-prediction`` for one panel; its per-panel files go to a scratch
-    folder (the experiment keeps the numbers in experiment.json and draws one figure of all panels)."""
-    import tempfile
-
-    from omgpt.commands.evaluate import run_demand_prediction
-
-    with tempfile.TemporaryDirectory() as scratch:
-        summary = run_demand_prediction(
-            models[panel["model"]]["ckpt"], panel["task_options"], runs, panel["horizon"], None, seed,
-            scratch, task_name=panel["task"], device=device, progress=False,
-        )
-    return {**summary, "ckpt": _shown(Path(summary["ckpt"]))}

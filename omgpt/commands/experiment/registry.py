@@ -1,0 +1,102 @@
+"""The experiment kinds of ``omgpt experiment``: the base class every kind extends, and the registry.
+
+A kind is what differs between experiments: how a panel is evaluated, which figures are drawn, each
+panel's headline in the report, and the checks of the parts of the paper's claim that go beyond the
+per-panel verdict. The base class :class:`Kind` is the plain case -- every policy rolled out, the regret
+table and verdict, one regret / suboptimality figure per ``figure_file`` -- and each plug-in in
+``omgpt/commands/experiment/kinds/`` overrides what its experiments need and registers itself under a
+name with :func:`register`.
+
+An experiment runs the kind registered under its own name (``configs/experiments/NAME.yaml``), else
+the one its config's ``figure:`` names (``curves`` by default): :func:`kind_of`. The same lookup on the
+``name`` and ``figure`` of an ``experiment.json`` redraws and re-renders a finished report.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+from typing import ClassVar
+
+from omgpt.commands.experiment.panels import evaluate_panel, verdict
+from omgpt.errors import OMGPTError
+
+Check = tuple[str, bool, str]  # (the paper's words, whether they hold, the numbers behind the verdict)
+
+_KINDS: dict[str, Kind] = {}  # name -> the registered kind (built-ins loaded by all_kinds())
+
+
+class Kind:
+    """An experiment kind: subclass it, set ``name``, override what differs, decorate with :func:`register`.
+    The defaults are the plain regret comparison (``figure: curves``)."""
+
+    name: ClassVar[str] = ""
+    rewards: ClassVar[bool] = False  # also record the optimal policy's expected reward (reward improvement rates)
+
+    def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
+        """One panel's numbers for ``experiment.json`` (``models``: each model's record, its ``ckpt`` included)."""
+        return self.rollout(panel, models, runs, seed, device)[0]
+
+    def rollout(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> tuple[dict, dict]:
+        """Every policy of the panel played on ``runs`` test environments: ``(numbers, histories)`` -- the
+        regret table's numbers (with the panel's ``figure_file``) and each policy's history, for kinds
+        that measure more on the same rollouts."""
+        numbers, histories = evaluate_panel(panel, models, runs, seed, device, rewards=self.rewards)
+        numbers["figure_file"] = panel["figure_file"]
+        return numbers, histories
+
+    def figures(self, result: dict, out: Path) -> list[Path]:
+        """Draw the figures of ``result`` into ``out``; returns their paths. Default: regret (top) and
+        suboptimality (bottom) per panel, one PNG per ``figure_file`` of the panels."""
+        from omgpt.analysis.experiment_figures import curves_figure
+
+        groups: dict[str, list[dict]] = {}
+        for panel in result["panels"]:
+            groups.setdefault(panel.get("figure_file", "curves"), []).append(panel)
+        return [curves_figure(group, out / f"{name}.png") for name, group in groups.items()]
+
+    def headline(self, panel: dict) -> str:
+        """The panel's one line in the report and on the console (default: the verdict, or nothing)."""
+        return verdict(panel) or ""
+
+    def claims(self, result: dict) -> list[Check]:
+        """The parts of the paper's claim beyond the per-panel verdict, each checked (default: none)."""
+        return []
+
+    def sections(self, result: dict) -> list[str]:
+        """Report lines of the kind's own, after the claim checks and before the panels (default: none)."""
+        return []
+
+
+def register(kind: type[Kind]) -> type[Kind]:
+    """Class decorator: make ``kind`` available under ``kind.name``."""
+    if not kind.name or kind.name in _KINDS:
+        raise ValueError(f"experiment kind {kind.__name__}: name {kind.name!r} is empty or registered already")
+    _KINDS[kind.name] = kind()
+    return kind
+
+
+def all_kinds() -> dict[str, Kind]:
+    """Every registered kind by name; the first call imports the plug-ins (every module of ``kinds/``),
+    so a new kind is one new file there and nothing else to edit."""
+    import omgpt.commands.experiment.kinds as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{module.name}")
+    return _KINDS
+
+
+def kind_of(experiment: dict) -> Kind:
+    """The kind of an experiment -- a resolved config or an ``experiment.json``: the kind registered
+    under its name, else the one its ``figure`` names."""
+    registered = all_kinds()
+    figure = experiment.get("figure", "curves")
+    kind = registered.get(experiment["name"]) or registered.get(figure)
+    if kind is None:
+        raise OMGPTError(f"experiment {experiment['name']!r}: no experiment kind {figure!r} (registered: {', '.join(sorted(registered))})")
+    return kind
+
+
+def draw(result: dict, out: Path) -> list[str]:
+    """Draw every figure of ``result``'s kind into ``out``; returns their paths relative to ``out``."""
+    return [str(Path(f).relative_to(out)) for f in kind_of(result).figures(result, out)]
