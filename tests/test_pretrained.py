@@ -44,7 +44,8 @@ def test_a_reference_model_reproduces_its_cards_spot_check(name, tmp_path):
     card = json.loads((ROOT / "pretrained" / name / "card.json").read_text())
     spot = card["spot_check"]
     out = tmp_path / "spot"
-    assert cli_main(["evaluate", "--ckpt", str(ROOT / "pretrained" / name), "--policies", "omgpt", "--runs", str(spot["runs"]),
+    options = [a for k, v in spot.get("task_options", {}).items() for a in ("--option", f"{k}={v}")]  # a data set's test windows
+    assert cli_main(["evaluate", "--ckpt", str(ROOT / "pretrained" / name), *options, "--policies", "omgpt", "--runs", str(spot["runs"]),
                  "--seed", str(spot["seed"]), "--out", str(out), "--no-progress"]) == 0
     got = json.loads((out / "summary.json").read_text())["policies"]["omgpt"]["final_regret"]["mean"]
     assert got == pytest.approx(spot["final_regret_mean"], rel=1e-4, abs=1e-4)

@@ -174,7 +174,10 @@ def test_windows_are_drawn_without_replacement_and_the_ratio_range(table):
     assert sorted(envs["row"].tolist()) == sorted(task.starts.tolist()), "--runs = the window count plays each once"
     many = task.sample_envs(500, torch.Generator().manual_seed(1))
     assert 0.5 <= many["q"].min() and many["q"].max() <= 0.9 and many["q"].std() > 0.05
-    assert task.validation_task() is task and task_of(table).validation_task().part == "validation"
+    # the validation windows validate a fit and tune the benchmarks, whichever part a task was built on
+    assert task.validation_task().part == "validation" and task_of(table).validation_task().part == "validation"
+    validation = task_of(table, part="validation")
+    assert validation.validation_task() is validation
 
 
 # --------------------------------------------------------------------------------------------------

@@ -160,7 +160,17 @@ def _training_seconds(record: dict) -> float:
     return record.get("cpu_seconds", record["train_seconds"])
 
 
-TABLES = {"recipe": recipe_table, "tuning": tuning_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}
+def real_demand_table() -> str:
+    """``omgpt experiment real-demand``'s cost table (``results/real-demand/experiment.json``)."""
+    from omgpt.commands.experiment.kinds.real_demand import cost_table
+
+    path = ROOT / "results" / "real-demand" / "experiment.json"
+    if not path.is_file():
+        return "(not run yet: `omgpt experiment real-demand`)"
+    return "\n".join(cost_table(json.loads(path.read_text())["panels"]))
+
+
+TABLES = {"real-demand": real_demand_table, "recipe": recipe_table, "tuning": tuning_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}
 
 
 def render(text: str) -> str:

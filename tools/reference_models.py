@@ -106,13 +106,19 @@ def test_model(name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, 
     from omgpt.model import load_model
     from omgpt.commands.tune import ensure_tuned
 
-    task = load_model(model_ckpt).task
+    from omgpt.tasks import make_episode_task
+
+    trained = load_model(model_ckpt).task
+    options = trained.test_options()  # a data task's test windows; a prior's test seeds need none
+    task = make_episode_task(trained.name, {**trained.options(), **options}, horizon)
+    runs = min(runs, getattr(task, "windows", runs))  # a data set's test windows, each played once
     policies = card_policies(task)
     ensure_tuned(task.name, task.options(), horizon, policies)
     out = PRETRAINED / name
-    summary = run_evaluation(task.name, {}, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False)
-    spot = run_evaluation(task.name, {}, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
-    spot = {"runs": SPOT_RUNS, "seed": SPOT_SEED, "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"]}
+    summary = run_evaluation(task.name, options, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False)
+    spot = run_evaluation(task.name, options, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
+    spot = {"runs": SPOT_RUNS, "seed": SPOT_SEED, "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"],
+            **({"task_options": options} if options else {})}
     replication = None
     if replication_seed is not None and "alg-star" in policies:
         again = run_evaluation(task.name, {}, ["omgpt", "alg-star"], str(model_ckpt), runs, None, None, replication_seed,
@@ -212,7 +218,8 @@ def write_card(info: dict, out: Path) -> None:
               "![validation](validation.png)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
     lines += [f"| {p['step']} | {p['minutes']} | {p['regret']:.2f} | {p['subopt']:.3f} |" for p in curve]
     policies = ",".join(summary["policies"])
-    lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`"]
+    options = "".join(f" --option {k}={v}" for k, v in info["spot_check"].get("task_options", {}).items())
+    lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name}{options} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`"]
     write_text(out / "card.md", "\n".join(lines) + "\n")
 
 

@@ -233,6 +233,16 @@ class Task:
         the newsvendor's, a change of units)."""
         return self.outcome_cost(pred, observations, contexts).mean() / action_scale.mean()
 
+    # Options a test may set without shifting the prior (a data set's part, the newsvendor's critical
+    # ratio of a model trained on a range of them): benchmarks are tuned at the test's values of these.
+    evaluation_options: ClassVar[tuple[str, ...]] = ()
+
+    def test_options(self) -> dict:
+        """The options a model trained on this task is tested with where no one names them (its
+        reference card): none for a prior, whose test environments come from test seeds; a data-set task
+        names its test part (and one critical ratio)."""
+        return {}
+
     def validation_task(self) -> "Task":
         """The task whose environments validate a model trained on this one (its fixed validation
         environments and checkpoint choice): itself for a prior, which validation seeds keep apart

@@ -48,6 +48,7 @@ from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Scaling, Task
 from omgpt.tasks.registry import make_task, register
 
+DEFAULT_CRITICAL_RATIO = 0.75  # l / (h + l): understocking costs three times overstocking
 ACTION_HIGH = 50.0  # orders up to 50x the level: above every bakery day (max 49.8; 99.99% of days below 12.4)
 # Context columns before the table's own features.
 Q, LOG_LEVEL, LOOKBACK_QUANTILE, LOOKBACK_WEEKDAY, WEEKDAY = 0, 1, 2, 3, 4
@@ -84,6 +85,7 @@ class NewsvendorData(Task):
     action_low, action_high = 0.0, ACTION_HIGH
     horizon: ClassVar[int] = 100
     benchmarks = ("saa", "saa-weekday", "qr", "fai-data", "gbm")
+    evaluation_options = ("part", "critical_ratio")
 
     def __init__(
         self,
@@ -97,7 +99,7 @@ class NewsvendorData(Task):
         group: str | None = None,
         split: str = "series",
         part: str = "train",
-        critical_ratio: float | list[float] = 0.75,
+        critical_ratio: float | list[float] = DEFAULT_CRITICAL_RATIO,
         horizon: int = 100,
         lookback: int = 28,
         stride: int | None = None,
@@ -205,6 +207,13 @@ class NewsvendorData(Task):
     def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         """Minus the realised cost of ``a`` (real data have no model to average over)."""
         return -self.outcome_cost(a, self.demand(envs, t), x)
+
+    def test_options(self) -> dict:
+        """The test windows, at the default critical ratio where the model was trained on it (bakery's
+        range [0.5, 0.9]), else at the middle of its range; the experiment's panels name q explicitly."""
+        lo, hi = self.q_range
+        q = DEFAULT_CRITICAL_RATIO if lo <= DEFAULT_CRITICAL_RATIO <= hi else round((lo + hi) / 2, 4)
+        return {"part": "test", "critical_ratio": q}
 
     def validation_task(self) -> Task:
         """The same table, split and options with ``part="validation"``: a model trained on the

@@ -147,7 +147,8 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
         panel["policies"] = with_tuned_variants(panel["policies"])
         # The benchmarks' constants are tuned on the prior OMGPT was trained on, at the panel's horizon
         # (SPEC §7): a shifted test task plays the constants of the unshifted prior.
-        panel["tuned_on"] = setting_key(model["task"], model["task_options"], panel["horizon"])
+        chosen = {k: v for k, v in panel["task_options"].items() if k in _evaluation_options(model["task"])}  # not a shift
+        panel["tuned_on"] = setting_key(model["task"], {**model["task_options"], **chosen}, panel["horizon"])
         for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
             if model_name is not None and model_name not in exp["models"]:
                 raise OMGPTError(f"{path}: panel {panel['title']!r} policy {label!r} names an unknown model")
@@ -165,3 +166,10 @@ def parse_policies(entries: list[str], default_model: str) -> dict[str, tuple[st
         else:
             out[policy] = (policy, None)
     return out
+
+
+def _evaluation_options(task_name: str) -> tuple[str, ...]:
+    from omgpt.tasks import TASKS
+
+    factory = TASKS.get(task_name)
+    return factory.cls.evaluation_options if factory is not None else ()

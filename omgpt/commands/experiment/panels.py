@@ -13,7 +13,7 @@ from omgpt.analysis.report import final_regrets
 from omgpt.commands.experiment.config import parse_policies
 from omgpt.tuning import tuned_constants
 
-NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle")
+NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle", "hindsight-linear")  # hindsight-linear: a yardstick
 
 
 def _load_model(ckpt: str, device: str):
