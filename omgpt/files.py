@@ -5,9 +5,13 @@ that a file cannot run code.
   go to a temporary file of a unique name in the target's own folder (so the final rename never
   crosses a filesystem), are flushed to disk (``fsync``), and replace the target with ``os.replace``
   -- a reader, a later resume or a second process sees the old file or the new one, never a mix.
+  A temporary name carries its writer's host and pid (``.last.ckpt.HOST-PID.XXXXXXXX.tmp``): what a
+  killed writer left is removed by the next write into the folder, never what a live one is writing.
 * :func:`output_folder` builds a command's output folder (``--out``) as a unit: everything is written
   into a sibling temporary folder, which then takes the folder's place. Two commands writing the same
   ``--out`` each install a complete folder; the last one wins.
+* :func:`holding` keeps a run folder to one live process (a lock held for the process's life, so a
+  killed holder does not block).
 * :func:`read_checkpoint` is the one checkpoint reader: always ``weights_only=True`` (whatever the
   torch version's default), so a checkpoint holds tensors and plain data, never code; every failure is
   an :class:`OMGPTError` (one line). :class:`SafeCheckpointIO` puts both into Lightning, so ``omgpt
@@ -25,6 +29,7 @@ import os
 import pickle
 import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
@@ -42,7 +47,8 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
     renamed over ``path``. On any failure the temporary file is removed and ``path`` is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_stale(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
@@ -92,6 +98,47 @@ def save_figure(fig, path: str | Path, dpi: int = 120) -> Path:
         plt.close(fig)
 
 
+# --------------------------------------------------------------------------------------------------
+# Temporary names: whose they are, and which are left over.
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:40] or "host"
+
+
+def _temp_prefix(target: Path) -> str:
+    """``.NAME.HOST-PID.``: the pid is read at every call (a forked child writes under its own)."""
+    return f".{target.name}.{_host()}-{os.getpid()}."
+
+
+_TEMP = re.compile(r"^\..+\.(?P<host>\w+)-(?P<pid>\d+)\.\w+\.(tmp|old)$")  # mkstemp's random part is \w+
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_stale(folder: str | Path) -> None:
+    """Remove the temporary files and folders in ``folder`` that a killed writer on this host left
+    (named by :func:`_temp_prefix`, their pid no longer running). A live writer's are kept, and so
+    are other hosts' (on a shared filesystem their pids mean nothing here)."""
+    host, me = _host(), os.getpid()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            found = _TEMP.match(entry.name)
+            if not found or found["host"] != host or int(found["pid"]) == me or _alive(int(found["pid"])):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
 def _fsync_folder(folder: Path) -> None:
     with contextlib.suppress(OSError):  # not every filesystem lets a folder be opened and synced
         fd = os.open(folder, os.O_RDONLY)
@@ -117,7 +164,8 @@ def output_folder(out: str | Path, produces: tuple[str, ...], command: str) -> I
     _check_replaceable(out, produces, command)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+        remove_stale(out.parent)  # what a killed command left beside its --out
+        stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=_temp_prefix(out), suffix=".tmp"))
     except OSError as e:
         raise OMGPTError(f"{command}: cannot write --out {out}: {e.strerror or e}") from None
     try:
@@ -150,7 +198,7 @@ def _install(stage: Path, out: Path) -> None:
         except OSError as e:
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
-        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=_temp_prefix(out), suffix=".old"))
         try:
             os.rename(out, old / out.name)
         except FileNotFoundError:
@@ -166,12 +214,67 @@ def writable_file(path: str | Path, option: str) -> Path:
         raise OMGPTError(f"{option} {path} is a folder, not a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
         raise OMGPTError(f"cannot write {option} {path}: {e.strerror or e}") from None
     return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Run folders.
+def lock_file(folder: str | Path) -> Path:
+    """The lock of ``folder``: beside it, not in it (Lightning's CSV logger warns that it will delete
+    "previous log files" of a folder that is not empty when it starts, and a fit's lock is there first)."""
+    folder = Path(folder)
+    return folder.with_name(f".{folder.name}.lock")
+
+
+@contextlib.contextmanager
+def holding(folder: str | Path, refusal: str) -> Iterator[Path]:
+    """``with holding(run_dir, "choose another version"):`` -- ``folder`` is this process's until the
+    block ends; a second process asking for it gets :class:`OMGPTError` (naming the holder's pid, then
+    ``refusal``) instead of interleaving its files with the first's.
+
+    The lock is an ``fcntl`` lock on :func:`lock_file`: the kernel releases it when its process ends,
+    however it ends, so the file a killed process leaves blocks no one. (Without ``fcntl`` -- Windows
+    -- the folder is not locked.)"""
+    folder = Path(folder)
+    try:
+        import fcntl
+    except ImportError:
+        yield folder
+        return
+    path = lock_file(folder)
+    made = [p for p in path.parents if not p.exists()]  # removed again if left empty
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OMGPTError(f"{folder} is in use by another live process (pid {holder}); {refusal}") from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder released and removed the file between our open and our lock: again
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield folder
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # while still locked: a process waiting on this file sees it gone and retries
+        os.close(fd)
+        for p in made:
+            with contextlib.suppress(OSError):
+                p.rmdir()  # only if empty: a run that wrote nothing leaves no folder
 
 
 # --------------------------------------------------------------------------------------------------
@@ -215,7 +318,12 @@ def _safe_checkpoint_io() -> type:
         def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
             if storage_options is not None:
                 raise TypeError(f"{type(self).__name__} takes no storage_options")
-            atomic_write(path, lambda f: torch.save(checkpoint, f))
+            try:
+                atomic_write(path, lambda f: torch.save(checkpoint, f))
+            except (OSError, RuntimeError) as e:  # a full disk: torch says "PytorchStreamWriter failed writing file"
+                reason = e.strerror if isinstance(e, OSError) and e.strerror else (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise OMGPTError(f"cannot save checkpoint {path} (disk full?): {reason}; "
+                                 f"any earlier {Path(path).name} is unchanged") from None
 
         def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict:
             # weights_only is True whatever the caller asks: no path loads a checkpoint that can run code.

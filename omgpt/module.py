@@ -116,6 +116,8 @@ class OMGPTModule(L.LightningModule):
         ):  # fmt: skip
             checks.number(f"model.{name}", value, **bounds)
         seeding.check_validation_seed(checks.seed("model.val_seed", val_seed), "model.val_seed")
+        if window is not None and window > horizon:  # a window is a slice of the training histories
+            raise OMGPTError(f"model.window ({window}) must not exceed model.horizon ({horizon}): the model never sees more than the horizon")
         if schedule not in ("constant", "cosine"):
             raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
         if backbone not in BACKBONES:

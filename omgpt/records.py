@@ -9,7 +9,8 @@ from deep inside a report.
 
 A *schema* is a mapping ``key -> kind``: a type or a tuple of types (``(int, float)``), a nested schema
 (a dict), :class:`Optional` for a key that may be absent, :class:`ListOf` for a list of one kind,
-:class:`MapOf` for a mapping of any keys to one kind, or :data:`ANY`. Keys a schema does not name are allowed (newer writers may add fields).
+:class:`MapOf` for a mapping of any keys to values of one kind, or :data:`ANY`. Keys a schema does not
+name are allowed (newer writers may add fields).
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ class ListOf:
 
 @dataclass(frozen=True)
 class MapOf:
+    """A mapping whose keys are data (policy names, constant names), every value of ``kind``."""
+
     kind: Any
 
 
@@ -114,7 +117,7 @@ def check(value: Any, schema: Any, path: str | Path, key: str = "") -> Any:
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected a mapping, got {_kind(value)}")
         for name, item in value.items():
-            check(item, schema.kind, path, f"{key}.{name}" if key else name)
+            check(item, schema.kind, path, f"{key}.{name}" if key else str(name))
         return value
     if isinstance(schema, ListOf):
         if not isinstance(value, list):

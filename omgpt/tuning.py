@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import json
-import math
 import os
 from pathlib import Path
 
 from omgpt import seeding
 from omgpt.errors import OMGPTError
+from omgpt.records import NUMBER, MapOf, read_json
 from omgpt.resources import CONFIGS, CHECKOUT
 
 TUNED = CONFIGS / "tuned"
@@ -83,28 +82,20 @@ def tuned_path(key: str, folder: Path | None = None) -> Path:
     return Path(folder or os.environ.get(FOLDER_VARIABLE) or TUNED) / f"{key}.json"
 
 
+# What a tuned-constants file must hold for a ``-tuned`` policy to play it (the rest is the record:
+# the paper's constants, the grid, the validation curve, the code version).
+TUNED_SCHEMA = {
+    "setting": dict,
+    "policies": MapOf({"constants": MapOf(NUMBER), "validation": {"seed": int}}),
+}
+
+
 def read_tuned(path: Path) -> dict:
-    """A tuned-constants file, checked: a missing, malformed or foreign file is one :class:`OMGPTError`
-    line naming the file and the key."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise OMGPTError(f"{path}: no such tuned-constants file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise OMGPTError(f"{path}: not a tuned-constants file ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("policies"), dict) or not isinstance(data.get("setting"), dict):
-        raise OMGPTError(f"{path}: not a tuned-constants file (needs 'setting' and 'policies' objects)")
-    for name, entry in data["policies"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("constants"), dict):
-            raise OMGPTError(f"{path}: key 'policies.{name}.constants' must be an object")
-        validation = entry.get("validation")
-        seed = validation.get("seed") if isinstance(validation, dict) else None
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise OMGPTError(f"{path}: key 'policies.{name}.validation.seed' must be an integer")
-        seeding.check_validation_seed(seed, f"{path}: policies.{name}.validation.seed")
-        for k, v in entry["constants"].items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise OMGPTError(f"{path}: key 'policies.{name}.constants.{k}' must be a finite number, got {v!r}")
+    """A tuned-constants file, read by :mod:`omgpt.records` against :data:`TUNED_SCHEMA`: a missing,
+    malformed or foreign file is one :class:`~omgpt.records.RecordError` line naming the file and the key."""
+    data = read_json(path, TUNED_SCHEMA, what="tuned-constants file")
+    for name, entry in data["policies"].items():  # tuned on validation environments, never on test ones
+        seeding.check_validation_seed(entry["validation"]["seed"], f"{path}: policies.{name}.validation.seed")
     return data
 
 

@@ -265,7 +265,7 @@ BAD_INPUTS = {
     "infinite option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "noise_std=inf"], "'noise_std' must be a finite number"),
     "YAML NaN option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "ood_shift=.nan"], "'ood_shift' must be a finite number"),
     "text for an integer option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "dim=abc"], "'dim' must be an integer"),
-    "negative size option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "dim=-2"], "negative dimension"),
+    "negative size option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "dim=-2"], "dim must be a positive integer, got -2"),
     "negative noise std option": (["evaluate", "--task", "mab", "--policies", "ucb", "--option", "noise_std=-1"], "noise_std must be a finite non-negative"),
     "unknown device": (["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", "{ckpt}", "--device", "nosuch"], "--device 'nosuch' is not a torch device"),
     "absent CUDA device": (["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", "{ckpt}", "--device", "cuda:99"], "--device cuda:99"),

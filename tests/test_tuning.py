@@ -90,10 +90,10 @@ def test_linear_pricing_and_newsvendor_constants_reach_the_algorithms(tuned_dir)
 
 
 @pytest.mark.parametrize("content, match", [
-    ("{not json", "not a tuned-constants file"),
-    ("[]", "needs 'setting' and 'policies'"),
+    ("{not json", "not valid JSON .*the tuned-constants file is damaged"),
+    ("[]", "expected a mapping, got list"),
     ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": "x"}, "validation": {"seed": 10001}}}}', "policies.ucb.constants.explore"),
-    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}}}}', "policies.ucb.validation.seed"),
+    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}}}}', "missing key 'policies.ucb.validation'"),
     ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 12}}}}', "not a validation seed"),
 ])
 def test_a_bad_tuned_file_is_one_line_naming_the_file_and_key(tuned_dir, content, match):

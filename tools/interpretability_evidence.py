@@ -44,7 +44,7 @@ OOD_EPOCHS = (0, 5, 14, 20, 29)
 def bayes_known_type(data: Collected, task) -> dict:
     """Normalised errors of the Gaussian posterior mean of (α, β) given the true demand type."""
     h, step = data.history, data.step
-    n, d = len(data.params), task.dim
+    d = task.dim
     x, a, o = h.contexts[:, : step - 1].double(), h.actions[:, : step - 1, 0].double(), h.observations[:, : step - 1, 0].double()
     square = data.labels["square"].bool()
     g = torch.where(square[:, None], a**2, a)

@@ -126,6 +126,16 @@ def one_line(message: str, option: bool = False) -> str:
     return reason if reason.startswith(where) else f"{where}: {reason}"
 
 
+def read_config(path: str, option: str) -> None:
+    """Check, before any work, that a config file given on the command line is a YAML mapping (or
+    empty): a binary or malformed file is one line naming it (:func:`omgpt.records.read_yaml`)."""
+    from omgpt.records import RecordError, read_yaml
+
+    value = read_yaml(path, what=f"{option} file")
+    if value is not None and not isinstance(value, dict):
+        raise RecordError(f"{path}: expected a mapping of settings in the {option} file, got {type(value).__name__}")
+
+
 def task_options(pairs: Optional[list[str]]) -> dict:
     """``["pool_size=4", "censored=true"]`` -> ``{"pool_size": 4, "censored": True}`` (YAML scalars)."""
     import yaml

@@ -12,13 +12,14 @@ commands share :mod:`omgpt.commands.args` and :mod:`omgpt.commands.lightning_cli
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from typing import Any, Callable, Literal, Optional
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType
 
-from omgpt.commands.args import Device, PositiveInt, Seed, command, summary, task_options
+from omgpt.commands.args import Device, PositiveInt, Seed, command, read_config, summary, task_options
 from omgpt.errors import OMGPTError
 from omgpt.commands.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
 
@@ -150,11 +151,17 @@ def experiment(
         redraw: draw the figures and write report.md again from OUT/experiment.json (nothing re-run)
     """
     from omgpt.commands.experiment import available, redraw_experiment, run_all, run_experiment
+    from omgpt.commands.experiment.config import catalogue
 
     if list:
-        for key, title in available().items():
+        titles, errors = catalogue()
+        for key, title in titles.items():
             print(f"{key:<26} {title}")
+        if errors:  # the good ones listed; the first bad file named (one line, exit 2)
+            raise OMGPTError(f"{errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
         return
+    for path in fit_config or []:  # now, not in every model's fit process after the first ones have trained
+        read_config(path, "--fit-config")
     if all:
         if name or out or horizon or fit_config:
             raise OMGPTError("omgpt experiment --all: runs every experiment at its own settings; give no name, --out, --horizon or --fit-config")
@@ -203,6 +210,9 @@ def usage() -> str:
     return "\n".join(lines + ["", "omgpt COMMAND --help lists the options of a command."])
 
 
+INTERRUPTED = 128 + signal.SIGINT  # the shell's exit code for a command ended by Ctrl-C: 130
+
+
 def cli_main(args: ArgsType = None) -> int:
     """Entry point callable from tests and notebooks: ``cli_main(["fit", "--config", ...])``."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -224,6 +234,9 @@ def cli_main(args: ArgsType = None) -> int:
         return _error(str(e) or type(e).__name__)
     except OSError as e:  # a file or folder the command cannot read or write (permissions, disk full, ...)
         return _error(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+    except KeyboardInterrupt:  # Ctrl-C: what was being written is cleaned up by now (omgpt.files); no traceback
+        print("omgpt: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 def _error(message: str) -> int:

@@ -19,6 +19,7 @@ from omgpt.evaluation import evaluate_policies
 from omgpt.files import output_folder
 from omgpt.model import load_model
 from omgpt.policies import make_policy
+from omgpt.resources import code_version
 from omgpt.rollout import History, mean_observations
 from omgpt.tasks import TASKS, Task, make_episode_task, make_task
 
@@ -81,6 +82,8 @@ def run_evaluation(
         raise OMGPTError(f"--policies names a policy twice: {','.join(policies)}")
     if "omgpt" in policies and ckpt is None:
         raise OMGPTError("policy 'omgpt' needs --ckpt PATH (a checkpoint written by omgpt fit)")
+    if window is not None and "omgpt" not in policies:  # the benchmarks read the whole history
+        raise OMGPTError(f"--window applies to the omgpt policy only, and --policies {','.join(policies)} has none")
     seeding.check_test_seed(seed, "--seed")
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
     horizon = horizon or default_horizon
@@ -162,7 +165,8 @@ def run_demand_prediction(
             "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
             "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
         }
-        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window, "ckpt": str(ckpt)}
+        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window,
+                "ckpt": str(ckpt), "code_version": code_version()}
         expected = mean_observations(task, history)[..., 0].double().numpy()
         summary = demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, folder)
     print(f"wrote {', '.join(str(Path(out) / f) for f in DEMAND_FILES)}")

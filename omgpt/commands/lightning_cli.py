@@ -1,9 +1,13 @@
 """``omgpt fit|validate``: LightningCLI with ``configs/base.yaml`` as the first config layer, and user
-errors (config typos, an unknown task, a bad option) turned into one-line :class:`OMGPTError` s.
+errors (config typos, an unknown task, a bad option) turned into one-line :class:`OMGPTError` s. A run
+folder (the logger's version folder: metrics, config, checkpoints) belongs to one live run at a time.
 
 A command-line module: the library never imports it (``omgpt.commands.demo`` runs a fit through it).
 """
 from __future__ import annotations
+
+import os
+import sys
 
 from jsonargparse import ArgumentError
 from lightning.fabric.plugins import TorchCheckpointIO
@@ -12,7 +16,8 @@ from lightning.pytorch.cli import ArgsType, LightningCLI
 
 from omgpt import checks
 from omgpt.errors import OMGPTError
-from omgpt.files import SafeCheckpointIO, read_checkpoint
+from omgpt.files import SafeCheckpointIO, holding, read_checkpoint
+from omgpt.records import read_text
 from omgpt.resources import CONFIGS
 
 LIGHTNING_COMMANDS = ("fit", "validate")  # no `test`: the module has no test step; `omgpt evaluate` tests
@@ -29,10 +34,14 @@ class OMGPTCLI(LightningCLI):
         parser.link_arguments("model.horizon", "data.horizon")
 
     def parse_arguments(self, parser, args) -> None:
+        for path in _config_files(sys.argv[1:] if args is None else args):
+            read_text(path, "config file")  # a binary file: jsonargparse would end in a UnicodeDecodeError traceback
         try:
             super().parse_arguments(parser, args)
         except ArgumentError as e:
             raise OMGPTError(clean_message(str(e))) from None
+        except UnicodeDecodeError:  # a binary file named inside a config (a callback's config file, ...)
+            raise OMGPTError("a config file is not text (binary content)") from None
         command = self.config.get("subcommand")
         if not command:
             return
@@ -63,20 +72,45 @@ class OMGPTCLI(LightningCLI):
 
     # LightningCLI runs a subcommand through the CLI's method of that name when there is one.
     def fit(self, **kwargs) -> None:
-        _resolving_aliases(self.trainer.fit, **kwargs)
+        self._run(self.trainer.fit, **kwargs)
 
     def validate(self, **kwargs) -> None:
-        _resolving_aliases(self.trainer.validate, **kwargs)
+        self._run(self.trainer.validate, **kwargs)
+
+    def _run(self, run, **kwargs) -> None:
+        """``run(**kwargs)`` holding the run folder: two runs logging to one folder (the same explicit
+        ``--trainer.logger.init_args.version``) would interleave one metrics.csv and overwrite each
+        other's checkpoints. Only global rank 0 holds it: DDP's other ranks re-run this command and
+        write nothing of their own there."""
+        if self.trainer.global_rank != 0:
+            _resolving_aliases(self.trainer, run, **kwargs)
+            return
+        with holding(self.trainer.log_dir, "wait for it to end, or choose another --trainer.logger.init_args.version"):
+            _resolving_aliases(self.trainer, run, **kwargs)
 
 
-def _resolving_aliases(run, **kwargs) -> None:
+def _config_files(args) -> list[str]:
+    """The existing files named by ``--config PATH`` / ``--config=PATH`` (jsonargparse also takes
+    inline YAML there, which is no file)."""
+    if not isinstance(args, (list, tuple)):
+        return []
+    values = [b for a, b in zip(args, args[1:]) if a == "--config"] + [a[len("--config="):] for a in args if a.startswith("--config=")]
+    return [v for v in values if os.path.isfile(v)]
+
+
+def _resolving_aliases(trainer, run, **kwargs) -> None:
     """Lightning resolves a ``--ckpt_path`` alias inside fit and raises a ValueError when it names no
-    checkpoint (``best`` in a new process, ``hpc`` without an HPC checkpoint): one line instead."""
+    checkpoint (``best`` in a new process, ``hpc`` without an HPC checkpoint): one line instead. On
+    Ctrl-C Lightning shuts the run down and calls ``sys.exit(1)``: that is an interrupt to the CLI."""
     try:
         run(**kwargs)
     except ValueError as e:
         if kwargs.get("ckpt_path") in CKPT_ALIASES and "ckpt_path=" in str(e):
             raise OMGPTError(str(e).replace("`", "")) from None
+        raise
+    except SystemExit:
+        if trainer.interrupted:
+            raise KeyboardInterrupt from None
         raise
 
 

@@ -16,6 +16,7 @@ from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
 from omgpt.files import write_json
 from omgpt.policies import POLICIES, make_policy
+from omgpt.resources import code_version
 from omgpt.tasks import make_episode_task
 from omgpt.tuning import defaults, grid, read_tuned, setting_key, tuned_path
 
@@ -67,6 +68,7 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
             "validation": {"runs": runs, "seed": seed},
             "curve": curve,
             "seconds": round(time.perf_counter() - started, 1),
+            "code_version": code_version(),  # per policy: a file's entries may be tuned by different code
         }
         edge = [k for k, v in best["constants"].items() if len(cls.tunable[k]) > 1 and v in (min(cls.tunable[k]), max(cls.tunable[k]))]
         log(f"{key}: {name}-tuned = {best['constants']}: {best['final_regret']['mean']:.2f} "

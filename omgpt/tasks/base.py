@@ -25,6 +25,7 @@ from typing import Callable, ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 
 Envs = dict[str, Tensor]
@@ -111,8 +112,8 @@ class Task:
     hidden_type: HiddenType | None = None
 
     def __init__(self, pool_size: int | None = None, pool_seed: int = 1234):
-        if pool_size is not None and pool_size < 1:
-            raise OMGPTError(f"pool_size must be a positive integer, got {pool_size}")
+        if pool_size is not None:
+            pool_size = checks.size("pool_size", pool_size)
         if pool_size is not None and not self.poolable:
             raise OMGPTError(f"task {self.name!r} draws from a data set's windows, already a finite set: pool_size does not apply")
         self.pool_size = pool_size

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from omgpt.errors import OMGPTError
+from omgpt import checks
 from omgpt.tasks.base import Envs, Task
 from omgpt.tasks.mixins import check_noise_std, GaussianNoise
 from omgpt.tasks.registry import register
@@ -51,10 +51,8 @@ class LinearBandit(GaussianNoise, Task):
     action_low, action_high = -1.0, 1.0  # the box [-1, 1]^d around the unit ball
 
     def __init__(self, dim: int = 2, noise_std: float = 0.2, **pool):
-        if dim < 1:
-            raise OMGPTError(f"dim must be a positive integer, got {dim}")
-        self.dim, self.noise_std = dim, check_noise_std(noise_std)
-        self.action_dim = dim
+        self.dim, self.noise_std = checks.size("dim", dim), check_noise_std(noise_std)
+        self.action_dim = self.dim
         super().__init__(**pool)
 
     def sample_prior(self, n: int, generator: torch.Generator) -> Envs:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from omgpt.errors import OMGPTError
+from omgpt import checks
 from omgpt.tasks.base import Envs, Task
 from omgpt.tasks.mixins import check_noise_std, GaussianNoise
 from omgpt.tasks.registry import register
@@ -40,10 +40,8 @@ class MultiArmedBandit(GaussianNoise, Task):
     action_low, action_high = 0.0, 1.0  # one-hot coordinates; not a box the actions fill
 
     def __init__(self, n_arms: int = 20, noise_std: float = 0.2, **pool):
-        if n_arms < 2:
-            raise OMGPTError(f"n_arms must be at least 2, got {n_arms}")
-        self.n_arms, self.noise_std = n_arms, check_noise_std(noise_std)
-        self.action_dim = n_arms
+        self.n_arms, self.noise_std = checks.size("n_arms", n_arms, low=2), check_noise_std(noise_std)
+        self.action_dim = self.n_arms
         super().__init__(**pool)
 
     # ----------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Scaling, Task
 from omgpt.tasks.densities import box_log_density, uniform
@@ -93,10 +94,9 @@ class Newsvendor(DemandTypes, Task):
     ):
         if demand_types not in DEMAND_TYPES:
             raise OMGPTError(f"demand_types must be one of {', '.join(DEMAND_TYPES)}; got {demand_types!r}")
-        if int(horizon) < 1:
-            raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
+        dim = checks.size("dim", dim)  # dim=0 ran, every policy's regret exactly 0
         self.censored, self.dim, self.lost_sale_cost = censored, dim, lost_sale_cost
-        self.demand_types, self.nonstationary, self.horizon = demand_types, bool(nonstationary), int(horizon)
+        self.demand_types, self.nonstationary, self.horizon = demand_types, bool(nonstationary), checks.size("horizon", horizon)
         self.square_scale = SQUARE_SCALE_PER_DIM * dim
         self.name = f"{type(self).name}-censored" if censored else type(self).name  # make_task sets the registered name
         self.context_dim = self.state_dims + 1 + dim

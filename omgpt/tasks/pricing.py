@@ -38,6 +38,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Scaling, Task
 from omgpt.tasks.densities import box_log_density, uniform
@@ -82,6 +83,7 @@ class Pricing(GaussianNoise, DemandTypes, Task):
             raise OMGPTError(f"id_shift must be in [0, 1), got {id_shift}")
         if self.beta_range[0] + ood_shift <= 0:
             raise OMGPTError(f"ood_shift must keep β positive (> {-self.beta_range[0]}), got {ood_shift}")
+        dim = checks.size("dim", dim)
         self.dim, self.noise_std, self.demand_types = dim, check_noise_std(noise_std), demand_types
         self.ood_shift, self.id_shift = float(ood_shift), float(id_shift)
         self.context_dim = dim

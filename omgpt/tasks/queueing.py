@@ -57,6 +57,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Scaling, Task
 from omgpt.tasks.registry import register
@@ -146,9 +147,7 @@ class Queueing(Task):
     action_low, action_high = 0.0, 1.0
 
     def __init__(self, horizon: int = 100, **pool):
-        if int(horizon) != horizon or horizon < 1:
-            raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
-        self.horizon = int(horizon)
+        self.horizon = checks.size("horizon", horizon)
         super().__init__(**pool)
 
     # -- prior and simulator ------------------------------------------------------------------------

@@ -65,7 +65,7 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
-from omgpt import lp
+from omgpt import checks, lp
 from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Scaling, Task
 from omgpt.tasks.densities import uniform
@@ -197,13 +197,10 @@ class Revenue(Task):
     action_low, action_high = 0.0, 1.0
 
     def __init__(self, horizon: int = 50, types: int = 3, resources: int = 3, solver: str = "enum", **pool):
-        if int(horizon) != horizon or horizon < 1:
-            raise OMGPTError(f"horizon must be a positive integer, got {horizon}")
-        if types < 1 or resources < 1:
-            raise OMGPTError(f"types and resources must be positive, got {types}, {resources}")
+        horizon, types, resources = checks.size("horizon", horizon), checks.size("types", types), checks.size("resources", resources)
         if solver not in SOLVERS:
             raise OMGPTError(f"unknown LP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
-        self.horizon, self.types, self.resources, self.solver = int(horizon), types, resources, solver
+        self.horizon, self.types, self.resources, self.solver = horizon, types, resources, solver
         self.context_dim = 1 + 2 * resources  # (r~_t, A~_t, b_t)
         self.obs_dim = 2 + resources  # (r~_t, A~_t, y_t)
         self._memo: dict = {}  # last LP solutions, keyed on the identity of the state tensors

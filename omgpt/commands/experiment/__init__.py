@@ -55,8 +55,9 @@ import time
 from pathlib import Path
 
 from omgpt.errors import OMGPTError
+from omgpt.resources import code_version
 from omgpt.commands.experiment.config import FIGURES, SCALES, at_scale, available, load_experiment, parse_policies
-from omgpt.commands.experiment.models import ROOT, _shown, best_checkpoint, fit_arguments, model_key, run_key, train_all, train_model
+from omgpt.commands.experiment.models import ROOT, _shown, fit_arguments, model_key, run_key, train_all, train_model
 from omgpt.commands.experiment.panels import evaluate_panel, optimal_reward, verdict
 from omgpt.commands.experiment.registry import Kind, all_kinds, draw, kind_of, register
 from omgpt.commands.experiment.report import report, summary_lines
@@ -65,7 +66,7 @@ from omgpt.files import output_folder, write_json, write_text
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
 
 __all__ = [
-    "FIGURES", "SCALES", "Kind", "all_kinds", "at_scale", "available", "best_checkpoint", "draw", "evaluate_panel", "evaluate_panels",
+    "FIGURES", "SCALES", "Kind", "all_kinds", "at_scale", "available", "draw", "evaluate_panel", "evaluate_panels",
     "fit_arguments", "kind_of", "load_experiment", "model_key", "optimal_reward", "parse_policies", "redraw_experiment", "register",
     "report", "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing", "verdict",
 ]
@@ -111,7 +112,7 @@ def run_experiment(
         result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
                   "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": exp["figure"],
                   "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1),
-                  "evaluation_seconds": round(time.perf_counter() - evaluation_start, 1)}
+                  "evaluation_seconds": round(time.perf_counter() - evaluation_start, 1), "code_version": code_version()}
         result["figures"] = draw(result, folder)
         write_json(result, folder / "experiment.json", indent=1)
         write_text(folder / "report.md", report(result))

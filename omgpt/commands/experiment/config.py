@@ -11,12 +11,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-import yaml
 from jsonargparse import ArgumentParser
 from jsonargparse.typing import PositiveFloat, PositiveInt
 
 from omgpt.commands.args import one_line
 from omgpt.errors import OMGPTError
+from omgpt.records import RecordError, read_yaml
 from omgpt.resources import CONFIGS
 from omgpt.policies.tuned import with_tuned_variants
 from omgpt.tuning import setting_key
@@ -82,9 +82,24 @@ def _parser() -> ArgumentParser:
     return parser
 
 
+def catalogue() -> tuple[dict[str, str], list[RecordError]]:
+    """Experiment name -> its title, for every config that reads, and the error of each that does not
+    (a malformed or binary file: ``--list`` shows the others and names it)."""
+    titles, errors = {}, []
+    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+        try:
+            titles[path.stem] = read_yaml(path, {"title": str}, what="experiment config")["title"]
+        except RecordError as e:
+            errors.append(e)
+    return titles, errors
+
+
 def available() -> dict[str, str]:
-    """Experiment name -> its title."""
-    return {p.stem: (yaml.safe_load(p.read_text()) or {}).get("title", "") for p in sorted(EXPERIMENTS.glob("*.yaml"))}
+    """Experiment name -> its title; a config that does not read is one line naming it."""
+    titles, errors = catalogue()
+    if errors:
+        raise errors[0]
+    return titles
 
 
 def at_scale(node, scale: str):
@@ -122,10 +137,11 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
     horizon filled in. ``horizon`` overrides the experiment's (for quick runs)."""
     path = EXPERIMENTS / f"{name}.yaml"
     if not path.is_file():
-        raise OMGPTError(f"unknown experiment {name!r}; available: {', '.join(available())} (omgpt experiment --list)")
+        names = ", ".join(p.stem for p in sorted(EXPERIMENTS.glob("*.yaml")))
+        raise OMGPTError(f"unknown experiment {name!r}; available: {names} (omgpt experiment --list)")
     if scale not in SCALES:
         raise OMGPTError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
-    spec = parse_experiment(at_scale(yaml.safe_load(path.read_text()), scale), str(path))
+    spec = parse_experiment(at_scale(read_yaml(path, {}, what="experiment config"), scale), str(path))
     exp = dataclasses.asdict(spec)
     exp["name"], exp["scale"] = name, scale
     for model_name, m in exp["models"].items():

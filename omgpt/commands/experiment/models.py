@@ -22,7 +22,6 @@ import yaml
 
 from omgpt.errors import OMGPTError
 from omgpt.commands.experiment.config import SCALES
-from omgpt.commands.store import kept_checkpoint as best_checkpoint  # noqa: F401 -- omgpt.commands.experiment's name for it
 from omgpt.commands.store import read_card, read_record, train
 from omgpt.resources import CHECKOUT, CONFIGS
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from omgpt.commands.experiment.panels import evaluate_panel
 from omgpt.commands.experiment.registry import Kind, register
 
 REFERENCE = "saa"  # what the ratios are to: the data-driven newsvendor's textbook policy
