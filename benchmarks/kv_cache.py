@@ -1,4 +1,4 @@
-"""KV-cached rollout vs re-encoding the whole history at every step (``GPTPolicy(use_cache=...)``).
+"""KV-cached rollout vs re-encoding the whole history at every step (``ModelPolicy(use_cache=...)``).
 
     python benchmarks/kv_cache.py [--sizes tiny,demo,paper] [--layouts paper,compact] [--batch 256]
         [--horizon 100] [--device cpu]
@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from omgpt.model import GPT, GPTConfig
+from omgpt.model import GPT, ModelConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
@@ -58,7 +58,7 @@ def measure(size: str, batch: int, horizon: int, device: str = "cpu", repeats: i
     n_layer, n_head, n_embd = SIZES[size]
     task = make_task(task_name)
     torch.manual_seed(0)
-    cfg = GPTConfig(task.feature_dim, task.action_dim, n_layer=n_layer, n_head=n_head, n_embd=n_embd, dropout=0.0,
+    cfg = ModelConfig(task.feature_dim, task.action_dim, n_layer=n_layer, n_head=n_head, n_embd=n_embd, dropout=0.0,
                     max_steps=horizon, layout=layout)
     model = GPT(cfg, task.scaling()).to(device).eval()
     envs = {k: v.to(device) for k, v in task.sample_envs(batch, torch.Generator().manual_seed(0)).items()}

@@ -12,7 +12,7 @@ An :class:`Agent` wraps a :class:`~omgpt.policies.Policy` and drives it exactly 
 :func:`omgpt.rollout.rollout` does -- ``policy.act(t, x)``, the projection onto the action set
 (:meth:`~omgpt.tasks.base.Task.project`), ``policy.observe(t, a, o)``, the policy's own generator --
 so on the same contexts and outcomes its actions are the rollout's, bit for bit (tests/test_agent.py).
-OMGPT (:class:`~omgpt.policies.gpt.GPTPolicy`) decides through its KV cache: a step feeds the network
+OMGPT (:class:`~omgpt.policies.gpt.ModelPolicy`) decides through its KV cache: a step feeds the network
 only the new tokens; with a context window it rolls the window as in a rollout.
 
 Inputs: ``act(context)`` and ``observe(outcome)`` take numbers, lists, NumPy arrays or tensors, for
@@ -107,7 +107,7 @@ class Agent:
 
         ``window``: the context window ``W`` (default: the one it was trained with, none for most
         models); ``horizon``: the default episode length (default: the horizon it was trained for);
-        ``options``: :class:`~omgpt.policies.gpt.GPTPolicy`'s (``greedy``, ``use_cache``)."""
+        ``options``: :class:`~omgpt.policies.gpt.ModelPolicy`'s (``greedy``, ``use_cache``)."""
         dev = checks.device(str(device))
         model, task, hparams = load_model(path, dev)
         window = hparams.get("window") if window is None else checks.number("window", window, integer=True, low=1)

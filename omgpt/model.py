@@ -1,6 +1,6 @@
 """The OMGPT network: a causal sequence model over a history's feature and action tokens.
 
-Three token layouts (``GPTConfig.layout``), all built here from the same ``(features, actions)`` pair:
+Three token layouts (``ModelConfig.layout``), all built here from the same ``(features, actions)`` pair:
 
 * ``paper`` (docs/paper-gaps.md §1, paper appendix A.1): ``(O_0,X_1), a_1, (O_1,X_2), a_2, …, (O_{t-1},X_t)`` --
   feature and action tokens interleaved, ``2t-1`` tokens for ``t`` decisions; a linear read-out at
@@ -19,7 +19,7 @@ Three token layouts (``GPTConfig.layout``), all built here from the same ``(feat
   model must first learn to fetch it (a previous-token head) before it can regress ``O`` on ``X``.
 
 Either way one forward pass over a length-``T`` history trains all ``T`` decisions at once. Positions
-(``GPTConfig.pos_encoding``): a learned table (the paper's), rotary embeddings of queries and keys
+(``ModelConfig.pos_encoding``): a learned table (the paper's), rotary embeddings of queries and keys
 (``rope``), or none (causal attention alone orders the tokens).
 
 Two backbones sit behind one interface, :class:`SequenceModel`: the paper's GPT-2 style transformer
@@ -66,7 +66,9 @@ POS_ENCODINGS = ("learned", "rope", "none")
 
 
 @dataclass
-class GPTConfig:
+class ModelConfig:
+    """The network's settings, for either backbone (``backbone="gpt"`` or ``"lstm"``)."""
+
     feature_dim: int  # size of a feature token (O_{t-1}, X_t); set from the task
     action_dim: int  # size of an action token and of the read-out; set from the task
     n_layer: int = 4  # transformer blocks or LSTM layers (paper: 12; LSTM: 5 and 12)
@@ -108,7 +110,7 @@ class GPTConfig:
         return self.tokens_per_step * self.max_steps
 
 
-def build_model(cfg: GPTConfig, scaling: Scaling | None = None) -> "SequenceModel":
+def build_model(cfg: ModelConfig, scaling: Scaling | None = None) -> "SequenceModel":
     """The network ``cfg.backbone`` names."""
     return (GPT if cfg.backbone == "gpt" else LSTM)(cfg, scaling)
 
@@ -127,7 +129,7 @@ class SequenceModel(nn.Module):
     ``p, p+1, …``), ``start_cache`` and ``clear_cache``.
     """
 
-    def __init__(self, cfg: GPTConfig, scaling: Scaling | None = None):
+    def __init__(self, cfg: ModelConfig, scaling: Scaling | None = None):
         super().__init__()
         self.cfg = cfg
         if scaling is None:
@@ -160,7 +162,7 @@ class SequenceModel(nn.Module):
 
     # ---------------------------------------------------------------------------------------------
     # What a backbone implements.
-    def build_backbone(self, cfg: GPTConfig) -> None:
+    def build_backbone(self, cfg: ModelConfig) -> None:
         raise NotImplementedError
 
     def _run(self, tokens: Tensor, input_pos: int | None) -> Tensor:
@@ -305,7 +307,7 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
         assert cfg.n_embd % cfg.n_head == 0, "n_embd must be divisible by n_head"
         self.n_head, self.dropout = cfg.n_head, cfg.dropout
@@ -354,7 +356,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
         self.proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
@@ -367,7 +369,7 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-LayerNorm transformer block, as GPT-2."""
 
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.attn = CausalSelfAttention(cfg)
@@ -384,13 +386,13 @@ class GPT(SequenceModel):
     (a learned table of ``max_tokens`` positions, rotary embeddings, or none); decoding keeps a KV
     cache per block."""
 
-    def __init__(self, cfg: GPTConfig, scaling: Scaling | None = None):
+    def __init__(self, cfg: ModelConfig, scaling: Scaling | None = None):
         super().__init__(cfg, scaling)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if name.endswith("proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
 
-    def build_backbone(self, cfg: GPTConfig) -> None:
+    def build_backbone(self, cfg: ModelConfig) -> None:
         self.pos_emb = nn.Embedding(cfg.max_tokens, cfg.n_embd) if cfg.pos_encoding == "learned" else None
         cos, sin = rope_tables(cfg.max_tokens, cfg.n_embd // cfg.n_head) if cfg.pos_encoding == "rope" else (None, None)
         self.register_buffer("rope_cos", cos, persistent=False)  # derived from the config: not in checkpoints
@@ -434,7 +436,7 @@ class LSTM(SequenceModel):
     so a model is held to its training length (or a window) exactly as the GPT is.
     """
 
-    def build_backbone(self, cfg: GPTConfig) -> None:
+    def build_backbone(self, cfg: ModelConfig) -> None:
         if cfg.pos_encoding != "learned":  # "learned" is the config default; the LSTM has no table at all
             raise ValueError(f"the LSTM backbone takes no pos_encoding (got {cfg.pos_encoding!r}): the recurrence orders the tokens")
         self.drop = nn.Dropout(cfg.dropout)
@@ -484,11 +486,11 @@ class TrainedModel(NamedTuple):
     hparams: dict  # the checkpoint's hyper-parameters (OMGPTModule's arguments: horizon, window, ...)
 
 
-def network_config(task: Task, hparams: dict) -> GPTConfig:
+def network_config(task: Task, hparams: dict) -> ModelConfig:
     """The network's config as training builds it from OMGPTModule's arguments ``hparams``: token sizes
     from ``task``, ``max_steps`` the context window ``W`` or else the horizon, the architecture settings
     present in ``hparams`` (an absent one keeps its default, which is OMGPTModule's)."""
-    return GPTConfig(
+    return ModelConfig(
         task.feature_dim, task.action_dim, max_steps=hparams.get("window") or hparams["horizon"], obs_dim=task.obs_dim,
         **{k: hparams[k] for k in NETWORK_HPARAMS if k in hparams},
     )
@@ -518,7 +520,7 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
     try:
         with torch.random.fork_rng(devices=[]):
             model = build_model(network_config(task, hparams), task.scaling())
-    except (ValueError, AssertionError) as e:  # settings no network takes (GPTConfig, the backbones)
+    except (ValueError, AssertionError) as e:  # settings no network takes (ModelConfig, the backbones)
         raise OMGPTError(f"checkpoint {path}: {e}") from None
     prefix = "model."  # the network is OMGPTModule.model: its tensors are the module's under this prefix
     weights = {k.removeprefix(prefix): v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}

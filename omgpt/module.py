@@ -19,7 +19,7 @@ from omgpt.checkpoints import all_finite, check_resumable, check_weights, resume
 from omgpt.errors import OMGPTError
 from omgpt.files import read_checkpoint
 from omgpt.metrics import MeanCurve
-from omgpt.model import BACKBONES, GPTConfig, build_model
+from omgpt.model import BACKBONES, ModelConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations, restarted, rollout
 from omgpt.tasks import make_episode_task
@@ -130,7 +130,7 @@ class OMGPTModule(L.LightningModule):
         self.task = make_episode_task(task, task_options, horizon)
         self.target = check_target(self.task, target)
         try:
-            cfg = GPTConfig(
+            cfg = ModelConfig(
                 self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=window or horizon,
                 backbone=backbone, obs_dim=self.task.obs_dim, obs_head=obs_head, layout=layout, pos_encoding=pos_encoding,
             )

@@ -24,7 +24,7 @@ import torch
 import omgpt
 from omgpt import Agent, load_model
 from omgpt.errors import OMGPTError
-from omgpt.model import EPISODE_HPARAMS, NETWORK_HPARAMS, TRAINING_HPARAMS, GPTConfig, build_model
+from omgpt.model import EPISODE_HPARAMS, NETWORK_HPARAMS, TRAINING_HPARAMS, ModelConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_episode_task
@@ -48,7 +48,7 @@ def tiny_checkpoint(path: Path, seed: int = 0, **hparams) -> Path:
 def tiny_model(task, horizon: int, layout: str = "paper", backbone: str = "gpt"):
     """A randomly initialised 2-layer, 8-dim network for ``task``."""
     torch.manual_seed(1)
-    cfg = GPTConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=8, max_steps=horizon, obs_dim=task.obs_dim,
+    cfg = ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=8, max_steps=horizon, obs_dim=task.obs_dim,
                     layout=layout, backbone=backbone)
     return build_model(cfg, task.scaling())
 
@@ -99,13 +99,13 @@ def test_load_model_leaves_the_global_rng_alone():
 
 def test_the_hyper_parameter_groups_are_omgpt_modules_arguments_and_defaults():
     """load_model refuses what it does not know, so its groups must be exactly what OMGPTModule takes; a
-    network setting absent from a checkpoint keeps GPTConfig's default, which must be OMGPTModule's."""
+    network setting absent from a checkpoint keeps ModelConfig's default, which must be OMGPTModule's."""
     from omgpt.module import OMGPTModule
 
     params = inspect.signature(OMGPTModule.__init__).parameters
     groups = [*NETWORK_HPARAMS, *EPISODE_HPARAMS, *TRAINING_HPARAMS]
     assert sorted(groups) == sorted(set(params) - {"self"}) and len(groups) == len(set(groups))
-    config = inspect.signature(GPTConfig).parameters
+    config = inspect.signature(ModelConfig).parameters
     assert {k: params[k].default for k in NETWORK_HPARAMS} == {k: config[k].default for k in NETWORK_HPARAMS}
 
 

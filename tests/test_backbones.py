@@ -17,7 +17,7 @@ from omgpt.datamodules.history import HistoryStream
 from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.commands.evaluate import run_demand_prediction
-from omgpt.model import GPT, LSTM, GPTConfig, SequenceModel, build_model
+from omgpt.model import GPT, LSTM, ModelConfig, SequenceModel, build_model
 from omgpt.module import OMGPTModule, load_module
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
@@ -37,7 +37,7 @@ def tiny_lstm(task, max_steps: int = 40, seed: int = 0) -> LSTM:
     torch.manual_seed(seed)
     s = task.scaling()
     scaling = Scaling(s.feature_loc, s.feature_scale, (15.0,), (15.0,))
-    model = build_model(GPTConfig(task.feature_dim, task.action_dim, n_layer=2, n_embd=16, dropout=0.1, max_steps=max_steps, backbone="lstm"), scaling)
+    model = build_model(ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_embd=16, dropout=0.1, max_steps=max_steps, backbone="lstm"), scaling)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.3)
@@ -60,17 +60,17 @@ def play(task, model, horizon, batch=16, seed=0, **options):
 def test_both_backbones_share_the_interface_the_policy_and_module_use():
     task = make_task("pricing")
     for backbone, cls in (("gpt", GPT), ("lstm", LSTM)):
-        model = build_model(GPTConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, backbone=backbone), task.scaling())
+        model = build_model(ModelConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, backbone=backbone), task.scaling())
         assert type(model) is cls and isinstance(model, SequenceModel) and model.cfg.backbone == backbone
         for name in ("start_cache", "clear_cache", "decode", "forward", "read_out", "predict_observations", "optimizer_groups", "num_params"):
             assert callable(getattr(model, name)), name
         groups = model.optimizer_groups(0.1)
         assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
         assert model.num_params() == sum(p.numel() for p in model.parameters())
-    lstm = build_model(GPTConfig(task.feature_dim, 1, n_layer=5, n_embd=16, backbone="lstm"))
+    lstm = build_model(ModelConfig(task.feature_dim, 1, n_layer=5, n_embd=16, backbone="lstm"))
     assert lstm.lstm.num_layers == 5 and not hasattr(lstm, "pos_emb")  # the recurrence orders the tokens
     with pytest.raises(ValueError, match="backbone"):
-        GPTConfig(task.feature_dim, 1, backbone="rnn")
+        ModelConfig(task.feature_dim, 1, backbone="rnn")
     with pytest.raises(OMGPTError, match="backbone"):
         OMGPTModule(task="pricing", horizon=8, backbone="rnn")
     OMGPTModule(task="pricing", horizon=8, backbone="lstm", n_embd=18, n_head=4)  # n_head is the GPT's concern

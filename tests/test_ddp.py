@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from omgpt.commands.cli import cli_main
-from omgpt.model import GPT, GPTConfig
+from omgpt.model import GPT, ModelConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
@@ -165,7 +165,7 @@ def test_kv_cache_decodes_under_bf16_autocast():
     rollout releases the cache at its end."""
     task = make_task("newsvendor")
     torch.manual_seed(0)
-    model = GPT(GPTConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.0, max_steps=20), task.scaling())
+    model = GPT(ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.0, max_steps=20), task.scaling())
 
     def play(autocast: bool):
         envs = task.sample_envs(8, torch.Generator().manual_seed(0))

@@ -25,7 +25,7 @@ import omgpt
 from omgpt import Agent
 from omgpt.envs import OMGPTEnv, OMGPTVectorEnv, env_id, register_envs
 from omgpt.errors import OMGPTError
-from omgpt.model import GPTConfig, build_model
+from omgpt.model import ModelConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import TASKS
@@ -104,7 +104,7 @@ def test_omgpt_through_the_environment_meets_the_rollout_on_every_task(name):
     env = gymnasium.make(env_id(name), horizon=5)
     task = env.unwrapped.task
     torch.manual_seed(0)
-    model = build_model(GPTConfig(task.feature_dim, task.action_dim, n_layer=1, n_head=2, n_embd=8, max_steps=5, obs_dim=task.obs_dim), task.scaling())
+    model = build_model(ModelConfig(task.feature_dim, task.action_dim, n_layer=1, n_head=2, n_embd=8, max_steps=5, obs_dim=task.obs_dim), task.scaling())
     agent = Agent(make_policy("omgpt", task, model=model), horizon=5, seed=11)
     played = play(env, agent, seed=3)
     history = reference(task, make_policy("omgpt", task, model=model), 5, 1, seed=3, agent_seed=11)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from omgpt.model import GPTConfig, build_model
+from omgpt.model import ModelConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import Scaling, make_task
@@ -33,7 +33,7 @@ def tiny_model(task, variant=VARIANTS[0], max_steps: int = 40, action_loc: float
     torch.manual_seed(seed)
     s = task.scaling()
     scaling = Scaling(s.feature_loc, s.feature_scale, (action_loc,), (15.0,))
-    cfg = GPTConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.1, max_steps=max_steps,
+    cfg = ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.1, max_steps=max_steps,
                     backbone=backbone, layout=layout, pos_encoding=pos)
     model = build_model(cfg, scaling)
     with torch.no_grad():
@@ -192,7 +192,7 @@ def test_positions_are_what_the_encodings_say():
         assert (model.pos_emb is not None) == table
         assert (model.rope_cos is not None) == (pos == "rope")
     with pytest.raises(ValueError, match="pos_encoding"):
-        build_model(GPTConfig(task.feature_dim, 1, backbone="lstm", pos_encoding="rope"))
+        build_model(ModelConfig(task.feature_dim, 1, backbone="lstm", pos_encoding="rope"))
 
 
 def test_a_transition_token_holds_the_whole_last_transition():
@@ -255,9 +255,9 @@ def test_obs_head_off_adds_nothing_and_leaves_the_loss_unchanged(backbone):
     task = make_task("pricing")
     cfg = dict(feature_dim=task.feature_dim, action_dim=1, n_layer=2, n_head=2, n_embd=16, max_steps=16, backbone=backbone, obs_dim=task.obs_dim)
     torch.manual_seed(0)
-    plain = build_model(GPTConfig(**cfg), task.scaling())
+    plain = build_model(ModelConfig(**cfg), task.scaling())
     torch.manual_seed(0)
-    with_obs = build_model(GPTConfig(**cfg, obs_head=True), task.scaling())
+    with_obs = build_model(ModelConfig(**cfg, obs_head=True), task.scaling())
     assert plain.obs_head is None and not any("obs" in k for k in plain.state_dict())
     extra = set(with_obs.state_dict()) - set(plain.state_dict())
     assert extra == {"obs_head.weight", "obs_head.bias"}
@@ -313,7 +313,7 @@ def test_observation_predictions_sit_at_the_action_tokens(backbone, layout):
     the action read-out at t still does not see a_t."""
     task, T = make_task("pricing"), 12
     torch.manual_seed(1)
-    model = build_model(GPTConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, max_steps=T, backbone=backbone, obs_dim=1, obs_head=True,
+    model = build_model(ModelConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, max_steps=T, backbone=backbone, obs_dim=1, obs_head=True,
                                   layout=layout), task.scaling())
     with torch.no_grad():
         for p in model.parameters():
@@ -345,7 +345,7 @@ def test_one_token_layouts_read_the_observation_as_a_quadratic_in_the_action():
     equally spaced prices has a zero third difference (and a non-zero second: not merely linear)."""
     task, T = make_task("pricing"), 6
     torch.manual_seed(2)
-    model = build_model(GPTConfig(task.feature_dim, 1, n_layer=1, n_head=1, n_embd=8, max_steps=T, obs_dim=1, obs_head=True, layout="transition"),
+    model = build_model(ModelConfig(task.feature_dim, 1, n_layer=1, n_head=1, n_embd=8, max_steps=T, obs_dim=1, obs_head=True, layout="transition"),
                         task.scaling()).double().eval()
     with torch.no_grad():
         for p in model.parameters():

@@ -12,7 +12,7 @@ import torch
 from omgpt.datamodules.history import HistoryDataModule, HistoryStream
 from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
-from omgpt.model import GPT, GPTConfig
+from omgpt.model import GPT, ModelConfig
 from omgpt.module import OMGPTModule
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
@@ -300,7 +300,7 @@ def tiny_gpt(task, seed: int = 0, std: float = 0.2) -> GPT:
     """Weights redrawn with std 0.2 so the logits depend strongly on the history (with GPT-2's 0.02
     they are nearly constant and a broken cache could go unnoticed)."""
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(feature_dim=task.feature_dim, action_dim=task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30), task.scaling())
+    model = GPT(ModelConfig(feature_dim=task.feature_dim, action_dim=task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30), task.scaling())
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, std)
@@ -328,7 +328,7 @@ def test_gpt_plays_the_bandit_with_and_without_the_cache():
     assert not torch.equal(sampled.actions, greedy.actions)
     assert torch.equal(sampled.actions.sum(-1), torch.ones(16, 30))
     # A freshly initialised (GPT-2 init) model samples nearly uniformly: every arm gets played.
-    fresh = GPT(GPTConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30))
+    fresh = GPT(ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30))
     h = rollout(task, envs, make_policy("omgpt", task, model=fresh), 30, gen(1), gen(2))
     assert h.actions.argmax(-1).unique().numel() == 20
 

@@ -82,7 +82,7 @@ def run(mode: str = "quick", device: str = "cpu", threads: int = 1) -> dict:
     print(f"omgpt bench ({mode}) on {out['machine']}; {device}, {threads} torch thread(s)\n", flush=True)
 
     kv = load_benchmark("kv_cache")
-    print("1. KV-cached rollout vs full recompute (newsvendor, GPTPolicy use_cache True / False)")
+    print("1. KV-cached rollout vs full recompute (newsvendor, ModelPolicy use_cache True / False)")
     out["kv_cache"] = []
     for size in plan["kv"]["sizes"]:
         batch = plan["kv"]["paper_batch"] if size == "paper" and plan["kv"]["paper_batch"] and not device.startswith("cuda") else plan["kv"]["batch"]

@@ -10,7 +10,7 @@ from omgpt.rollout import tokens_at
 
 
 @register_policy("omgpt")
-class GPTPolicy(HistoryPolicy):
+class ModelPolicy(HistoryPolicy):
     """Acts with a trained network: :class:`~omgpt.model.GPT` or :class:`~omgpt.model.LSTM`.
 
     Each step feeds only what it adds, ``a_{t-1}`` and ``(O_{t-1}, X_t)`` (and, in the transition
