@@ -182,7 +182,7 @@ def tune_missing(exp: dict) -> None:
 
     for panel in exp["panels"]:
         model = exp["models"][panel["model"]]
-        ensure_tuned(model["task"], model["task_options"], panel["horizon"], panel["policies"], log=lambda line: print(f"    {line}", flush=True))
+        ensure_tuned(model["task"], panel["tuned_options"], panel["horizon"], panel["policies"], log=lambda line: print(f"    {line}", flush=True))
 
 
 def default_models_dir(scale: str, quick: bool) -> Path:

@@ -62,8 +62,8 @@ class RealDemand(Kind):
                  "[90% interval over windows]; × SAA: the paired ratio to SAA's cost on the same windows [paired bootstrap 90% CI]. "
                  "`hindsight-linear` is a yardstick, not a policy: quantile regression fitted on the test window itself.", ""]
         lines += cost_table(result["panels"])
-        lines += ["", "![cost](cost.png)", "", "One held-out series (the first test window of the first panel): demand and the orders "
-                  "of OMGPT and the tuned benchmarks, in the series' own units.", "", "![series](held_out_series.png)", ""]
+        lines += ["", "`cost.png`: these costs; `held_out_series.png`: one held-out series (the first test window of the "
+                  "first panel), its demand and the orders of OMGPT and the tuned benchmarks, in the series' own units.", ""]
         return lines + _target_study()
 
 
@@ -76,7 +76,7 @@ def cost_table(panels: list[dict]) -> list[str]:
         cells = []
         for p in panels:
             c = p["cost_per_day"].get(label)
-            cells.append("—" if c is None else f"{c['mean']:.3f} {_interval(c['ci90'])}, {_ratio(c['ratio_to_saa'])}")
+            cells.append("—" if c is None else f"{c['mean']:.3f} [{c['ci90'][0]:.3f}, {c['ci90'][1]:.3f}], {_ratio(c['ratio_to_saa'])}")
         lines.append(f"| {'**omgpt**' if label == 'omgpt' else label} | " + " | ".join(cells) + " |")
     return lines
 
