@@ -299,7 +299,11 @@ def test_readme_table_and_results_cover_every_experiment():
         assert f"| [`{name}`](results/{name}/report.md) (" in table, name
         folder = ROOT / "results" / name
         result = json.loads((folder / "experiment.json").read_text())
-        assert result["scale"] == "cpu" and result["runs"] == 100, name
+        assert result["scale"] == "cpu", name
+        if name in PAPER_EXPERIMENTS:
+            assert result["runs"] == 100, name
+        else:  # real data: every test window of the panel once
+            assert all(p["cost_per_day"]["omgpt"]["ratio_to_saa"]["runs"] == p["windows"] for p in result["panels"]), name
         assert (folder / "report.md").is_file() and all((folder / f).is_file() for f in result["figures"]), name
 
 

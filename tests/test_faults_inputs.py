@@ -38,8 +38,11 @@ BINARY = bytes(range(256)) * 8  # not UTF-8: what a config path pointing at a ch
 
 
 def omgpt_process(*args: str, **popen) -> subprocess.Popen:
-    """``python -m omgpt ARGS`` as a user runs it (the real entry point, its exit code and stderr)."""
+    """``python -m omgpt ARGS`` as a user runs it from a terminal (the real entry point, its exit code and
+    stderr). SIGINT is restored to its default in the child: a test suite started in the background
+    (``nohup ... &``) inherits SIGINT ignored, which Python then keeps, and Ctrl-C would be lost."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    popen.setdefault("preexec_fn", lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return subprocess.Popen([sys.executable, "-m", "omgpt", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **popen)
 
