@@ -32,13 +32,20 @@ def series_orders(histories: dict[str, History], index: int) -> dict:
 
 
 def plot_series_orders(histories: dict[str, History], index: int, path: str | Path, title: str = "") -> dict:
-    """Draw :func:`series_orders` (demand as bars, one line of orders per policy) and return it."""
+    """Draw :func:`series_orders` and return it."""
+    data = series_orders(histories, index)
+    draw_series_orders(data, path, title)
+    return data
+
+
+def draw_series_orders(data: dict, path: str | Path, title: str = "") -> Path:
+    """The demand of :func:`series_orders`'s window as bars, one line of orders per policy (also drawn
+    again from an ``experiment.json`` by the ``real-demand`` experiment)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = series_orders(histories, index)
     days = range(1, len(data["demand"]) + 1)
     fig, ax = plt.subplots(figsize=(11, 4))
     ax.bar(days, data["demand"], color="0.82", label="demand", width=1.0)
@@ -49,4 +56,4 @@ def plot_series_orders(histories: dict[str, History], index: int, path: str | Pa
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
-    return data
+    return Path(path)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omgpt.analysis.report import interval
 from omgpt.commands.experiment.registry import Kind, register
 
 REFERENCE = "saa"  # what the ratios are to: the data-driven newsvendor's textbook policy
@@ -46,7 +47,11 @@ class RealDemand(Kind):
         return numbers
 
     def figures(self, result: dict, out: Path) -> list[Path]:
-        return [_cost_figure(result["panels"], out / "cost.png"), _series_figure(result["panels"][0], out / "held_out_series.png")]
+        from omgpt.analysis.real_demand import draw_series_orders
+
+        first = result["panels"][0]
+        title = f"{first['title']}: one held-out window (level {first['series']['level']:.1f})"
+        return [_cost_figure(result["panels"], out / "cost.png"), draw_series_orders(first["series"], out / "held_out_series.png", title)]
 
     def headline(self, panel: dict) -> str:
         cost = panel["cost_per_day"]
@@ -86,16 +91,10 @@ def _ci90(values: np.ndarray) -> list[float]:
     return [float(values.mean() - half), float(values.mean() + half)]
 
 
-def _interval(pair) -> str:
-    from omgpt.analysis.report import interval
-
-    return interval(pair)
-
-
 def _ratio(r: dict | None) -> str:
     if r is None:
         return "1 (the reference)"
-    return "undefined" if r["mean"] is None else f"{r['mean']:.2f}× {_interval(r['ci90'])}"
+    return "undefined" if r["mean"] is None else f"{r['mean']:.2f}× {interval(r['ci90'])}"
 
 
 def _cost_figure(panels: list[dict], path: Path) -> Path:
@@ -123,28 +122,6 @@ def _cost_figure(panels: list[dict], path: Path) -> Path:
     return path
 
 
-def _series_figure(panel: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from omgpt.files import save_figure
-
-    s = panel["series"]
-    days = range(1, len(s["demand"]) + 1)
-    fig, ax = plt.subplots(figsize=(11, 4))
-    ax.bar(days, s["demand"], color="0.82", width=1.0, label="demand")
-    for name, orders in s["orders"].items():
-        ax.plot(days, orders, lw=2.2 if name == "omgpt" else 1.0, label=f"{name} ({s['cost_per_day'][name]:.2f}/day)")
-    ax.set(xlabel="day of the window", ylabel="units", title=f"{panel['title']}: one held-out window (level {s['level']:.1f})")
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
-
-
 def _target_study() -> list[str]:
     """The synthetic measurement behind ``model.target cost``, read from its committed results."""
     from omgpt.resources import CHECKOUT
@@ -163,7 +140,7 @@ def _target_study() -> list[str]:
         with open(root / target / "train_metrics.csv") as f:
             val = [float(r["val/regret"]) for r in csv.DictReader(f) if r.get("val/regret")]
         r = ours["ratio_to_alg_star"]
-        lines.append(f"| `{target}` | {ours['final_regret']['mean']:.2f} | {star:.2f} | {r['mean']:.2f} {_interval(r['ci90'])} | "
+        lines.append(f"| `{target}` | {ours['final_regret']['mean']:.2f} | {star:.2f} | {r['mean']:.2f} {interval(r['ci90'])} | "
                      f"{min(val):.2f} |")
     return lines + ["", "The validation curves of both fits: `" + str(TARGET_STUDY) + "/*/train_metrics.csv`. At this budget the "
                     "cost target trails the `a*` target by a few percent (one noisy demand per step instead of the "
