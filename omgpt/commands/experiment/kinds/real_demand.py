@@ -74,7 +74,7 @@ class RealDemand(Kind):
 
 def cost_table(panels: list[dict]) -> list[str]:
     """Policies (rows, by cost on the first panel) x panels: cost per day [90% CI], ratio to SAA [paired
-    90% CI] (the report's table, and the README's: ``python -m tools.readme_tables``)."""
+    90% CI] (the report's table, and docs/real-demand.md's: ``python -m tools.readme_tables``)."""
     lines = ["| policy | " + " | ".join(p["title"] for p in panels) + " |", "|---" * (len(panels) + 1) + "|"]
     labels = sorted(panels[0]["cost_per_day"], key=lambda k: panels[0]["cost_per_day"][k]["mean"])
     for label in labels:
