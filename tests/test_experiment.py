@@ -82,7 +82,7 @@ def test_every_experiment_builds_its_tasks_and_policies(scale):
             for label, (policy, _) in parse_policies(panel["policies"], panel["model"]).items():
                 if policy != "omgpt":  # a -tuned benchmark also finds its committed tuning (configs/tuned/)
                     make_policy(policy, task, panel["horizon"], **({"tuned_on": panel["tuned_on"]} if policy.endswith("-tuned") else {}))
-            # every benchmark with free constants is compared in its tuned variant too (SPEC §7)
+            # every benchmark with free constants is compared in its tuned variant too (docs/protocol.md)
             assert all(f"{p}-tuned" in panel["policies"] for p in panel["policies"] if f"{p}-tuned" in POLICIES), panel["title"]
 
 
