@@ -17,7 +17,7 @@ class SelfRolloutRefresh(Callback):
     """From epoch ``start_epoch`` on, every epoch trains on histories the current model played.
 
     The histories a model sees at test time are its own; histories of ``f~`` are not (their actions
-    are near-optimal by construction, and leak the environment -- README, "What makes in-context
+    are near-optimal by construction, and leak the environment -- docs/recipe.md, "What makes in-context
     learning arrive"). So, as the paper's Algorithm 1, each epoch of the mixed phase rolls out the
     current model (eval mode, no grad, the one rollout loop with the KV cache) on ``rollouts``
     freshly sampled environments per rank, mixes them with ``f~`` histories so that those make up

@@ -57,7 +57,7 @@ def stream_seed(domain: Stream, *keys: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------------
-# The evaluation protocol (the README's "evaluation protocol"): every choice -- a checkpoint, a model's
+# The evaluation protocol (docs/protocol.md): every choice -- a checkpoint, a model's
 # depth or steps, a recipe, a benchmark's tuned constants -- is made on environments drawn from a
 # VALIDATION seed; every reported number comes from a TEST seed. The two ranges are disjoint, so a
 # number on a test seed is never one something was chosen on; the streams' domains keep both apart

@@ -1,4 +1,4 @@
-"""Benchmarks tuned as their authors tune them (SPEC §7): the constants a ``<name>-tuned`` policy plays
+"""Benchmarks tuned as their authors tune them (docs/protocol.md): the constants a ``<name>-tuned`` policy plays
 (the search itself is the ``omgpt tune`` command, :mod:`omgpt.commands.tune`).
 
 A benchmark's free constants (its class's ``tunable`` grid: UCB's exploration multiplier, LinUCB's

@@ -5,7 +5,7 @@
 * an agent playing through the environment meets the rollout's episodes exactly -- contexts, actions,
   outcomes and every step's regret, so the final regret -- on every task, single and batched;
 * options, horizons, seeds, autoreset, discrete actions and bad actions behave as documented;
-* the example and the README's section run as written.
+* the example and docs/agent-gymnasium.md run as written.
 """
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def test_an_oracle_agent_reads_the_environment_it_is_given():
 
 
 # --------------------------------------------------------------------------------------------------
-# The example and the README.
+# The example and its page, docs/agent-gymnasium.md.
 def test_the_example_plays_three_agents(capsys):
     sys.path.insert(0, str(ROOT / "examples"))
     try:
@@ -242,7 +242,7 @@ def test_the_example_plays_three_agents(capsys):
     assert "2 episodes of omgpt/newsvendor-v0" in out and all(name in out for name in finals)
 
 
-SECTION = re.search(r"## Use a trained model anywhere: Agent and Gymnasium\n(.*?)\n## ", (ROOT / "README.md").read_text(), re.S).group(1)
+SECTION = (ROOT / "docs" / "agent-gymnasium.md").read_text()
 
 
 def test_the_readme_sections_python_runs_as_written(tmp_path):

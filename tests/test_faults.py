@@ -1,4 +1,4 @@
-"""The README's promises under faults and bad input, one test per kind of fault (issue 15):
+"""The promises of docs/cli.md ("Faults", "Errors") under faults and bad input, one test per kind of fault (issue 15):
 
 * checkpoints: every path a fit resumes from (``--ckpt_path`` files and the ``last`` alias) reads
   with ``weights_only=True`` even where torch's default would not; a malicious, truncated, foreign or

@@ -1,4 +1,4 @@
-"""The import layers, as the folders show them (README, "Architecture"), lowest first:
+"""The import layers, as the folders show them (docs/architecture.md), lowest first:
 
 1. the library, ``omgpt/`` (tasks, policies, rollout, model, module, evaluation, metrics, files, ...);
 2. the data modules and callbacks, ``datamodules/`` and ``callbacks/`` (installed as ``omgpt.datamodules``

@@ -73,7 +73,7 @@ def test_the_quickstart_notebook_runs(model, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_card_reports_its_ratio_to_alg_star_with_an_interval_that_replicates(name):
-    """SPEC §7: where ``alg-star`` applies, the card's OMGPT / alg-star ratio is paired over >= 1,000
+    """docs/protocol.md: where ``alg-star`` applies, the card's OMGPT / alg-star ratio is paired over >= 1,000
     fresh test environments, and a replication on another test seed gives an overlapping interval."""
     from omgpt.model import load_model
     from omgpt.policies import policies_for

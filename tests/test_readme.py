@@ -1,4 +1,6 @@
-"""The README's two commands are the ones the project has, and they work."""
+"""The README and the docs/ pages: the two commands are the ones the project has and they work, every
+command, config and file they name exists, every link resolves, and their generated tables are what
+``results/`` says."""
 from __future__ import annotations
 
 import json
@@ -11,6 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+PAGES = {path: path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
 DEMO_COMMAND = "./setup.sh && .venv/bin/omgpt demo"
 TEST_COMMAND = "./setup.sh && .venv/bin/python -m pytest -q"
 
@@ -23,24 +26,79 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one():
     assert TEST_COMMAND in ci
 
 
-def test_every_command_and_config_the_readme_mentions_exists():
+def test_the_readme_is_short_and_links_every_docs_page():
+    assert (ROOT / "README.md").stat().st_size <= 20_000, "README.md over 20 KB: move the detail to a docs/ page"
+    for path in PAGES:
+        if path.parent.name == "docs":
+            assert f"](docs/{path.name})" in README, f"README.md does not link docs/{path.name}"
+
+
+def test_every_command_config_and_file_the_pages_mention_exists():
     from omgpt.commands.cli import COMMANDS, LIGHTNING_COMMANDS
 
-    for sub in set(re.findall(r"omgpt (\w+)", README)):
-        if sub in ("fit", "validate", "test", "evaluate", "demo", "experiment"):
-            assert sub in COMMANDS or sub in LIGHTNING_COMMANDS, sub
-    for path in set(re.findall(r"(?<![\w/])((?:tests/)?configs/[\w/.-]+\.yaml)", README)):
-        assert (ROOT / path).is_file(), path
+    for path, text in PAGES.items():
+        for sub in re.findall(r"(?:^|[\s`(/])omgpt ([a-z][\w-]*)", text, re.M):
+            assert sub in COMMANDS or sub in LIGHTNING_COMMANDS, (path.name, f"omgpt {sub}")
+        for module in re.findall(r"python -m (tools\.[a-z_]+)", text):
+            assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), (path.name, module)
+        # every file named in full: configs, scripts, notebooks, modules (a capitalised NAME is a placeholder)
+        for name in re.findall(r"(?<![\w/.<-])((?:configs|tests|omgpt|tools|benchmarks|examples|analysis|callbacks|datamodules)"
+                               r"/[\w/.-]*\.(?:yaml|py|ipynb))", text):
+            assert re.search(r"\b[A-Z]{2,}\b", name) or (ROOT / name).is_file(), (path.name, name)
     for path in (ROOT / "configs").rglob("*.yaml"):  # every shipped config parses
         assert isinstance(yaml.safe_load(path.read_text()), dict), path
 
 
-def test_the_readmes_result_tables_are_the_ones_results_json_gives():
-    """Generated blocks (<!-- table:NAME -->) hold exactly what tools.readme_tables builds from results/."""
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)  # a '# comment' in a code block is no heading
+    return {_anchor(h) for h in re.findall(r"^#{1,6} (.*)$", prose, re.M)}
+
+
+def test_every_relative_link_in_the_pages_resolves():
+    for path, text in PAGES.items():
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            assert linked.exists(), (path.name, target)
+            assert linked.is_relative_to(ROOT), (path.name, target)  # the repository cites its own files
+            if anchor:
+                assert anchor in _anchors(linked.read_text()), (path.name, target)
+
+
+def test_the_anchor_of_a_heading_is_githubs():
+    assert _anchor("The main job: `omgpt demo`") == "the-main-job-omgpt-demo"
+    assert _anchor("The CPU recipe: what keeps OMGPT learning in context (measured)") == \
+        "the-cpu-recipe-what-keeps-omgpt-learning-in-context-measured"
+
+
+def test_the_pages_result_tables_are_the_ones_results_json_gives():
+    """Generated blocks (<!-- table:NAME -->) hold exactly what tools.readme_tables builds from results/,
+    each in one page, with links relative to that page."""
     from tools import readme_tables
 
-    assert "<!-- table:recipe -->" in README
-    assert readme_tables.render(README) == README, "run: python -m tools.readme_tables"
+    assert set(readme_tables.pages()) == set(PAGES)
+    for name in readme_tables.TABLES:
+        assert sum(f"<!-- table:{name} -->" in text for text in PAGES.values()) == 1, name
+    for path, text in PAGES.items():
+        assert readme_tables.render(text, path) == text, f"{path.name}: run python -m tools.readme_tables"
+    assert "<!-- table:experiments -->" in README
+
+
+def test_a_table_in_a_docs_page_links_relative_to_it():
+    from tools import readme_tables
+
+    block = "<!-- table:pretrained -->\n<!-- /table:pretrained -->"
+    assert "](pretrained/newsvendor/card.md)" in readme_tables.render(block, ROOT / "README.md")
+    in_docs = readme_tables.render(block, ROOT / "docs" / "x.md")
+    assert "](../pretrained/newsvendor/card.md)" in in_docs and "](pretrained/" not in in_docs
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The evaluation protocol (SPEC §7): tuned benchmarks read their constants from their files, the
+"""The evaluation protocol (docs/protocol.md): tuned benchmarks read their constants from their files, the
 tuning chooses on validation seeds only, validation and test seeds never meet, and the paired ratio
 to ``alg-star`` is the bootstrap it says it is."""
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 * ``reference_models``: train, card and re-test the shipped reference models (``pretrained/``);
 * ``recipe``: the CPU-recipe study (``results/recipe/``);
-* ``readme_tables``: regenerate the README's tables from the JSON in ``results/`` and ``configs/tuned``;
+* ``readme_tables``: regenerate the tables of the README and ``docs/`` from the JSON in ``results/`` and ``configs/tuned``;
 * ``reproduce_experiments``: re-run the committed experiments' evaluation and check every number;
 * ``interpretability_train`` / ``interpretability_evidence``: the models and the evidence of
   ``results/interpretability/``.

@@ -1,15 +1,19 @@
-"""The README's result tables, generated from the JSON in ``results/`` so that they cannot drift.
+"""The result tables of the README and of ``docs/``, generated from the JSON in ``results/`` so that they
+cannot drift.
 
-    python -m tools.readme_tables            # rewrite every generated block of README.md
+    python -m tools.readme_tables            # rewrite every generated block of README.md and docs/*.md
     python -m tools.readme_tables --check    # exit 1 if a block differs from what the JSON says
 
-A generated block sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; ``TABLES[NAME]``
-builds its Markdown from the results. ``tests/test_readme.py`` runs the check.
+A generated block sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->`` in whichever page
+holds it (README.md or a docs/ page); ``TABLES[NAME]`` builds its Markdown from the results, with links
+relative to the repository root, which ``render`` rewrites relative to the page. ``tests/test_readme.py``
+runs the check.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from pathlib import Path
 
@@ -20,6 +24,11 @@ from omgpt.records import NUMBER, Optional, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+
+
+def pages() -> list[Path]:
+    """Every page that may hold generated blocks: the README and the docs."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def recipe_table() -> str:
@@ -173,29 +182,44 @@ def real_demand_table() -> str:
 TABLES = {"real-demand": real_demand_table, "recipe": recipe_table, "tuning": tuning_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}
 
 
-def render(text: str) -> str:
+def render(text: str, page: Path = README) -> str:
+    """``text`` (the contents of ``page``) with each generated block it holds rebuilt."""
+    up = Path(os.path.relpath(ROOT, page.parent)).as_posix()  # "." for the README, ".." for docs/
     for name, build in TABLES.items():
         pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
-        if not pattern.search(text):
-            raise SystemExit(f"omgpt: error: README.md has no <!-- table:{name} --> block")
-        text = pattern.sub(lambda m: m.group(1) + build() + "\n" + m.group(2), text)
+        if pattern.search(text):
+            text = pattern.sub(lambda m: m.group(1) + _relink(build(), up) + "\n" + m.group(2), text)
     return text
+
+
+def _relink(markdown: str, up: str) -> str:
+    """The builders' links, relative to the repository root, made relative to a page ``up`` from it."""
+    if up == ".":
+        return markdown
+    return re.sub(r"\]\((?![a-z]+:|#|/)", f"]({up}/", markdown)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.readme_tables", description=__doc__.split("\n\n")[0])
-    p.add_argument("--check", action="store_true", help="only check; exit 1 where the README differs")
+    p.add_argument("--check", action="store_true", help="only check; exit 1 where a page differs")
     args = p.parse_args(argv)
-    text = README.read_text()
-    new = render(text)
-    if args.check:
+    texts = {page: page.read_text() for page in pages()}
+    missing = [name for name in TABLES if not any(f"<!-- table:{name} -->" in text for text in texts.values())]
+    if missing:
+        raise SystemExit(f"omgpt: error: no page (README.md, docs/*.md) has the <!-- table:{missing[0]} --> block")
+    stale = []
+    for page, text in texts.items():
+        new = render(text, page)
         if new != text:
-            print("README.md's generated tables differ from results/: run python -m tools.readme_tables")
+            stale.append(page.relative_to(ROOT).as_posix())
+            if not args.check:
+                write_text(page, new)
+    if args.check:
+        if stale:
+            print(f"{', '.join(stale)}: generated tables differ from results/: run python -m tools.readme_tables")
             return 1
         return 0
-    if new != text:
-        write_text(README, new)
-    print("README.md tables up to date")
+    print(f"tables up to date{' (rewrote ' + ', '.join(stale) + ')' if stale else ''}")
     return 0
 
 

@@ -5,7 +5,7 @@ Pre-trains a small OMGPT on CPU with ``configs/demo.yaml`` (through the same Lig
 (which knows the prior: the bar OMGPT aims at, not a benchmark) and the oracle on 100 fresh test
 environments, prints the table and writes the figure. Every benchmark plays twice: with the paper's
 constants and with those tuned on validation environments (``<name>-tuned``, tuned first if the
-setting has no tuning yet). See the README for the task choice and the numbers it printed.
+setting has no tuning yet). See the README for the numbers it printed and docs/recipe.md for the task choice.
 """
 from __future__ import annotations
 

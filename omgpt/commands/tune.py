@@ -1,4 +1,4 @@
-"""``omgpt tune``: choose each benchmark's free constants on validation environments (SPEC §7).
+"""``omgpt tune``: choose each benchmark's free constants on validation environments (docs/protocol.md).
 
 For each benchmark, every point of its ``tunable`` grid (and the paper's own constants, for the record)
 is rolled out on the same ``runs`` validation environments of the setting with common random numbers,

@@ -1,5 +1,5 @@
 """The data-driven newsvendor methods a practitioner would use on real demand (``newsvendor-data``):
-the state of practice OMGPT is measured against (SPEC §8; Huber et al. 2019).
+the state of practice OMGPT is measured against (docs/real-demand.md; Huber et al. 2019).
 
 Every method orders in the task's units (demand divided by the series' level) at the critical ratio
 ``q`` read off the context, and knows what a practitioner knows when a window starts: the context

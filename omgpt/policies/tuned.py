@@ -53,7 +53,7 @@ def register_tuned_variants() -> None:
 
 def with_tuned_variants(policies: list[str]) -> list[str]:
     """``policies`` with ``<name>-tuned`` after every benchmark that has free constants: every panel
-    compares OMGPT with the better of the paper's constants and the tuned ones (SPEC §7)."""
+    compares OMGPT with the better of the paper's constants and the tuned ones (docs/protocol.md)."""
     out = []
     for name in policies:
         out.append(name)

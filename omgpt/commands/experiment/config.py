@@ -162,7 +162,7 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
             del panel["grid"]
         panel["policies"] = with_tuned_variants(panel["policies"])
         # The benchmarks' constants are tuned on the prior OMGPT was trained on, at the panel's horizon
-        # (SPEC §7): a shifted test task plays the constants of the unshifted prior.
+        # (docs/protocol.md): a shifted test task plays the constants of the unshifted prior.
         chosen = {k: v for k, v in panel["task_options"].items() if k in _evaluation_options(model["task"])}  # not a shift
         panel["tuned_options"] = {**model["task_options"], **chosen}
         panel["tuned_on"] = setting_key(model["task"], panel["tuned_options"], panel["horizon"])

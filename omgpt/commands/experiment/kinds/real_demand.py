@@ -1,4 +1,4 @@
-"""``real-demand``: OMGPT on real demand (issue 27, SPEC §8): the data-driven newsvendor on ddop's bakery
+"""``real-demand``: OMGPT on real demand (issue 27, docs/real-demand.md): the data-driven newsvendor on ddop's bakery
 table, every test window of the held-out part played once by OMGPT (pre-trained on the training
 windows on its own cost, no oracle), the practitioner's benchmarks tuned on the validation windows, and
 the hindsight-best linear rule as a yardstick.
@@ -74,7 +74,7 @@ class RealDemand(Kind):
 
 def cost_table(panels: list[dict]) -> list[str]:
     """Policies (rows, by cost on the first panel) x panels: cost per day [90% CI], ratio to SAA [paired
-    90% CI] (the report's table, and the README's: ``python -m tools.readme_tables``)."""
+    90% CI] (the report's table, and docs/real-demand.md's: ``python -m tools.readme_tables``)."""
     lines = ["| policy | " + " | ".join(p["title"] for p in panels) + " |", "|---" * (len(panels) + 1) + "|"]
     labels = sorted(panels[0]["cost_per_day"], key=lambda k: panels[0]["cost_per_day"][k]["mean"])
     for label in labels:
