@@ -112,7 +112,13 @@ class AlgStar(HistoryPolicy):
             ``ess_threshold · particles`` (plain importance sampling from the prior when false).
         moves: Metropolis-Hastings sweeps per rejuvenation.
         ess_threshold: fraction of ``particles`` below which the effective sample size triggers one.
+        likelihood: how a move gets the likelihood of the whole history: ``"stats"`` (default) from the
+            task's running statistics (:meth:`~omgpt.tasks.base.Task.likelihood_stats`), ``"history"``
+            by summing :meth:`~omgpt.tasks.base.Task.log_likelihood` over the past steps (the reference;
+            also what a task without statistics uses).
     """
+
+    LIKELIHOODS = ("stats", "history")
 
     def __init__(
         self,
@@ -122,6 +128,7 @@ class AlgStar(HistoryPolicy):
         rejuvenate: bool = True,
         moves: int = 2,
         ess_threshold: float = 0.5,
+        likelihood: str = "stats",
     ):
         if not task.has_likelihood:
             raise OMGPTError(f"alg-star needs the task's observation likelihood; task {task.name!r} has none")
@@ -132,8 +139,11 @@ class AlgStar(HistoryPolicy):
             raise OMGPTError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}")
         if int(moves) < 0 or not 0.0 <= float(ess_threshold) <= 1.0:
             raise OMGPTError(f"moves must be >= 0 and ess_threshold in [0, 1]; got {moves}, {ess_threshold}")
+        if likelihood not in self.LIKELIHOODS:
+            raise OMGPTError(f"likelihood must be one of {', '.join(self.LIKELIHOODS)}; got {likelihood!r}")
         super().__init__(task)
         self.particles, self.decision = int(particles), decision
+        self.likelihood = likelihood if task.has_likelihood_stats else "history"
         self.rejuvenate, self.moves, self.ess_threshold = bool(rejuvenate), int(moves), float(ess_threshold)
 
     # ----------------------------------------------------------------------------------------------
@@ -149,6 +159,7 @@ class AlgStar(HistoryPolicy):
         self.rejuvenations = torch.zeros(b, dtype=torch.long, device=self.device)
         self.accepted = torch.zeros((), dtype=torch.float64, device=self.device)  # MH acceptances (diagnostics)
         self.proposed = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.stats = None  # the task's running likelihood statistics of each episode's used history
 
     @property
     def acceptance_rate(self) -> float:
@@ -203,6 +214,8 @@ class AlgStar(HistoryPolicy):
         self.log_w = torch.where(alive[:, None], updated, self.log_w)
         self.log_lik = torch.where(alive[:, None], self.log_lik + ll.double(), self.log_lik)
         self.used[:, t] = alive
+        if self.likelihood == "stats" and self.rejuvenate and not self.exact:  # what the moves read
+            self.stats = self.task.likelihood_stats(self.stats, x, actions, observations, t, alive)
         if not self.exact and self.rejuvenate:
             p = self.posterior()
             ess = 1.0 / (p**2).sum(-1)  # (B,)
@@ -214,12 +227,16 @@ class AlgStar(HistoryPolicy):
     # Particle rejuvenation (resample-move SMC).
     def _history_log_lik(self, cands: Envs, rows: Tensor, t: int) -> Tensor:
         """Log-likelihood of the used observations up to step ``t`` for candidates ``(b' N)`` of the
-        episodes ``rows`` ``(b',)``, ``(b', N)``."""
+        episodes ``rows`` ``(b',)``, ``(b', N)``: from the task's statistics, or (``likelihood=
+        "history"``) step by step in float64."""
+        if self.likelihood == "stats":
+            return self.task.likelihood_from_stats(cands, {k: v[rows] for k, v in self.stats.items()}).reshape(-1, self.n)
+        cands = {k: v.double() if v.is_floating_point() else v for k, v in cands.items()}
         total = torch.zeros(rows.numel(), self.n, dtype=torch.float64, device=self.device)
         for s in range(t + 1):
-            x, a, o = (self._broadcast(v[rows, s]) for v in (self.xs, self.actions, self.observations))
+            x, a, o = (self._broadcast(v[rows, s]).double() for v in (self.xs, self.actions, self.observations))
             ll = self.task.log_likelihood(cands, x, a, o, s).reshape(-1, self.n)
-            total += torch.where(self.used[rows, s][:, None], ll.double(), 0.0)
+            total += torch.where(self.used[rows, s][:, None], ll, 0.0)
         return total
 
     def _resample_move(self, rows: Tensor, t: int) -> None:

@@ -126,6 +126,16 @@ class Pricing(GaussianNoise, DemandTypes, Task):
         intercept, slope = self.intercept_slope(envs, x)
         return (intercept - slope * self._price_term(envs, a[:, 0]))[:, None]
 
+    def regression_features(self, x: Tensor, a: Tensor) -> Tensor:
+        """The mean demand ``αᵀx - βᵀx · a`` (square: ``a²``) is ``(x, -a x)ᵀ(α, β)`` (``-a² x``):
+        ``(B, K, 2d)``, the kinds linear then square in the mixed prior, else the task's one type."""
+        kinds = {"linear": (a,), "square": (a**2,), "mixed": (a, a**2)}[self.demand_types]
+        return torch.stack([torch.cat([x, -term * x], dim=-1) for term in kinds], dim=1)
+
+    def regression_params(self, candidates: Envs) -> tuple[Tensor, Tensor | None]:
+        theta = torch.cat([candidates["alpha"], candidates["beta"]], dim=-1)
+        return theta, (candidates["square"].long() if self.demand_types == "mixed" else None)
+
     def params_at_context(self, envs: Envs, x: Tensor) -> Tensor:
         """``(αᵀX, βᵀX)`` ``(B, 2)``: the demand function at ``x``, all that ``a*`` depends on there."""
         return torch.stack(self.intercept_slope(envs, x), dim=-1)
