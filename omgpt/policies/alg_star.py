@@ -301,10 +301,8 @@ class AlgStar(HistoryPolicy):
             self.accepted += accept.sum()
             self.proposed += accept.numel()
 
-        for k, v in view.items():  # write the episodes back
-            full = self.candidates[k].reshape(self.batch, n, *v.shape[2:]).clone()
-            full[rows] = v
-            self.candidates[k] = full.reshape(self.batch * n, *v.shape[2:])
+        for k, v in view.items():  # write the episodes back (in place: the particles are this policy's own)
+            self.candidates[k].view(self.batch, n, *v.shape[2:])[rows] = v
         self.log_lik[rows] = log_lik
         self.log_w[rows] = 0.0
         self.rejuvenations[rows] += 1

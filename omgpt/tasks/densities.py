@@ -18,7 +18,7 @@ def box_log_density(v: Tensor, lo: float, hi: float, width: float | None = None)
     instead: ``κ ~ U[lo, hi - width]``, then ``U[κ, κ + width]^d``, whose density is proportional to
     the length of the ``κ`` that cover ``v``."""
     if width is None or width >= hi - lo:
-        inside = ((v >= lo) & (v <= hi)).all(-1)
+        inside = (v.amin(-1) >= lo) & (v.amax(-1) <= hi)
         return torch.where(inside, 0.0, -math.inf).to(v.dtype)
     low = torch.clamp(v.amax(-1) - width, min=lo)
     high = torch.clamp(v.amin(-1), max=hi - width)

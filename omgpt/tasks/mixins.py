@@ -36,7 +36,7 @@ class GaussianNoise:
         raise NotImplementedError
 
     def likelihood_stats(self, stats: Envs | None, x: Tensor, a: Tensor, o: Tensor, t: int, used: Tensor) -> Envs:
-        phi = self.regression_features(x, a).double() * used[:, None, None]  # (B, K, p); ignored steps add 0
+        phi = self.regression_features(x.double(), a.double()) * used[:, None, None]  # (B, K, p); ignored steps add 0
         y = o[:, 0].double() * used  # (B,)
         step = {"xtx": phi[..., :, None] * phi[..., None, :], "xty": phi * y[:, None, None], "yty": y**2}
         return step if stats is None else {k: stats[k] + v for k, v in step.items()}
@@ -45,10 +45,8 @@ class GaussianNoise:
         theta, kind = self.regression_params(candidates)
         b = stats["yty"].shape[0]
         theta = theta.double().reshape(b, -1, theta.shape[-1])  # (b, N, p)
-        sq = torch.stack(  # θᵀΦ_kᵀΦ_kθ - 2θᵀΦ_kᵀy for every kind k, (b, N, K)
-            [((theta @ stats["xtx"][:, k]) * theta).sum(-1) - 2 * (theta @ stats["xty"][:, k, :, None])[..., 0] for k in range(stats["xty"].shape[1])],
-            dim=-1,
-        )
+        # θᵀΦ_kᵀΦ_kθ - 2θᵀΦ_kᵀy for every kind k, (b, N, K)
+        sq = torch.einsum("bnp,bkpq,bnq->bnk", theta, stats["xtx"], theta) - 2 * torch.einsum("bnp,bkp->bnk", theta, stats["xty"])
         sq = sq[..., 0] if kind is None else sq.gather(-1, kind.reshape(b, -1, 1))[..., 0]
         return (-(stats["yty"][:, None] + sq) / (2 * noise_variance(self.noise_std))).reshape(-1)
 

@@ -112,7 +112,7 @@ class Pricing(GaussianNoise, DemandTypes, Task):
     def intercept_slope(self, envs: Envs, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(αᵀX, βᵀX)``: demand at price 0 and its decrease per unit of price (or of price squared,
         square demand), each ``(B,)``."""
-        return (envs["alpha"] * x).sum(-1), (envs["beta"] * x).sum(-1)
+        return torch.einsum("...d,...d->...", envs["alpha"], x), torch.einsum("...d,...d->...", envs["beta"], x)  # 2x a mul-sum
 
     def _price_term(self, envs: Envs, price: Tensor) -> Tensor:
         """``a`` (linear) or ``a²`` (square), per environment, for prices ``(B,)``."""
