@@ -5,13 +5,16 @@ With ``--speed``: how much faster its likelihood statistics make it than replayi
         [--particles 4096] [--factor 4] [--batch 50] [--seed 0] [--device cpu] [--threads 1]
         [--no-rejuvenate]
     python benchmarks/alg_star_particles.py --speed [--tasks newsvendor,pricing] [--runs 100] ...
+    python benchmarks/alg_star_particles.py --speed --erm [--tasks newsvendor] [--runs 100] ...
 
 ``--speed`` plays the same environments, contexts and noise (common random numbers) with
 ``likelihood="history"`` (the rejuvenation moves sum the likelihood over the past steps: the reference,
 an ``O(T²)`` episode) and ``likelihood="stats"`` (from the task's running statistics), the two arms
 interleaved batch by batch in this one process, and prints for each task the CPU seconds (process
 time; single-threaded with ``--threads 1``) per 100 episodes of each, their ratio, each arm's mean
-cumulative regret and a 90% interval of the paired difference.
+cumulative regret and a 90% interval of the paired difference. ``--speed --erm`` does the same for
+ERM: ``solver="highs"`` (one LP per environment and step, the reference) against ``solver="ipm"`` (every
+environment's LP of a step at once).
 
 Without a finite pool ``alg-star`` weights ``particles`` environments drawn from the prior. Both
 particle counts play the same test environments with the same contexts and noise (common random
@@ -70,22 +73,27 @@ def paired(before: torch.Tensor, after: torch.Tensor, z: float = 1.645) -> str:
 
 
 def speed(a) -> None:
-    """``--speed``: the history arm against the statistics arm, interleaved batch by batch."""
-    print(f"alg-star, {a.particles} particles: likelihood 'history' (reference) vs 'stats'; {a.runs} runs, "
-          f"T = {a.horizon}, batches of {a.batch}, {a.threads} thread(s); CPU seconds (process time)")
+    """``--speed``: the reference arm against the fast one, interleaved batch by batch."""
+    if a.erm:
+        policy, option, (before, after), what = "erm", "solver", ("highs", "ipm"), "erm: solver 'highs' (reference) vs 'ipm'"
+    else:
+        policy, option, (before, after) = "alg-star", "likelihood", ("history", "stats")
+        what = f"alg-star, {a.particles} particles: likelihood 'history' (reference) vs 'stats'"
+    print(f"{what}; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, {a.threads} thread(s); CPU seconds (process time)")
     for name in a.tasks.split(","):
         task = make_task(name)
         envs = task.sample_envs(a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(a.seed, 0)))
-        arms = {lik: make_policy("alg-star", task, particles=a.particles, likelihood=lik) for lik in ("history", "stats")}
-        seconds, regrets = {lik: 0.0 for lik in arms}, {lik: [] for lik in arms}
+        sizes = {} if a.erm else {"particles": a.particles}
+        arms = {arm: make_policy(policy, task, **sizes, **{option: arm}) for arm in (before, after)}
+        seconds, regrets = {arm: 0.0 for arm in arms}, {arm: [] for arm in arms}
         for i, part in batches(envs, a.batch):
-            for lik, policy in arms.items():
+            for arm, played in arms.items():
                 start = time.process_time()
-                regrets[lik].append(batch_regrets(task, part, policy, a.horizon, a.seed, i, a.device))
-                seconds[lik] += time.process_time() - start
-        per100 = {lik: 100 * s / a.runs for lik, s in seconds.items()}
-        print(f"  {name}: {per100['history']:.1f} s -> {per100['stats']:.1f} s per 100 episodes "
-              f"({per100['history'] / per100['stats']:.1f}x faster); {paired(torch.cat(regrets['history']), torch.cat(regrets['stats']))}")
+                regrets[arm].append(batch_regrets(task, part, played, a.horizon, a.seed, i, a.device))
+                seconds[arm] += time.process_time() - start
+        per100 = {arm: 100 * s / a.runs for arm, s in seconds.items()}
+        print(f"  {name}: {per100[before]:.1f} s -> {per100[after]:.1f} s per 100 episodes "
+              f"({per100[before] / per100[after]:.1f}x faster); {paired(torch.cat(regrets[before]), torch.cat(regrets[after]))}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -101,10 +109,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--no-rejuvenate", action="store_true", help="plain importance sampling from the prior")
     p.add_argument("--speed", action="store_true", help="time likelihood='history' against 'stats' instead")
-    p.add_argument("--tasks", default="newsvendor,pricing", help="--speed: the tasks to time")
+    p.add_argument("--tasks", default=None, help="--speed: the tasks to time (default newsvendor,pricing; --erm: newsvendor)")
+    p.add_argument("--erm", action="store_true", help="--speed: time ERM's solvers instead of alg-star's likelihoods")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     if a.speed:
+        a.tasks = a.tasks or ("newsvendor" if a.erm else "newsvendor,pricing")
         return speed(a)
     task = make_task(a.task)
     envs = task.sample_envs(a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(a.seed, 0)))
