@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -94,7 +95,11 @@ def weighted_median(values: Tensor, log_w: Tensor) -> Tensor:
 
     ``values`` ``(B, N)``, ``log_w`` ``(B, N)`` unnormalised log-weights; returns ``(B,)``."""
     p = torch.softmax(log_w, dim=-1)
-    sorted_values, order = values.sort(dim=-1)
+    if values.device.type == "cpu":  # numpy's vectorised sort is ~3x faster than torch's on CPU (50 x 4096 floats)
+        order = torch.from_numpy(np.argsort(values.numpy(), axis=-1))
+    else:
+        order = values.argsort(dim=-1)
+    sorted_values = values.gather(-1, order)
     cdf = p.gather(-1, order).cumsum(-1)
     # float slack: four equal weights must put the median at the second value, not the third
     index = (cdf < 0.5 - 1e-9).sum(-1, keepdim=True).clamp(max=values.shape[-1] - 1)
@@ -282,25 +287,26 @@ class AlgStar(HistoryPolicy):
         chol = isotropic if sphere else torch.where((info == 0)[:, None, None], chol, isotropic)
         chol = (2.38 / math.sqrt(dim) * chol).to(theta.dtype)
 
+        def moved(values: Tensor) -> Envs:  # (b', N, p) -> the moved parameters, shaped as in view
+            return {k: part.reshape(view[k].shape) for k, part in zip(keys, values.split(sizes, dim=-1))}
+
         for _ in range(self.moves):
             step = torch.randn(b, n, dim, generator=g, device=device, dtype=theta.dtype)
             prop = theta + step @ chol.transpose(1, 2)
             if sphere:
                 prop = prop / torch.linalg.vector_norm(prop, dim=-1, keepdim=True).clamp(min=1e-12)
-            new = dict(view)
-            for k, part in zip(keys, prop.split(sizes, dim=-1)):
-                new[k] = part.reshape(view[k].shape)
+            new = {**view, **moved(prop)}
             new_lp = task.log_prior(flat_envs(new)).reshape(b, n).double()
             ok = torch.isfinite(new_lp)  # proposals outside the prior's support need no likelihood
             new_ll = self._history_log_lik(flat_envs(new), rows, t) if ok.any() else torch.full_like(log_lik, -math.inf)
             log_u = torch.log(torch.rand(b, n, generator=g, device=device, dtype=torch.float64))
             accept = ok & (log_u < (new_lp + new_ll) - (lp + log_lik))  # a nan ratio (-inf - -inf) rejects
-            theta = torch.where(accept[..., None], prop, theta)
-            view = {k: torch.where(accept.reshape(b, n, *[1] * (v.dim() - 2)), new[k], v) for k, v in view.items()}
+            theta = torch.where(accept[..., None], prop, theta)  # the other parameters never move
             lp, log_lik = torch.where(accept, new_lp, lp), torch.where(accept, new_ll, log_lik)
             self.accepted += accept.sum()
             self.proposed += accept.numel()
 
+        view.update(moved(theta))
         for k, v in view.items():  # write the episodes back (in place: the particles are this policy's own)
             self.candidates[k].view(self.batch, n, *v.shape[2:])[rows] = v
         self.log_lik[rows] = log_lik
