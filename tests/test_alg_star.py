@@ -285,6 +285,12 @@ def test_particle_benchmark_script_runs(capsys):
     script.main(["--runs", "4", "--horizon", "5", "--particles", "16", "--factor", "2", "--batch", "4"])
     out = capsys.readouterr().out
     assert "ratio default / 2x" in out
+    script.main(["--speed", "--tasks", "pricing", "--runs", "2", "--horizon", "4", "--particles", "16", "--batch", "2"])
+    out = capsys.readouterr().out
+    assert "likelihood 'history' (reference) vs 'stats'" in out and "pricing:" in out and "paired difference +0.000" in out
+    script.main(["--speed", "--erm", "--runs", "2", "--horizon", "4", "--batch", "2"])
+    out = capsys.readouterr().out
+    assert "solver 'highs' (reference) vs 'ipm'" in out and "newsvendor:" in out
 
 
 def test_posterior_mean_on_the_linear_bandit_is_put_back_on_the_unit_sphere():

@@ -58,12 +58,31 @@ explores slowly here (with particles its cumulative regret over 100 steps, ~19, 
 late in the horizon it is below).
 
 Cost: ``B × N`` candidate evaluations per step (``N`` = pool size or ``particles``), memory ``O(B N)``
-(``B = 50``-``100``, ``N = 4096``: a few MB); a rejuvenation re-evaluates the likelihood of the whole
-history, ``moves × t × B' × N`` (on one CPU thread ~8 s per 50 pricing episodes of 100 steps, against
-~1 s without rejuvenation). Tasks: every task with a likelihood -- ``mab``, ``linear-bandit``, every
-pricing variant (square, mixed, shifts, noise levels) and every newsvendor variant (censored, square,
-mixed, non-stationary, non-perishable). Queueing and revenue management have none: building
-``alg-star`` for them raises :class:`~omgpt.errors.OMGPTError`.
+(``B = 50``-``100``, ``N = 4096``: a few MB). A rejuvenation move needs every particle's likelihood of
+the whole used history. By default (``likelihood="stats"``) it comes from running statistics the task
+keeps per episode (:meth:`~omgpt.tasks.base.Task.likelihood_stats`, updated in :meth:`observe`, the
+ignored observations left out):
+
+* Gaussian-linear tasks (``mab``, ``linear-bandit``, every pricing variant): the mean observation is
+  ``φ(x, a)ᵀθ``, so ``ΦᵀΦ``, ``Φᵀy`` and ``yᵀy`` (one set per demand type in the mixed prior) give
+  the log-likelihood of the whole history in ``O(p²)`` per particle, whatever ``t``;
+* the newsvendor (every variant): the uniform demand's support makes the feasible set of ``w`` a
+  polytope with two faces per step, which no fixed-size statistic summarises; its statistics are the
+  used history itself and the whole-history likelihood is one batched product ``(N, d) × (d, t)`` and
+  a min / max over time (a change point is a mask on the time index): still ``O(t)`` per particle,
+  but no Python loop over the steps.
+
+``likelihood="history"`` sums :meth:`~omgpt.tasks.base.Task.log_likelihood` over the past steps in
+float64 (``O(t)`` Python steps per move): the reference, which gives the same weights, moves and
+decisions (``tests/test_alg_star.py``, on every task). Measured with
+``benchmarks/alg_star_particles.py --speed`` (``T = 100``, one thread, 100 episodes, both arms on the
+same environments): see ``benchmarks/RESULTS.md``; what remains is the per-step decision (the
+posterior median sorts ``N`` values per episode), the moves' random numbers and prior densities, and
+the newsvendor's ``O(t)`` support check. Tasks: every task with a likelihood -- ``mab``,
+``linear-bandit``, every pricing variant (square, mixed, shifts, noise levels), every newsvendor variant
+(censored, square, mixed, non-stationary, non-perishable) and queueing (an exact posterior over its six
+arrival rates: no particles, no moves). Revenue management has none: building ``alg-star`` for it
+raises :class:`~omgpt.errors.OMGPTError`.
 """
 from __future__ import annotations
 
