@@ -1,8 +1,20 @@
 """Is ``alg-star``'s default particle count enough? Its regret against a set ``--factor`` times larger.
+With ``--speed``: how much faster its likelihood statistics make it than replaying the history.
 
     python benchmarks/alg_star_particles.py [--task pricing] [--runs 500] [--horizon 100]
         [--particles 4096] [--factor 4] [--batch 50] [--seed 0] [--device cpu] [--threads 1]
         [--no-rejuvenate]
+    python benchmarks/alg_star_particles.py --speed [--tasks newsvendor,pricing] [--runs 100] ...
+    python benchmarks/alg_star_particles.py --speed --erm [--tasks newsvendor] [--runs 100] ...
+
+``--speed`` plays the same environments, contexts and noise (common random numbers) with
+``likelihood="history"`` (the rejuvenation moves sum the likelihood over the past steps: the reference,
+an ``O(T²)`` episode) and ``likelihood="stats"`` (from the task's running statistics), the two arms
+interleaved batch by batch in this one process, and prints for each task the CPU seconds (process
+time; single-threaded with ``--threads 1``) per 100 episodes of each, their ratio, each arm's mean
+cumulative regret and a 90% interval of the paired difference. ``--speed --erm`` does the same for
+ERM: ``solver="highs"`` (one LP per environment and step, the reference) against ``solver="ipm"`` (every
+environment's LP of a step at once).
 
 Without a finite pool ``alg-star`` weights ``particles`` environments drawn from the prior. Both
 particle counts play the same test environments with the same contexts and noise (common random
@@ -28,19 +40,60 @@ from omgpt.rollout import rollout
 from omgpt.tasks import make_task
 
 
+def batch_regrets(task, envs, policy, horizon: int, seed: int, i: int, device: str) -> torch.Tensor:
+    """Cumulative regret at ``horizon`` of ``policy`` on batch ``i`` of the runs (its own seeds)."""
+    task_gen = torch.Generator(device=device).manual_seed(stream_seed(Stream.TEST_TASK, seed, i))
+    policy_gen = torch.Generator(device=device).manual_seed(stream_seed(Stream.TEST_POLICY, seed, i))
+    return rollout(task, envs, policy, horizon, task_gen, policy_gen).regrets.sum(1).cpu().double()
+
+
+def batches(envs, batch: int):
+    """``(i, the i-th batch of envs)`` over the runs."""
+    runs = next(iter(envs.values())).shape[0]
+    for i, lo in enumerate(range(0, runs, batch)):
+        yield i, {k: v[lo : lo + batch] for k, v in envs.items()}
+
+
 def cumulative_regrets(
     task, envs, particles: int, horizon: int, batch: int, seed: int, device: str, rejuvenate: bool = True
 ) -> torch.Tensor:
     """Cumulative regret at ``horizon`` of ``alg-star`` with ``particles``, one value per run, ``(runs,)``."""
     policy = make_policy("alg-star", task, particles=particles, rejuvenate=rejuvenate)
-    runs = next(iter(envs.values())).shape[0]
-    out = []
-    for i, lo in enumerate(range(0, runs, batch)):
-        part = {k: v[lo : lo + batch] for k, v in envs.items()}
-        task_gen = torch.Generator(device=device).manual_seed(stream_seed(Stream.TEST_TASK, seed, i))
-        policy_gen = torch.Generator(device=device).manual_seed(stream_seed(Stream.TEST_POLICY, seed, i))
-        out.append(rollout(task, part, policy, horizon, task_gen, policy_gen).regrets.sum(1).cpu())
-    return torch.cat(out).double()
+    return torch.cat([batch_regrets(task, part, policy, horizon, seed, i, device) for i, part in batches(envs, batch)])
+
+
+def paired(before: torch.Tensor, after: torch.Tensor, z: float = 1.645) -> str:
+    """Means of two paired samples and a (90% by default) interval of the mean difference."""
+    diff = after - before
+    half = z * diff.std() / diff.numel() ** 0.5
+    return (
+        f"regret {before.mean():.3f} -> {after.mean():.3f}, ratio {after.mean() / before.mean():.3f}, "
+        f"paired difference {diff.mean():+.3f} (90% interval {diff.mean() - half:+.3f} .. {diff.mean() + half:+.3f})"
+    )
+
+
+def speed(a) -> None:
+    """``--speed``: the reference arm against the fast one, interleaved batch by batch."""
+    if a.erm:
+        policy, option, (before, after), what = "erm", "solver", ("highs", "ipm"), "erm: solver 'highs' (reference) vs 'ipm'"
+    else:
+        policy, option, (before, after) = "alg-star", "likelihood", ("history", "stats")
+        what = f"alg-star, {a.particles} particles: likelihood 'history' (reference) vs 'stats'"
+    print(f"{what}; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, {a.threads} thread(s); CPU seconds (process time)")
+    for name in a.tasks.split(","):
+        task = make_task(name)
+        envs = task.sample_envs(a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(Stream.TEST_ENVS, a.seed)))
+        sizes = {} if a.erm else {"particles": a.particles}
+        arms = {arm: make_policy(policy, task, **sizes, **{option: arm}) for arm in (before, after)}
+        seconds, regrets = {arm: 0.0 for arm in arms}, {arm: [] for arm in arms}
+        for i, part in batches(envs, a.batch):
+            for arm, played in arms.items():
+                start = time.process_time()
+                regrets[arm].append(batch_regrets(task, part, played, a.horizon, a.seed, i, a.device))
+                seconds[arm] += time.process_time() - start
+        per100 = {arm: 100 * s / a.runs for arm, s in seconds.items()}
+        print(f"  {name}: {per100[before]:.1f} s -> {per100[after]:.1f} s per 100 episodes "
+              f"({per100[before] / per100[after]:.1f}x faster); {paired(torch.cat(regrets[before]), torch.cat(regrets[after]))}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,8 +108,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--no-rejuvenate", action="store_true", help="plain importance sampling from the prior")
+    p.add_argument("--speed", action="store_true", help="time likelihood='history' against 'stats' instead")
+    p.add_argument("--tasks", default=None, help="--speed: the tasks to time (default newsvendor,pricing; --erm: newsvendor)")
+    p.add_argument("--erm", action="store_true", help="--speed: time ERM's solvers instead of alg-star's likelihoods")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
+    if a.speed:
+        a.tasks = a.tasks or ("newsvendor" if a.erm else "newsvendor,pricing")
+        return speed(a)
     task = make_task(a.task)
     envs = task.sample_envs(a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(Stream.TEST_ENVS, a.seed)))
     kind = "plain importance sampling" if a.no_rejuvenate else "resample-move particles"

@@ -285,6 +285,12 @@ def test_particle_benchmark_script_runs(capsys):
     script.main(["--runs", "4", "--horizon", "5", "--particles", "16", "--factor", "2", "--batch", "4"])
     out = capsys.readouterr().out
     assert "ratio default / 2x" in out
+    script.main(["--speed", "--tasks", "pricing", "--runs", "2", "--horizon", "4", "--particles", "16", "--batch", "2"])
+    out = capsys.readouterr().out
+    assert "likelihood 'history' (reference) vs 'stats'" in out and "pricing:" in out and "paired difference +0.000" in out
+    script.main(["--speed", "--erm", "--runs", "2", "--horizon", "4", "--batch", "2"])
+    out = capsys.readouterr().out
+    assert "solver 'highs' (reference) vs 'ipm'" in out and "newsvendor:" in out
 
 
 def test_posterior_mean_on_the_linear_bandit_is_put_back_on_the_unit_sphere():
@@ -296,3 +302,79 @@ def test_posterior_mean_on_the_linear_bandit_is_put_back_on_the_unit_sphere():
     policy.reset({"w": task.pool["w"][:1]}, 1, gen(0))
     a = policy.act(0, torch.zeros(1, 0))
     torch.testing.assert_close(a, torch.tensor([[2**-0.5, 2**-0.5]]))
+
+
+# --------------------------------------------------------------------------------------------------
+# The likelihood statistics against the reference that replays the history.
+EVERY_TASK_WITH_ALG_STAR = [
+    ("mab", {}),
+    ("linear-bandit", {}),
+    ("pricing", {}),
+    ("pricing-square", {"ood_shift": 0.5}),
+    ("pricing", {"demand_types": "mixed", "id_shift": 0.3}),
+    ("pricing", {"noise_std": 0.0}),
+    ("newsvendor", {}),
+    ("newsvendor-censored", {}),
+    ("newsvendor-square", {}),
+    ("newsvendor-square-censored", {}),
+    ("newsvendor", {"demand_types": "mixed"}),
+    ("newsvendor-nonstationary", {}),
+    ("newsvendor-nonstationary-censored", {}),
+    ("newsvendor-nonperishable", {"demand_types": "mixed"}),
+    ("newsvendor-nonperishable-censored", {}),
+]
+
+
+def test_the_list_covers_every_task_with_alg_star():
+    from omgpt.tasks.registry import TASKS
+
+    tasks = {name: make_task(name) for name in TASKS}
+    # the tasks whose alg-star moves particles (queueing's posterior is exact over six rates: no moves)
+    particles = {name for name, task in tasks.items() if task.has_likelihood and not task.candidates(1, 2, gen(0))[2]}
+    assert particles == {name for name, _ in EVERY_TASK_WITH_ALG_STAR}
+    assert all(tasks[name].has_likelihood_stats for name in particles)
+
+
+@pytest.mark.parametrize("name, options", EVERY_TASK_WITH_ALG_STAR)
+def test_likelihood_from_stats_is_the_sum_over_the_history(name, options):
+    """Random candidates (some ruled out) against a played history with some steps ignored: the
+    statistics give the sum of the per-step log-likelihoods over the used steps."""
+    task = make_task(name, **options)
+    h = play(task, make_policy("random", task), runs=3, horizon=9)
+    n = 64
+    cands = task.sample_prior(3 * n, gen(5))
+    used = torch.rand(3, 9, generator=gen(6)) < 0.7
+    stats, expected = None, torch.zeros(3 * n, dtype=torch.float64)
+    for t in range(9):
+        x, a, o = (v[:, t] for v in (h.contexts, h.actions, h.observations))
+        stats = task.likelihood_stats(stats, x, a, o, t, used[:, t])
+        rows = lambda v: v.repeat_interleave(n, 0).double()  # noqa: E731 -- episode i's rows i N .. (i+1) N - 1
+        ll = task.log_likelihood({k: v.double() if v.is_floating_point() else v for k, v in cands.items()}, rows(x), rows(a), rows(o), t)
+        expected += torch.where(used[:, t].repeat_interleave(n), ll, 0.0)
+    got = task.likelihood_from_stats(cands, stats)
+    assert got.dtype == torch.float64 and got.shape == (3 * n,)
+    assert (torch.isinf(got) == torch.isinf(expected)).all()
+    finite = torch.isfinite(expected)
+    assert finite.any()
+    torch.testing.assert_close(got[finite], expected[finite], rtol=1e-9, atol=1e-7)
+
+
+@pytest.mark.parametrize("name, options", EVERY_TASK_WITH_ALG_STAR)
+def test_stats_and_history_likelihoods_give_the_same_rollout(name, options):
+    """The same generators: the same particles, weights, Metropolis-Hastings decisions and actions."""
+    task = make_task(name, **options)
+    runs = {}
+    for likelihood in ("history", "stats"):
+        policy = make_policy("alg-star", task, particles=128, likelihood=likelihood)
+        runs[likelihood] = policy, play(task, policy, runs=3, horizon=15)
+    (ref, h_ref), (fast, h_fast) = runs["history"], runs["stats"]
+    assert (ref.rejuvenations > 0).all() and ref.likelihood == "history" and fast.likelihood == "stats"
+    torch.testing.assert_close(h_fast.actions, h_ref.actions, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(fast.log_w, ref.log_w, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(fast.log_lik, ref.log_lik, rtol=1e-9, atol=1e-7)
+    assert fast.acceptance_rate == ref.acceptance_rate
+
+
+def test_likelihood_option_is_checked():
+    with pytest.raises(OMGPTError, match="likelihood must be one of"):
+        make_policy("alg-star", make_task("pricing"), likelihood="fast")

@@ -11,7 +11,7 @@ import torch
 from omgpt import lp
 from omgpt.errors import OMGPTError
 from omgpt.policies import Policy, make_policy
-from omgpt.policies.newsvendor import quantile_regression
+from omgpt.policies.newsvendor import batched_quantile_regression, quantile_regression
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
 
@@ -137,6 +137,38 @@ def test_quantile_regression_matches_the_cvxpy_reference(n, d, l1):
 
     fast, reference = quantile_regression(feats, targets, 0.3, l1), lp.quantile_regression(feats, targets, 0.3, l1)
     assert objective(fast) == pytest.approx(objective(reference), abs=1e-6)
+
+
+@pytest.mark.parametrize("l1", [0.0, 0.5])
+@pytest.mark.parametrize(("n", "d"), [(1, 4), (3, 4), (5, 4), (10, 4), (99, 4), (7, 0), (60, 2)])
+def test_batched_quantile_regression_reaches_the_lp_optimum(n, d, l1):
+    """The batched interior point method against one HiGHS LP per data set: the same optimal objective
+    (pinball loss plus penalty) on every data set; the argmin can be a continuum (few points, no
+    penalty), so coefficients are compared only where the penalty makes the optimum unique."""
+    rng = np.random.default_rng(10 * n + d)
+    b = 16
+    feats = rng.uniform(0, 3, (b, n, d))
+    targets = (feats @ rng.uniform(0, 3, (b, d, 1)))[..., 0] + rng.uniform(0, 5, (b, n))
+    q = rng.uniform(1 / 3, 2 / 3, b)
+    fast = batched_quantile_regression(torch.from_numpy(feats), torch.from_numpy(targets), torch.from_numpy(q), l1).numpy()
+    for i in range(b):
+        design = np.hstack([np.ones((n, 1)), feats[i]])
+
+        def objective(beta):
+            return pinball(targets[i] - design @ beta, q[i]) + l1 * np.abs(beta[1:]).sum()
+
+        reference = quantile_regression(feats[i], targets[i], q[i], l1)
+        assert objective(fast[i]) == pytest.approx(objective(reference), rel=1e-8, abs=1e-8)
+        if l1 > 0 and n >= 10:
+            np.testing.assert_allclose(fast[i], reference, atol=1e-6)
+
+
+def test_erm_batched_solver_orders_as_one_lp_per_environment():
+    task = make_task("newsvendor")
+    envs = task.sample_envs(8, gen(0))
+    fast = rollout(task, envs, make_policy("erm", task), 30, gen(1), gen(2))
+    reference = rollout(task, envs, make_policy("erm", task, solver="highs"), 30, gen(1), gen(2))
+    torch.testing.assert_close(fast.actions, reference.actions, atol=1e-4, rtol=0)
 
 
 def test_erm_with_the_cvxpy_solver_orders_as_with_highs():

@@ -58,17 +58,37 @@ explores slowly here (with particles its cumulative regret over 100 steps, ~19, 
 late in the horizon it is below).
 
 Cost: ``B × N`` candidate evaluations per step (``N`` = pool size or ``particles``), memory ``O(B N)``
-(``B = 50``-``100``, ``N = 4096``: a few MB); a rejuvenation re-evaluates the likelihood of the whole
-history, ``moves × t × B' × N`` (on one CPU thread ~8 s per 50 pricing episodes of 100 steps, against
-~1 s without rejuvenation). Tasks: every task with a likelihood -- ``mab``, ``linear-bandit``, every
-pricing variant (square, mixed, shifts, noise levels) and every newsvendor variant (censored, square,
-mixed, non-stationary, non-perishable). Queueing and revenue management have none: building
-``alg-star`` for them raises :class:`~omgpt.errors.OMGPTError`.
+(``B = 50``-``100``, ``N = 4096``: a few MB). A rejuvenation move needs every particle's likelihood of
+the whole used history. By default (``likelihood="stats"``) it comes from running statistics the task
+keeps per episode (:meth:`~omgpt.tasks.base.Task.likelihood_stats`, updated in :meth:`observe`, the
+ignored observations left out):
+
+* Gaussian-linear tasks (``mab``, ``linear-bandit``, every pricing variant): the mean observation is
+  ``φ(x, a)ᵀθ``, so ``ΦᵀΦ``, ``Φᵀy`` and ``yᵀy`` (one set per demand type in the mixed prior) give
+  the log-likelihood of the whole history in ``O(p²)`` per particle, whatever ``t``;
+* the newsvendor (every variant): the uniform demand's support makes the feasible set of ``w`` a
+  polytope with two faces per step, which no fixed-size statistic summarises; its statistics are the
+  used history itself and the whole-history likelihood is one batched product ``(N, d) × (d, t)`` and
+  a min / max over time (a change point is a mask on the time index): still ``O(t)`` per particle,
+  but no Python loop over the steps.
+
+``likelihood="history"`` sums :meth:`~omgpt.tasks.base.Task.log_likelihood` over the past steps in
+float64 (``O(t)`` Python steps per move): the reference, which gives the same weights, moves and
+decisions (``tests/test_alg_star.py``, on every task). Measured with
+``benchmarks/alg_star_particles.py --speed`` (``T = 100``, one thread, 100 episodes, both arms on the
+same environments): see ``benchmarks/RESULTS.md``; what remains is the per-step decision (the
+posterior median sorts ``N`` values per episode), the moves' random numbers and prior densities, and
+the newsvendor's ``O(t)`` support check. Tasks: every task with a likelihood -- ``mab``,
+``linear-bandit``, every pricing variant (square, mixed, shifts, noise levels), every newsvendor variant
+(censored, square, mixed, non-stationary, non-perishable) and queueing (an exact posterior over its six
+arrival rates: no particles, no moves). Revenue management has none: building ``alg-star`` for it
+raises :class:`~omgpt.errors.OMGPTError`.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -94,7 +114,11 @@ def weighted_median(values: Tensor, log_w: Tensor) -> Tensor:
 
     ``values`` ``(B, N)``, ``log_w`` ``(B, N)`` unnormalised log-weights; returns ``(B,)``."""
     p = torch.softmax(log_w, dim=-1)
-    sorted_values, order = values.sort(dim=-1)
+    if values.device.type == "cpu":  # numpy's vectorised sort is ~3x faster than torch's on CPU (50 x 4096 floats)
+        order = torch.from_numpy(np.argsort(values.numpy(), axis=-1))
+    else:
+        order = values.argsort(dim=-1)
+    sorted_values = values.gather(-1, order)
     cdf = p.gather(-1, order).cumsum(-1)
     # float slack: four equal weights must put the median at the second value, not the third
     index = (cdf < 0.5 - 1e-9).sum(-1, keepdim=True).clamp(max=values.shape[-1] - 1)
@@ -112,7 +136,13 @@ class AlgStar(HistoryPolicy):
             ``ess_threshold · particles`` (plain importance sampling from the prior when false).
         moves: Metropolis-Hastings sweeps per rejuvenation.
         ess_threshold: fraction of ``particles`` below which the effective sample size triggers one.
+        likelihood: how a move gets the likelihood of the whole history: ``"stats"`` (default) from the
+            task's running statistics (:meth:`~omgpt.tasks.base.Task.likelihood_stats`), ``"history"``
+            by summing :meth:`~omgpt.tasks.base.Task.log_likelihood` over the past steps (the reference;
+            also what a task without statistics uses).
     """
+
+    LIKELIHOODS = ("stats", "history")
 
     def __init__(
         self,
@@ -122,6 +152,7 @@ class AlgStar(HistoryPolicy):
         rejuvenate: bool = True,
         moves: int = 2,
         ess_threshold: float = 0.5,
+        likelihood: str = "stats",
     ):
         if not task.has_likelihood:
             raise OMGPTError(f"alg-star needs the task's observation likelihood; task {task.name!r} has none")
@@ -132,8 +163,11 @@ class AlgStar(HistoryPolicy):
             raise OMGPTError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}")
         if int(moves) < 0 or not 0.0 <= float(ess_threshold) <= 1.0:
             raise OMGPTError(f"moves must be >= 0 and ess_threshold in [0, 1]; got {moves}, {ess_threshold}")
+        if likelihood not in self.LIKELIHOODS:
+            raise OMGPTError(f"likelihood must be one of {', '.join(self.LIKELIHOODS)}; got {likelihood!r}")
         super().__init__(task)
         self.particles, self.decision = int(particles), decision
+        self.likelihood = likelihood if task.has_likelihood_stats else "history"
         self.rejuvenate, self.moves, self.ess_threshold = bool(rejuvenate), int(moves), float(ess_threshold)
 
     # ----------------------------------------------------------------------------------------------
@@ -149,6 +183,7 @@ class AlgStar(HistoryPolicy):
         self.rejuvenations = torch.zeros(b, dtype=torch.long, device=self.device)
         self.accepted = torch.zeros((), dtype=torch.float64, device=self.device)  # MH acceptances (diagnostics)
         self.proposed = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.stats = None  # the task's running likelihood statistics of each episode's used history
 
     @property
     def acceptance_rate(self) -> float:
@@ -203,6 +238,8 @@ class AlgStar(HistoryPolicy):
         self.log_w = torch.where(alive[:, None], updated, self.log_w)
         self.log_lik = torch.where(alive[:, None], self.log_lik + ll.double(), self.log_lik)
         self.used[:, t] = alive
+        if self.likelihood == "stats" and self.rejuvenate and not self.exact:  # what the moves read
+            self.stats = self.task.likelihood_stats(self.stats, x, actions, observations, t, alive)
         if not self.exact and self.rejuvenate:
             p = self.posterior()
             ess = 1.0 / (p**2).sum(-1)  # (B,)
@@ -214,12 +251,16 @@ class AlgStar(HistoryPolicy):
     # Particle rejuvenation (resample-move SMC).
     def _history_log_lik(self, cands: Envs, rows: Tensor, t: int) -> Tensor:
         """Log-likelihood of the used observations up to step ``t`` for candidates ``(b' N)`` of the
-        episodes ``rows`` ``(b',)``, ``(b', N)``."""
+        episodes ``rows`` ``(b',)``, ``(b', N)``: from the task's statistics, or (``likelihood=
+        "history"``) step by step in float64."""
+        if self.likelihood == "stats":
+            return self.task.likelihood_from_stats(cands, {k: v[rows] for k, v in self.stats.items()}).reshape(-1, self.n)
+        cands = {k: v.double() if v.is_floating_point() else v for k, v in cands.items()}
         total = torch.zeros(rows.numel(), self.n, dtype=torch.float64, device=self.device)
         for s in range(t + 1):
-            x, a, o = (self._broadcast(v[rows, s]) for v in (self.xs, self.actions, self.observations))
+            x, a, o = (self._broadcast(v[rows, s]).double() for v in (self.xs, self.actions, self.observations))
             ll = self.task.log_likelihood(cands, x, a, o, s).reshape(-1, self.n)
-            total += torch.where(self.used[rows, s][:, None], ll.double(), 0.0)
+            total += torch.where(self.used[rows, s][:, None], ll, 0.0)
         return total
 
     def _resample_move(self, rows: Tensor, t: int) -> None:
@@ -265,29 +306,28 @@ class AlgStar(HistoryPolicy):
         chol = isotropic if sphere else torch.where((info == 0)[:, None, None], chol, isotropic)
         chol = (2.38 / math.sqrt(dim) * chol).to(theta.dtype)
 
+        def moved(values: Tensor) -> Envs:  # (b', N, p) -> the moved parameters, shaped as in view
+            return {k: part.reshape(view[k].shape) for k, part in zip(keys, values.split(sizes, dim=-1))}
+
         for _ in range(self.moves):
             step = torch.randn(b, n, dim, generator=g, device=device, dtype=theta.dtype)
             prop = theta + step @ chol.transpose(1, 2)
             if sphere:
                 prop = prop / torch.linalg.vector_norm(prop, dim=-1, keepdim=True).clamp(min=1e-12)
-            new = dict(view)
-            for k, part in zip(keys, prop.split(sizes, dim=-1)):
-                new[k] = part.reshape(view[k].shape)
+            new = {**view, **moved(prop)}
             new_lp = task.log_prior(flat_envs(new)).reshape(b, n).double()
             ok = torch.isfinite(new_lp)  # proposals outside the prior's support need no likelihood
             new_ll = self._history_log_lik(flat_envs(new), rows, t) if ok.any() else torch.full_like(log_lik, -math.inf)
             log_u = torch.log(torch.rand(b, n, generator=g, device=device, dtype=torch.float64))
             accept = ok & (log_u < (new_lp + new_ll) - (lp + log_lik))  # a nan ratio (-inf - -inf) rejects
-            theta = torch.where(accept[..., None], prop, theta)
-            view = {k: torch.where(accept.reshape(b, n, *[1] * (v.dim() - 2)), new[k], v) for k, v in view.items()}
+            theta = torch.where(accept[..., None], prop, theta)  # the other parameters never move
             lp, log_lik = torch.where(accept, new_lp, lp), torch.where(accept, new_ll, log_lik)
             self.accepted += accept.sum()
             self.proposed += accept.numel()
 
-        for k, v in view.items():  # write the episodes back
-            full = self.candidates[k].reshape(self.batch, n, *v.shape[2:]).clone()
-            full[rows] = v
-            self.candidates[k] = full.reshape(self.batch * n, *v.shape[2:])
+        view.update(moved(theta))
+        for k, v in view.items():  # write the episodes back (in place: the particles are this policy's own)
+            self.candidates[k].view(self.batch, n, *v.shape[2:])[rows] = v
         self.log_lik[rows] = log_lik
         self.log_w[rows] = 0.0
         self.rejuvenations[rows] += 1

@@ -168,6 +168,28 @@ class Task:
         """Whether the task implements :meth:`log_likelihood` (what ``alg-star`` needs)."""
         return type(self).log_likelihood is not Task.log_likelihood
 
+    # Running statistics of an episode's history from which the log-likelihood of the whole history
+    # follows without replaying it step by step (what keeps alg-star's rejuvenation moves cheap).
+    def likelihood_stats(self, stats: Envs | None, x: Tensor, a: Tensor, o: Tensor, t: int, used: Tensor) -> Envs:
+        """Fold step ``t``'s observation of each of ``B`` episodes into their running statistics:
+        ``stats`` from the previous step (``None`` at the first), context, action and observation
+        ``(B, ·)``, and ``used`` ``(B,)`` bool, false where the episode ignores this observation
+        (:meth:`likelihood_from_stats` must then be as if the step was never seen). Returns the new
+        statistics, a dict of tensors with the episodes as first dimension (never modified in place).
+        Tasks without statistics (the default) raise ``NotImplementedError``."""
+        raise NotImplementedError(f"task {self.name!r} has no likelihood statistics")
+
+    def likelihood_from_stats(self, candidates: Envs, stats: Envs) -> Tensor:
+        """``Σ_s log P(O_s | γ, X_s, a_s)`` over the used steps folded into ``stats`` (``b`` episodes),
+        for ``candidates`` with ``b · N`` rows, episode ``i``'s in rows ``i N .. (i+1) N - 1``, ``(b N,)``
+        float64; equal, up to float rounding, to the sum of :meth:`log_likelihood` over those steps."""
+        raise NotImplementedError(f"task {self.name!r} has no likelihood statistics")
+
+    @property
+    def has_likelihood_stats(self) -> bool:
+        """Whether the task implements :meth:`likelihood_stats` (else alg-star replays the history)."""
+        return type(self).likelihood_stats is not Task.likelihood_stats
+
     def log_prior(self, candidates: Envs) -> Tensor:
         """Log prior density of the :attr:`moved_params` up to a constant, ``-inf`` outside the prior's
         support, ``(M,)``: the target of ``alg-star``'s rejuvenation moves (with the likelihood)."""

@@ -18,7 +18,7 @@ def box_log_density(v: Tensor, lo: float, hi: float, width: float | None = None)
     instead: ``κ ~ U[lo, hi - width]``, then ``U[κ, κ + width]^d``, whose density is proportional to
     the length of the ``κ`` that cover ``v``."""
     if width is None or width >= hi - lo:
-        inside = ((v >= lo) & (v <= hi)).all(-1)
+        inside = (v.amin(-1) >= lo) & (v.amax(-1) <= hi)
         return torch.where(inside, 0.0, -math.inf).to(v.dtype)
     low = torch.clamp(v.amax(-1) - width, min=lo)
     high = torch.clamp(v.amin(-1), max=hi - width)
@@ -34,5 +34,9 @@ def gaussian_log_likelihood(o: Tensor, mean: Tensor, noise_std: float) -> Tensor
     observation noise of standard deviation ``σ = noise_std`` (docs/paper-gaps.md §6). The paper writes
     ``exp(-(1/σ²) Σ (O - mean)²)``, the likelihood of noise variance ``σ²/2``, which sharpens the
     posterior by a factor 2 in log space; this is the correct Gaussian one."""
-    var = max(float(noise_std) ** 2, MIN_NOISE_VAR)
-    return -((o - mean) ** 2) / (2 * var)
+    return -((o - mean) ** 2) / (2 * noise_variance(noise_std))
+
+
+def noise_variance(noise_std: float) -> float:
+    """``σ²`` as the Gaussian likelihood uses it (at least :data:`MIN_NOISE_VAR`)."""
+    return max(float(noise_std) ** 2, MIN_NOISE_VAR)

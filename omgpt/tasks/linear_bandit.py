@@ -72,6 +72,13 @@ class LinearBandit(GaussianNoise, Task):
         """The observation is the reward: its mean is the expected reward."""
         return self.expected_reward(envs, x, a, t)[:, None]
 
+    def regression_features(self, x: Tensor, a: Tensor) -> Tensor:
+        """The mean reward ``wᵀa``: features the action, ``(B, 1, d)``."""
+        return a[:, None]
+
+    def regression_params(self, candidates: Envs) -> tuple[Tensor, None]:
+        return candidates["w"], None
+
     def log_prior(self, candidates: Envs) -> Tensor:
         """Uniform on the sphere (the rejuvenation walk stays on it)."""
         return candidates["w"].new_zeros(candidates["w"].shape[0])

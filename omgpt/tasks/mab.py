@@ -63,6 +63,13 @@ class MultiArmedBandit(GaussianNoise, Task):
         """The observation is the reward: its mean is the expected reward."""
         return self.expected_reward(envs, x, a, t)[:, None]
 
+    def regression_features(self, x: Tensor, a: Tensor) -> Tensor:
+        """The mean reward ``r_a = aᵀr``: features the one-hot arm, ``(B, 1, k)``."""
+        return a[:, None]
+
+    def regression_params(self, candidates: Envs) -> tuple[Tensor, None]:
+        return candidates["r"], None
+
     def log_prior(self, candidates: Envs) -> Tensor:
         """``r ~ N(0, I)``."""
         return -0.5 * (candidates["r"] ** 2).sum(-1)

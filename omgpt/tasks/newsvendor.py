@@ -136,11 +136,14 @@ class Newsvendor(DemandTypes, Task):
 
     def mean_demand_floor(self, envs: Envs, x: Tensor, t: int | None = None) -> Tensor:
         """``m``: the lower end of the demand's support, ``wᵀX~`` or ``(wᵀX~)²/s``, shape ``(B,)``."""
-        linear = (self.current_w(envs, t) * self.split_context(x)[1]).sum(-1)
+        return self._floor_of_type(envs, torch.einsum("...d,...d->...", self.current_w(envs, t), self.split_context(x)[1]))
+
+    def _floor_of_type(self, envs: Envs, linear: Tensor) -> Tensor:
+        """The demand floor from ``wᵀX~`` ``(B, ...)`` by each environment's demand type."""
         square = self.is_square(envs)
         if isinstance(square, bool):
             return linear**2 / self.square_scale if square else linear
-        return torch.where(square, linear**2 / self.square_scale, linear)
+        return torch.where(square.reshape(square.shape + (1,) * (linear.dim() - square.dim())), linear**2 / self.square_scale, linear)
 
     def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
         eps = envs["eps_bar"] * torch.rand(envs["eps_bar"].shape, generator=generator, device=generator.device)
@@ -170,16 +173,55 @@ class Newsvendor(DemandTypes, Task):
         ``ε̄^{1-t} 1{feasible}``. Censored (``O = min(D, a)``): a sale below the order reveals the demand
         (the same term); a sell-out ``O = a`` only says ``D ≥ a``, of probability
         ``clamp((m_γ + ε̄_γ - a) / ε̄_γ, 0, 1)``."""
-        o = o[:, 0]
-        m, e = self.mean_demand_floor(candidates, x, t), candidates["eps_bar"]
+        return self._support_log_likelihood(o[:, 0], a[:, 0], self.mean_demand_floor(candidates, x, t), candidates["eps_bar"])
+
+    def _support_log_likelihood(self, o: Tensor, a: Tensor, m: Tensor, e: Tensor) -> Tensor:
+        """:meth:`log_likelihood` of observations ``o`` after orders ``a`` under demand floors ``m`` and
+        widths ``e``, all broadcast together."""
         excess = o - m
         feasible = (excess >= -FEASIBILITY_TOL) & (excess <= e + FEASIBILITY_TOL)
-        exact = torch.where(feasible, -torch.log(e), torch.full_like(e, -math.inf))
+        exact = torch.where(feasible, -torch.log(e), -math.inf)
         if not self.censored:
             return exact
-        sold_out = o >= a[:, 0]  # O = min(D, a) equals a exactly when the demand reached the order
-        tail = ((m + e + FEASIBILITY_TOL - a[:, 0]) / e).clamp(0.0, 1.0)  # P(D >= a)
+        sold_out = o >= a  # O = min(D, a) equals a exactly when the demand reached the order
+        tail = ((m + e + FEASIBILITY_TOL - a) / e).clamp(0.0, 1.0)  # P(D >= a)
         return torch.where(sold_out, torch.log(tail), exact)
+
+    # The uniform demand's likelihood is a support constraint per observation: with a vector ``w`` the
+    # feasible set is a polytope with one pair of faces per step, which no fixed-size statistic
+    # summarises. The statistics are therefore the used history itself (an ignored step zeroed:
+    # features, order and observation 0, which every candidate explains with probability 1 when
+    # censored, and which lies inside every support when not), and the likelihood of the whole history
+    # is evaluated at once (one batched matrix product over time) rather than step by step.
+    def likelihood_stats(self, stats: Envs | None, x: Tensor, a: Tensor, o: Tensor, t: int, used: Tensor) -> Envs:
+        keep = used.double()[:, None]
+        step = {"x": (self.split_context(x)[1].double() * keep)[:, None], "a": a.double() * keep, "o": o.double() * keep}
+        if stats is None:
+            return {**step, "n": used.double()}
+        return {**{k: torch.cat([stats[k], v], dim=1) for k, v in step.items()}, "n": stats["n"] + used}
+
+    def likelihood_from_stats(self, candidates: Envs, stats: Envs) -> Tensor:
+        b, steps = stats["o"].shape
+        n = candidates["eps_bar"].shape[0] // b
+        chunk = max(1, 2**20 // (n * steps))  # episodes per chunk: (chunk, N, T) tensors of ~8 MB
+        out = []
+        for lo in range(0, b, chunk):
+            part = {k: v[lo : lo + chunk] for k, v in stats.items()}
+            cands = {k: v[lo * n : (lo + chunk) * n].reshape(-1, n, *v.shape[1:]) for k, v in candidates.items()}  # (b', N, ...)
+            features = part["x"].transpose(1, 2)  # (b', d, T)
+            linear = cands["w"].double() @ features  # (b', N, T): wᵀX~_s
+            if self.nonstationary:  # step s uses w_after from the change point on (s >= τ)
+                after = torch.arange(steps, device=linear.device) >= cands["tau"][..., None]
+                linear = torch.where(after, cands["w_after"].double() @ features, linear)
+            m, e, o = self._floor_of_type(cands, linear), cands["eps_bar"].double(), part["o"][:, None]
+            if self.censored:  # sales below the order and sell-outs: the per-step terms, summed
+                ll = self._support_log_likelihood(o, part["a"][:, None], m, e[..., None]).sum(-1)
+            else:  # -n log ε̄ inside every used step's support [m, m + ε̄], -inf outside
+                low, high = torch.aminmax(o - m, dim=-1)
+                inside = (low >= -FEASIBILITY_TOL) & (high <= e + FEASIBILITY_TOL)
+                ll = torch.where(inside, -part["n"][:, None] * torch.log(e), -math.inf)
+            out.append(ll.reshape(-1))
+        return torch.cat(out)
 
     def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         """``E[D] = m + ε̄/2``, or censored ``E[min(D, a)] = a - E[(a - D)^+]``, ``(B, 1)``."""

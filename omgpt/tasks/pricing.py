@@ -112,7 +112,7 @@ class Pricing(GaussianNoise, DemandTypes, Task):
     def intercept_slope(self, envs: Envs, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(αᵀX, βᵀX)``: demand at price 0 and its decrease per unit of price (or of price squared,
         square demand), each ``(B,)``."""
-        return (envs["alpha"] * x).sum(-1), (envs["beta"] * x).sum(-1)
+        return torch.einsum("...d,...d->...", envs["alpha"], x), torch.einsum("...d,...d->...", envs["beta"], x)  # 2x a mul-sum
 
     def _price_term(self, envs: Envs, price: Tensor) -> Tensor:
         """``a`` (linear) or ``a²`` (square), per environment, for prices ``(B,)``."""
@@ -125,6 +125,16 @@ class Pricing(GaussianNoise, DemandTypes, Task):
         """The expected demand at price ``a``: ``αᵀX - βᵀX · a`` (``a²`` for square demand), ``(B, 1)``."""
         intercept, slope = self.intercept_slope(envs, x)
         return (intercept - slope * self._price_term(envs, a[:, 0]))[:, None]
+
+    def regression_features(self, x: Tensor, a: Tensor) -> Tensor:
+        """The mean demand ``αᵀx - βᵀx · a`` (square: ``a²``) is ``(x, -a x)ᵀ(α, β)`` (``-a² x``):
+        ``(B, K, 2d)``, the kinds linear then square in the mixed prior, else the task's one type."""
+        kinds = {"linear": (a,), "square": (a**2,), "mixed": (a, a**2)}[self.demand_types]
+        return torch.stack([torch.cat([x, -term * x], dim=-1) for term in kinds], dim=1)
+
+    def regression_params(self, candidates: Envs) -> tuple[Tensor, Tensor | None]:
+        theta = torch.cat([candidates["alpha"], candidates["beta"]], dim=-1)
+        return theta, (candidates["square"].long() if self.demand_types == "mixed" else None)
 
     def params_at_context(self, envs: Envs, x: Tensor) -> Tensor:
         """``(αᵀX, βᵀX)`` ``(B, 2)``: the demand function at ``x``, all that ``a*`` depends on there."""
