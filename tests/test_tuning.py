@@ -1,4 +1,4 @@
-"""The evaluation protocol (SPEC §7): tuned benchmarks read their constants from their files, the
+"""The evaluation protocol (the README's "evaluation protocol" section): tuned benchmarks read their constants from their files, the
 tuning chooses on validation seeds only, validation and test seeds never meet, and the paired ratio
 to ``alg-star`` is the bootstrap it says it is."""
 from __future__ import annotations
@@ -35,9 +35,12 @@ def tuned_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def write_tuning(folder: Path, key: str, constants: dict[str, dict], seed: int = 10_001) -> None:
+def write_tuning(folder: Path, task: str, options: dict, horizon: int, constants: dict[str, dict], seed: int = 10_001) -> Path:
+    """A tuned file as ``omgpt tune`` writes it (the parts a ``-tuned`` policy reads)."""
     policies = {name: {"constants": c, "validation": {"runs": 2, "seed": seed}} for name, c in constants.items()}
-    (folder / f"{key}.json").write_text(json.dumps({"setting": {}, "policies": policies}))
+    path = folder / f"{tuning.setting_key(task, options, horizon)}.json"
+    path.write_text(json.dumps({"setting": {"task": task, "task_options": options, "horizon": horizon}, "policies": policies}))
+    return path
 
 
 # --------------------------------------------------------------------------------------------------
@@ -57,7 +60,7 @@ def test_setting_keys_name_one_prior_once():
 
 def test_a_tuned_policy_reads_its_constants_from_its_file(tuned_dir):
     task = make_task("mab", n_arms=5)
-    write_tuning(tuned_dir, "mab-n_arms=5-T20", {"ucb": {"explore": 0.123}, "ts": {"explore": 0.4}})
+    write_tuning(tuned_dir, "mab", {"n_arms": 5}, 20, {"ucb": {"explore": 0.123}, "ts": {"explore": 0.4}})
     ucb = make_policy("ucb-tuned", task, horizon=20)
     assert ucb.explore == 0.123 and ucb.constants == {"explore": 0.123}
     assert make_policy("ts-tuned", task, horizon=20).explore == 0.4
@@ -75,15 +78,15 @@ def test_a_tuned_policy_reads_its_constants_from_its_file(tuned_dir):
 
 
 def test_linear_pricing_and_newsvendor_constants_reach_the_algorithms(tuned_dir):
-    write_tuning(tuned_dir, "linear-bandit-T10", {"linucb": {"explore": 0.05, "ridge": 1.0}})
+    write_tuning(tuned_dir, "linear-bandit", {}, 10, {"linucb": {"explore": 0.05, "ridge": 1.0}})
     lin = make_policy("linucb-tuned", make_task("linear-bandit"), horizon=10)
     lin.reset(make_task("linear-bandit").sample_envs(2, gen(0)), 10, gen(1))
     torch.testing.assert_close(lin.gram[0], torch.eye(2, dtype=torch.float64))
     assert lin.beta == pytest.approx(0.05 * math.sqrt(2 * math.log(10)))
-    write_tuning(tuned_dir, "pricing-T10", {"cils": {"ridge": 0.2, "radius": 0.3}})
+    write_tuning(tuned_dir, "pricing", {}, 10, {"cils": {"ridge": 0.2, "radius": 0.3}})
     cils = make_policy("cils-tuned", make_task("pricing"), horizon=10)
     assert (cils.ridge, cils.radius) == (0.2, 0.3)
-    write_tuning(tuned_dir, "newsvendor-T10", {"fai": {"step_scale": 2.0, "initial_high": 1.0}, "erm": {"l1": 0.1}})
+    write_tuning(tuned_dir, "newsvendor", {}, 10, {"fai": {"step_scale": 2.0, "initial_high": 1.0}, "erm": {"l1": 0.1}})
     fai = make_policy("fai-tuned", make_task("newsvendor"), horizon=10)
     assert (fai.step_scale, fai.initial_high, fai.schedule) == (2.0, 1.0, "authors")
     assert make_policy("erm-tuned", make_task("newsvendor"), horizon=10).l1 == 0.1
@@ -92,11 +95,21 @@ def test_linear_pricing_and_newsvendor_constants_reach_the_algorithms(tuned_dir)
 @pytest.mark.parametrize("content, match", [
     ("{not json", "not valid JSON .*the tuned-constants file is damaged"),
     ("[]", "expected a mapping, got list"),
-    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": "x"}, "validation": {"seed": 10001}}}}', "policies.ucb.constants.explore"),
-    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}}}}', "missing key 'policies.ucb.validation'"),
-    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 12}}}}', "not a validation seed"),
+    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": "x"}, "validation": {"seed": 10001}}}}', "policies.ucb.constants.explore"),
+    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5}}}}', "missing key 'policies.ucb.validation'"),
+    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 12}}}}', "not a validation seed"),
+    # a file that would silently play the paper's defaults, or another setting's constants
+    ('{"setting": %s, "policies": {"ucb": {"constants": {}, "validation": {"seed": 10001}}}}', "policies.ucb.constants is empty"),
+    ('{"setting": {"task": "linear-bandit", "task_options": {}, "horizon": 20}, "policies": {"ucb": {"constants": {"explore": 0.5}, '
+     '"validation": {"seed": 10001}}}}', "is setting linear-bandit-T20, not the file's name mab-T20"),
+    ('{"setting": {"task": "mab", "task_options": {}, "horizon": 30}, "policies": {"ucb": {"constants": {"explore": 0.5}, '
+     '"validation": {"seed": 10001}}}}', "is setting mab-T30, not the file's name mab-T20"),
+    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 10001}}}}', "missing key 'setting.task'"),
+    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5, "beta": 2}, "validation": {"seed": 10001}}}}', "gives beta, not constants of ucb"),
 ])
 def test_a_bad_tuned_file_is_one_line_naming_the_file_and_key(tuned_dir, content, match):
+    if "%s" in content:
+        content = content % '{"task": "mab", "task_options": {}, "horizon": 20}'
     (tuned_dir / "mab-T20.json").write_text(content)
     with pytest.raises(OMGPTError, match=match) as e:
         make_policy("ucb-tuned", make_task("mab"), horizon=20)
@@ -223,7 +236,7 @@ def test_a_tuning_that_keeps_the_papers_constants_reuses_the_base_rollout(tuned_
     """``erm-tuned`` at ERM's own ``l1`` plays exactly as ``erm``: the evaluation reuses that rollout,
     and it is the very rollout a separate run of the tuned policy gives."""
     task = make_task("mab", n_arms=4)
-    write_tuning(tuned_dir, "mab-n_arms=4-T12", {"ucb": {"explore": 1.0}, "ts": {"explore": 0.5}})
+    write_tuning(tuned_dir, "mab", {"n_arms": 4}, 12, {"ucb": {"explore": 1.0}, "ts": {"explore": 0.5}})
     from omgpt.policies.tuned import plays_as_base
 
     assert plays_as_base(make_policy("ucb-tuned", task, 12)) and not plays_as_base(make_policy("ts-tuned", task, 12))

@@ -22,7 +22,7 @@ is complete. ``retest`` evaluates a shipped ``model.ckpt`` again (a new protocol
 without its training run. Every argument is checked before anything is written: an error is one line,
 ``omgpt: error: ...``, exit code 2.
 
-The test (SPEC §7) is on ``--runs`` (1,000) fresh environments of a test seed that chose nothing
+The test (the README's "evaluation protocol" section) is on ``--runs`` (1,000) fresh environments of a test seed that chose nothing
 (:data:`omgpt.seeding.CARD_SEED`; seed 1, the old cards', is where the pricing model's depth and length
 were chosen), against every benchmark in its paper and tuned variants. ``card.json``'s top-level
 ``ratio_to_alg_star`` is OMGPT's mean final regret over ``alg-star``'s on the same environments with a

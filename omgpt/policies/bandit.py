@@ -46,7 +46,7 @@ invariant, so no direction is better); LinTS plays the direction of a draw from 
 a uniformly random unit vector. (``w~ = 0`` happens only when ``T = 1``, where ``β_T = 0``; LinTS then
 plays ``e_1``.)
 
-Free constants (SPEC §7). ``β_T`` is sized for unit-variance rewards while the tasks' noise has standard
+Free constants (the README's "evaluation protocol" section). ``β_T`` is sized for unit-variance rewards while the tasks' noise has standard
 deviation 0.2, so each policy takes an ``explore`` multiplier ``c`` on its bonus or its sampling spread
 (the authors' bandit code grid-searches the same multiplier), and LinUCB / LinTS a ``ridge`` ``λ``
 in place of ``σ²`` in ``Σ_t``. The defaults are the paper's formulas; ``<name>-tuned`` reads the

@@ -20,7 +20,7 @@ Cold start: at the first step neither has data, so both play ``w~_0ᵀX~_1`` wit
 weights drawn from the policy generator (``U[0,3]^d`` for ``fai`` and ``erm``, ``U[0,1]^d`` for the
 ``-paper`` / ``-lp`` variants), so ERM and FAI start from the same kind of guess.
 
-Free constants (SPEC §7): ERM's ``l1``, FAI's step-size multiplier ``step_scale`` and initial range
+Free constants (the README's "evaluation protocol" section): ERM's ``l1``, FAI's step-size multiplier ``step_scale`` and initial range
 ``initial_high``; ``erm-tuned`` / ``fai-tuned`` read the values chosen on validation environments
 (:mod:`omgpt.tuning`). The paper-text variants keep their constants fixed: they exist to show the text.
 """

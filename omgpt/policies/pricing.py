@@ -16,7 +16,7 @@ the estimate cannot price, i.e. ``β̂ᵀX ≤ 0`` (estimated revenue does not b
 regret on step 1 alone while the prior's optimal prices sit near 1 (mean 0.98, sd 0.33): we give the
 benchmarks the generous start.
 
-Free constants (SPEC §7): every one takes the ridge ``λ`` in place of ``σ²`` (``ridge``); CILS its
+Free constants (the README's "evaluation protocol" section): every one takes the ridge ``λ`` in place of ``σ²`` (``ridge``); CILS its
 forced-deviation constant ``κ`` in ``κ·t^{-1/4}`` (paper: ``1/10``, ``radius``); TS a multiplier of its
 sampling covariance (``spread``, paper: 1). ``<name>-tuned`` reads the values chosen on validation
 environments (:mod:`omgpt.tuning`).

@@ -1,4 +1,4 @@
-"""Queueing benchmark beyond the paper's ``random`` (SPEC §7): certainty-equivalent control, ``ce``.
+"""Queueing benchmark beyond the paper's ``random`` (the README's "evaluation protocol" section): certainty-equivalent control, ``ce``.
 
 The queue's transition law is known up to the arrival rate ``λ`` (:mod:`omgpt.tasks.queueing`), so the
 classical adaptive controller estimates ``λ`` from the transitions seen so far and plays the DP policy

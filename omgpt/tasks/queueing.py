@@ -45,7 +45,7 @@ distribution is propagated forward through the DP policy's transition matrices i
 reward in the state it is actually in. The curve can dip below 0 mid-horizon (a lucky run of no
 arrivals), and even the oracle's curve is zero only in expectation over runs, not run by run.
 
-Model of the world (``alg-star``, SPEC §7). The transition law is known given ``λ``, so the likelihood
+Model of the world (``alg-star``, the README's "evaluation protocol" section). The transition law is known given ``λ``, so the likelihood
 of an observation is ``P_a[S_t, O_t]`` (:meth:`log_likelihood`). The prior over ``λ`` has six points,
 so the posterior is exact over them (:meth:`candidates`: the six values, or the pool); each
 candidate's ``a*`` comes from a table of the DP policy for every ``(λ, c)`` of the prior, built once
@@ -139,7 +139,7 @@ class Queueing(Task):
 
     observed_params = ("c",)  # the known cost is in the context: a pool fixes only λ
     loss = "mse"
-    benchmarks = ("random", "ce")  # the paper's benchmark (appendix D.3) and certainty equivalence (SPEC §7)
+    benchmarks = ("random", "ce")  # the paper's benchmark (appendix D.3) and certainty equivalence (the README's "evaluation protocol" section)
     context_dim = 2  # (O_{t-1}, c)
     state_dims = 1  # the queue length O_{t-1} is the episode's state
     obs_dim = 1  # queue length at the end of the period
