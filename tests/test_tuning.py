@@ -264,3 +264,110 @@ def test_a_tuning_that_keeps_the_papers_constants_reuses_the_base_rollout(tuned_
     assert torch.equal(alone.actions, both["ucb-tuned"].actions) and torch.equal(alone.regrets, both["ucb-tuned"].regrets)
     assert torch.equal(both["ucb-tuned"].actions, both["ucb"].actions)
     assert not torch.equal(both["ts-tuned"].actions, both["ts"].actions)
+
+
+# --------------------------------------------------------------------------------------------------
+# Grids that admit their limits
+def test_a_grids_end_extends_geometrically_within_the_constants_range():
+    from omgpt.policies.newsvendor_data import ALL
+
+    assert tuning.extension((0.01, 0.03, 0.1), "low") == ([0.00333, 0.00111, 0.00037], False)
+    assert tuning.extension((0.01, 0.03, 0.1), "high") == ([0.333, 1.11, 3.7], False)
+    days = tuning.Grid(14, 28, 56, ALL, highest=ALL)
+    assert tuning.extension(days, "low") == ([7, 4, 2], False) and tuning.extension(days, "high") == ([], True)
+    assert tuning.extension(tuning.Grid(2, 4, 8, ALL, highest=ALL), "low") == ([1], True)  # integers stop at 1
+    assert tuning.extension((0.0, 0.1, 2.0), "low") == ([], True)  # a penalty at 0 has nothing below it
+    assert tuning.extension(tuning.Grid(7, 31, lowest=2), "low") == ([2], True)
+    assert tuning.extension((0.3,), "low") == ([], False)  # one value: held fixed
+
+
+def test_a_winner_on_a_grids_end_widens_the_grid_up_to_the_bound(tuned_dir, monkeypatch):
+    """UCB's exploration from a grid far above its optimum: the winner sits on the low end, the grid
+    grows past it by the end's own ratio (only the new points are rolled out, on the same validation
+    environments), and after WIDEN_STEPS steps the file says the search was bounded there. With the
+    range ending on the way, the winner is at the range's end instead: not bounded."""
+    from omgpt.policies.bandit import UCB
+
+    monkeypatch.setattr(UCB, "tunable", {"explore": (20.0, 40.0)})
+    lines = []
+    entry = run_tuning("mab", {"n_arms": 5}, ["ucb"], horizon=30, runs=40, seed=10_500, log=lines.append)["policies"]["ucb"]
+    assert tuning.WIDEN_STEPS == 3
+    assert entry["searched"] == {"explore": [2.5, 5.0, 10.0, 20.0, 40.0]} and entry["grid"] == {"explore": [20.0, 40.0]}
+    assert entry["constants"] == {"explore": 2.5} and entry["bounded"] == {"explore": "low"} and entry["at_limit"] == {}
+    assert [p["constants"]["explore"] for p in entry["curve"]] == [2.5, 5.0, 10.0, 20.0, 40.0]  # each point once
+    assert entry["final_regret"] == entry["curve"][0]["final_regret"] and entry["widen_steps"] == 3
+    assert "BOUNDED: explore on the low end after 3 widening steps" in lines[0]
+    saved = json.loads((tuned_dir / "mab-n_arms=5-T30.json").read_text())["policies"]["ucb"]
+    assert saved["bounded"] == {"explore": "low"}
+    monkeypatch.setattr(UCB, "tunable", {"explore": tuning.Grid(20.0, 40.0, lowest=8.0)})
+    entry = run_tuning("mab", {"n_arms": 5}, ["ucb"], horizon=30, runs=40, seed=10_500, log=lines.append)["policies"]["ucb"]
+    assert entry["searched"] == {"explore": [8.0, 10.0, 20.0, 40.0]}
+    assert entry["constants"] == {"explore": 8.0} and entry["bounded"] == {} and entry["at_limit"] == {"explore": "low"}
+
+
+def test_the_readme_tuning_table_flags_a_bounded_constant(tuned_dir, monkeypatch):
+    from tools import readme_tables
+
+    entry = {"constants": {"radius": 0.00037}, "final_regret": {"mean": 1.0, "se": 0.1}, "paper": {"final_regret": {"mean": 2.0}},
+             "bounded": {"radius": "low"}, "at_limit": {}, "widen_steps": 3, "validation": {"runs": 2, "seed": 10_001}, "curve": []}
+    assert "**bounded**: radius at the low end after 3 widening steps" in readme_tables.edge_cell(entry)
+    assert readme_tables.edge_cell({**entry, "bounded": {}, "at_limit": {"l1": "low"}}) == "l1 at the low end of its range"
+    assert readme_tables.edge_cell({**entry, "bounded": {}}) == "—"
+    del entry["bounded"]
+    assert "not checked" in readme_tables.edge_cell(entry)
+
+
+# --------------------------------------------------------------------------------------------------
+# tune refuses bad input before it works, and two tunings of one setting both land
+def test_tune_validates_its_policies_as_evaluate_does(tuned_dir, capsys):
+    for policies, message in ((["erm,erm"], "names a policy twice"), ([","], "--policies is empty"), (["ucb,ucb"], "names a policy twice")):
+        assert cli_main(["tune", "--task", "mab", "--policies", *policies, "--horizon", "5", "--runs", "2"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and message in err, err
+    assert not list(tuned_dir.iterdir())
+
+
+def test_tune_checks_its_file_can_be_written_before_it_tunes(tmp_path, monkeypatch, capsys):
+    import omgpt.commands.tune
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(tuning.FOLDER_VARIABLE, str(blocker / "tuned"))  # a folder inside a file: cannot be made
+    monkeypatch.setattr(omgpt.commands.tune, "evaluate_policies", lambda *a, **k: pytest.fail("rolled out before the check"))
+    assert cli_main(["tune", "--task", "mab", "--policies", "ucb", "--horizon", "5", "--runs", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot write the tuned-constants file" in err
+
+
+CONCURRENT = """
+import sys, time
+from pathlib import Path
+from omgpt.commands.tune import run_tuning
+folder, policy = Path(sys.argv[1]), sys.argv[2]
+(folder / f"ready-{policy}").touch()
+while not (folder / "go").exists():
+    time.sleep(0.01)
+run_tuning("mab", {"n_arms": 5}, [policy], horizon=30, runs=40, seed=10_500, folder=folder, log=lambda line: None)
+"""
+
+
+def test_two_concurrent_tunings_of_one_setting_both_land(tmp_path):
+    """ucb and ts tuned at once, in two processes, into one setting's file: the file ends with both
+    (read, merge and write under the file's lock), not with whichever wrote last."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(tmp_path), p], env=env) for p in ("ucb", "ts")]
+    import time
+
+    deadline = time.monotonic() + 300
+    while not all((tmp_path / f"ready-{p}").exists() for p in ("ucb", "ts")):  # both imported and waiting
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.05)
+    (tmp_path / "go").touch()  # then both start at once: each reads the file before the other writes it
+    assert [p.wait(timeout=600) for p in procs] == [0, 0]
+    saved = tuning.read_tuned(tmp_path / "mab-n_arms=5-T30.json")
+    assert set(saved["policies"]) == {"ucb", "ts"}
+    assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith(("go", "ready-", "mab-n_arms=5-T30.json"))]  # no lock or temp file left
