@@ -351,6 +351,7 @@ run_tuning("mab", {"n_arms": 5}, [policy], horizon=30, runs=40, seed=10_500, fol
 """
 
 
+@pytest.mark.slow  # two processes importing torch: a minute on a shared machine
 def test_two_concurrent_tunings_of_one_setting_both_land(tmp_path):
     """ucb and ts tuned at once, in two processes, into one setting's file: the file ends with both
     (read, merge and write under the file's lock), not with whichever wrote last."""

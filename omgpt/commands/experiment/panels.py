@@ -5,8 +5,9 @@ verdict against the best benchmark -- the one of lowest *validation* regret (:fu
 never the one the test numbers favour. What a kind measures beyond that is in its plug-in
 (``omgpt/commands/experiment/kinds/``).
 """
-from collections import Counter
 from __future__ import annotations
+
+from collections import Counter
 
 import numpy as np
 import torch
