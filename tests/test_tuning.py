@@ -372,3 +372,32 @@ def test_two_concurrent_tunings_of_one_setting_both_land(tmp_path):
     saved = tuning.read_tuned(tmp_path / "mab-n_arms=5-T30.json")
     assert set(saved["policies"]) == {"ucb", "ts"}
     assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith(("go", "ready-", "mab-n_arms=5-T30.json"))]  # no lock or temp file left
+
+
+# --------------------------------------------------------------------------------------------------
+# The best benchmark is chosen on validation
+def test_a_panels_best_benchmark_is_chosen_on_validation_regret_never_on_test(tuned_dir):
+    from omgpt.analysis.report import best_benchmark
+    from omgpt.commands.experiment.panels import best_on_validation, verdict
+    from omgpt.commands.tune import _validation_regret
+
+    quiet = dict(horizon=30, seed=10_500, log=lambda line: None)
+    entries = run_tuning("mab", {"n_arms": 5}, ["ucb"], runs=40, **quiet)["policies"]
+    entries = run_tuning("mab", {"n_arms": 5}, ["ts"], runs=30, **quiet)["policies"]  # other environments: not comparable
+    panel = {"tuned_on": "mab-n_arms=5-T30", "tuned_task": "mab", "tuned_options": {"n_arms": 5}, "horizon": 30}
+    chosen = best_on_validation(panel, {"ucb": "ucb", "ucb-tuned": "ucb-tuned", "ts-tuned": "ts-tuned", "ucb-noise": "ucb-noise"})
+    val = chosen["validation_regret"]
+    assert chosen["environments"] == {"setting": "mab-n_arms=5-T30", "runs": 40, "seed": 10_500}
+    assert val["ucb-tuned"] == entries["ucb"]["final_regret"] and val["ucb"] == entries["ucb"]["paper"]["final_regret"]  # as recorded
+    assert chosen["rolled_out"] == ["ts-tuned", "ucb-noise"]  # tuned on 30 environments; no free constants
+    task = make_task("mab", n_arms=5)
+    assert val["ucb-noise"] == _validation_regret(task, "ucb-noise", {}, 40, 30, 10_500, "cpu")
+    assert val["ts-tuned"] == _validation_regret(task, "ts-tuned", {"tuned_on": "mab-n_arms=5-T30"}, 40, 30, 10_500, "cpu")
+    assert chosen["name"] == min(val, key=lambda k: val[k]["mean"])
+    # the test numbers favour another benchmark: the verdict still measures OMGPT against the chosen one
+    other = next(k for k in val if k != chosen["name"])
+    test = {k: 10.0 for k in val} | {other: 1.0, chosen["name"]: 5.0, "omgpt": 3.0}
+    numbers = {"benchmarks": list(val), "models_compared": ["omgpt"], "best_benchmark": chosen,
+               "policies": {k: {"final_regret": {"mean": v}} for k, v in test.items()}}
+    assert best_benchmark(numbers) == (chosen["name"], 5.0)
+    assert verdict(numbers) == f"OMGPT 3.00 is below the best benchmark ({chosen['name']} 5.00)"
