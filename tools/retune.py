@@ -10,7 +10,8 @@ was tuned on (its runs and seed), with the grid-widening rule of :mod:`omgpt.tun
 Each setting is one ``omgpt tune`` (:func:`omgpt.commands.tune.run_tuning`): its file is read, merged and
 written under its lock, so an interrupted re-tune leaves every file whole (re-tuned or not) and running
 it again re-tunes everything again. The estimate comes from the files' own record of the seconds each
-benchmark took per grid point (on the machine that tuned it) times the points the grids now have: a
+benchmark took per grid point (CPU seconds where recorded, else the wall-clock of the machine that tuned
+it) times the points the grids now have: a
 lower end (no winner on a grid's end) and an upper end (every end a winner sat on widened by
 :data:`~omgpt.tuning.WIDEN_STEPS` steps).
 """
@@ -36,7 +37,7 @@ def settings(folder: Path, only: list[str]) -> list[tuple[Path, dict]]:
 
 def estimate(entry: dict, name: str) -> tuple[float, float]:
     """Seconds to re-tune one benchmark: (no widening, every end its old winner sat on widened to the bound)."""
-    per_point = entry.get("seconds", 0.0) / max(1, len(entry.get("curve") or [1]))
+    per_point = entry.get("cpu_seconds", entry.get("seconds", 0.0)) / max(1, len(entry.get("curve") or [1]))
     tunable = POLICIES[name][0].tunable
     points = math.prod(len(v) for v in tunable.values())
     widened = points

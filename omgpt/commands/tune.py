@@ -81,7 +81,7 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
     on (:func:`omgpt.tuning.extension`), until the winner is inside the grid or the widening bound or
     the constant's range is reached."""
     cls = POLICIES[name][0]
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     searched = {k: sorted(v) for k, v in cls.tunable.items()}
     further = {(k, side): extension(v, side) for k, v in cls.tunable.items() for side in ("low", "high")}
     taken = {(k, side): 0 for k in cls.tunable for side in ("low", "high")}  # extension values added so far
@@ -122,6 +122,7 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
         "validation": {"runs": runs, "seed": seed},
         "curve": curve,
         "seconds": round(seconds, 1),
+        "cpu_seconds": round(time.process_time() - cpu_started, 1),  # on one thread: the time on an idle core (tools/retune's estimate)
         "code_version": code_version(),  # per policy: a file's entries may be tuned by different code
     }
 
