@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             low, high = low + sum(t[0] for t in times), high + sum(t[1] for t in times)
             print(f"{path.stem}: {', '.join(names)} ({sum(t[0] for t in times) / 60:.1f}-{sum(t[1] for t in times) / 60:.1f} min)")
         print(f"{len(plan)} settings: estimated {low / 60:.1f}-{high / 60:.1f} minutes ({low / 3600:.1f}-{high / 3600:.1f} hours) on one core, "
-              "from the times the files record (on an idle core; longer on a shared machine)")
+              "from the times the files record (CPU seconds where recorded, else the tuning machine's wall-clock; longer on a shared machine)")
         if args.estimate:
             return 0
         for path, data in plan:
