@@ -56,9 +56,12 @@ def curves_figure(panels: list[dict], path: Path, max_cols: int = 4) -> Path:
 
 def improvement_rate(panel: dict) -> float:
     """``(R_omgpt - R_best) / R_best``, ``R`` = expected cumulative reward = the optimal policy's
-    minus the regret, best over the panel's benchmarks (paper §5.1.2)."""
+    minus the regret, for the panel's best benchmark (paper §5.1.2; chosen on validation regret,
+    :func:`omgpt.analysis.report.best_benchmark`)."""
+    from omgpt.analysis.report import best_benchmark
+
     reward = {k: p["optimal_reward"] - p["final_regret"]["mean"] for k, p in panel["policies"].items()}
-    best = max(reward[k] for k in panel["benchmarks"])
+    best = reward[best_benchmark(panel)[0]]
     return (reward["omgpt"] - best) / abs(best)
 
 

@@ -82,10 +82,23 @@ def final_regrets(panel: dict) -> dict[str, float]:
 
 
 def best_benchmark(panel: dict) -> tuple[str, float]:
-    """The panel's benchmark of lowest mean final regret, and that regret."""
+    """The panel's best benchmark and its mean final regret on test. The benchmark is the one chosen on
+    validation regret (``panel["best_benchmark"]``, recorded by the experiment: every choice is made on
+    validation). A panel recorded before that choice was made has none: there, as its run did, the
+    benchmark of lowest test regret (:func:`best_rule` says which rule chose)."""
     finals = final_regrets(panel)
-    best = min(panel["benchmarks"], key=finals.get)
+    chosen = panel.get("best_benchmark")
+    best = chosen["name"] if chosen else min(panel["benchmarks"], key=finals.get)
     return best, finals[best]
+
+
+def best_rule(panel: dict) -> str:
+    """How :func:`best_benchmark` chose, in words for a report."""
+    chosen = panel.get("best_benchmark")
+    if not chosen:
+        return "lowest test regret (this record predates the choice on validation: run the experiment again)"
+    env = chosen["environments"]
+    return f"lowest validation regret ({env['runs']} validation environments of `{env['setting']}`, seed {env['seed']})"
 
 
 def final_demand_errors(panel: dict) -> tuple[float, float]:

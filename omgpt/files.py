@@ -232,10 +232,11 @@ def lock_file(folder: str | Path) -> Path:
 
 
 @contextlib.contextmanager
-def holding(folder: str | Path, refusal: str) -> Iterator[Path]:
+def holding(folder: str | Path, refusal: str, wait: bool = False) -> Iterator[Path]:
     """``with holding(run_dir, "choose another version"):`` -- ``folder`` is this process's until the
     block ends; a second process asking for it gets :class:`OMGPTError` (naming the holder's pid, then
-    ``refusal``) instead of interleaving its files with the first's.
+    ``refusal``) instead of interleaving its files with the first's. With ``wait``, the second process
+    waits for the first to finish instead (a short read-merge-write of a shared file: a tuned file).
 
     The lock is an ``fcntl`` lock on :func:`lock_file`: the kernel releases it when its process ends,
     however it ends, so the file a killed process leaves blocks no one. (Without ``fcntl`` -- Windows
@@ -252,7 +253,7 @@ def holding(folder: str | Path, refusal: str) -> Iterator[Path]:
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
             os.close(fd)

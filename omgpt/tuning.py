@@ -9,11 +9,27 @@ environments with common random numbers (:func:`omgpt.evaluation.evaluate_polici
 lowest mean final regret wins. The environments come from a validation seed (:mod:`omgpt.seeding`),
 disjoint from every test seed, so a reported number is never one the constants were chosen on.
 
+A winner on an end of its grid may not be the best constant: the grid is widened past that end by the
+end's own geometric step (:func:`extension`) and the new points are tuned, again and again, at most
+:data:`WIDEN_STEPS` steps past each end, never past the constant's range (:class:`Grid`: ``lowest``,
+``highest``; an integer constant stays >= 1; a constant at 0, e.g. an L1 penalty, has nothing below
+it). A winner still on an end after that is *bounded*: the file says so, and so do the tuning table
+(docs/protocol.md) and ``omgpt tune``'s log.
+
 One JSON file per setting, ``configs/tuned/<setting>.json`` (shipped with the configs: a ``-tuned``
-policy reads it as it reads any config), holds for every tuned benchmark the chosen constants, the
-paper's defaults, the grid, the validation environments (runs and seed) and the validation curve
-(each point's mean final regret and its standard error). ``omgpt tune`` writes it; a policy tuned
-again replaces its own entry only.
+policy reads it as it reads any config), holds for every tuned benchmark:
+
+* ``constants`` and ``final_regret``: the chosen constants and their validation regret (mean, s.e.);
+* ``paper``: the paper's constants and their validation regret (an experiment picks its best
+  benchmark, paper or tuned, on these two numbers, never on test numbers);
+* ``grid``: the declared grid; ``searched``: the values tried per constant after widening;
+* ``bounded``: ``{constant: "low" | "high"}`` where the winner is on an end of ``searched`` that the
+  widening bound stopped (the optimum may lie further out); ``at_limit``: the same where the end is the
+  constant's range's own (nothing lies further out); ``widen_steps``: the bound it was tuned under;
+* ``validation`` (runs and seed) and ``curve`` (every point's mean final regret and standard error).
+
+``omgpt tune`` writes it under a lock (read, merge, atomic write: two tunings of one setting at once
+both land); a policy tuned again replaces its own entry only.
 """
 from __future__ import annotations
 
@@ -24,7 +40,7 @@ from pathlib import Path
 
 from omgpt import seeding
 from omgpt.errors import OMGPTError
-from omgpt.records import NUMBER, MapOf, read_json
+from omgpt.records import NUMBER, MapOf, RecordError, read_json
 from omgpt.resources import CONFIGS, CHECKOUT
 
 TUNED = CONFIGS / "tuned"
@@ -85,33 +101,57 @@ def tuned_path(key: str, folder: Path | None = None) -> Path:
 # What a tuned-constants file must hold for a ``-tuned`` policy to play it (the rest is the record:
 # the paper's constants, the grid, the validation curve, the code version).
 TUNED_SCHEMA = {
-    "setting": dict,
+    "setting": {"task": str, "task_options": dict, "horizon": int},
     "policies": MapOf({"constants": MapOf(NUMBER), "validation": {"seed": int}}),
 }
 
 
 def read_tuned(path: Path) -> dict:
-    """A tuned-constants file, read by :mod:`omgpt.records` against :data:`TUNED_SCHEMA`: a missing,
-    malformed or foreign file is one :class:`~omgpt.records.RecordError` line naming the file and the key."""
+    """A tuned-constants file, read by :mod:`omgpt.records` against :data:`TUNED_SCHEMA` and checked
+    against its own name: its ``setting`` must give back the file's setting key (a file copied or
+    renamed to another setting, or naming another task, would play constants tuned for something
+    else), and every policy's constants must be non-empty (``{}`` would silently play the paper's
+    defaults). A missing, malformed or foreign file is one :class:`~omgpt.records.RecordError` line
+    naming the file and the key."""
+    path = Path(path)
     data = read_json(path, TUNED_SCHEMA, what="tuned-constants file")
+    setting = data["setting"]
+    try:
+        key = setting_key(setting["task"], setting["task_options"], setting["horizon"])
+    except (TypeError, ValueError):
+        key = None
+    if key != path.stem:
+        raise RecordError(f"{path}: setting (task {setting['task']!r}, options {setting['task_options']}, horizon "
+                          f"{setting['horizon']}) is setting {key}, not the file's name {path.stem}; the file belongs to another setting")
     for name, entry in data["policies"].items():  # tuned on validation environments, never on test ones
+        if not entry["constants"]:
+            raise RecordError(f"{path}: policies.{name}.constants is empty; tune it again: {tune_command(setting['task'], setting['task_options'], setting['horizon'], [name])}")
         seeding.check_validation_seed(entry["validation"]["seed"], f"{path}: policies.{name}.validation.seed")
     return data
 
 
 def tuned_constants(policy: str, task_name: str, options: dict, horizon: int, tuned_on: str | None = None,
-                    folder: Path | None = None) -> dict:
+                    folder: Path | None = None, names: tuple[str, ...] | None = None) -> dict:
     """The constants ``policy`` was tuned to for a setting: the task's own (``task_name``, ``options``,
     ``horizon``) or, with ``tuned_on``, the setting of that key (a shifted test task plays the constants
-    tuned on the prior OMGPT was trained on). No tuning: :class:`OMGPTError` with the command to run."""
+    tuned on the prior OMGPT was trained on). No tuning: :class:`OMGPTError` with the command to run;
+    so is a constant not among ``names`` (the benchmark's tunable ones: a file tuned for another version
+    of it)."""
     key = tuned_on or setting_key(task_name, options, horizon)
     path = tuned_path(key, folder)
     command = tune_command(task_name, options, horizon, [policy]) if tuned_on is None else f"omgpt tune for setting {key}"
     if not path.is_file():
         raise OMGPTError(f"{policy}-tuned: no tuned constants for {key} ({_shown(path)} missing); run: {command}")
-    entry = read_tuned(path)["policies"].get(policy)
+    data = read_tuned(path)
+    if tuned_on is None and data["setting"]["task"] != task_name:  # (the key check makes this one a safeguard)
+        raise OMGPTError(f"{policy}-tuned: {_shown(path)} was tuned for task {data['setting']['task']!r}, not {task_name!r}")
+    entry = data["policies"].get(policy)
     if entry is None:
         raise OMGPTError(f"{policy}-tuned: {_shown(path)} has no tuning of {policy!r}; run: {command}")
+    unknown = sorted(set(entry["constants"]) - set(names)) if names is not None else []
+    if unknown:
+        raise OMGPTError(f"{policy}-tuned: {_shown(path)} gives {', '.join(unknown)}, not constants of {policy} ({', '.join(names)}); "
+                         f"tune it again: {command}")
     return dict(entry["constants"])
 
 
@@ -129,6 +169,49 @@ def _shown(path: Path) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # Grids.
+WIDEN_STEPS = 3  # at most this many steps past each end of a declared grid (a x3 grid: 27x further out)
+
+
+class Grid(tuple):
+    """A ``tunable`` constant's declared values with the range a widening may reach: ``lowest`` and
+    ``highest`` (inclusive; ``None``: no end but the sign). A plain tuple is a grid with no declared
+    range: a positive constant then widens geometrically without end, an integer one down to 1.
+    ``Grid(14, 28, 56, ALL, highest=ALL)``: SAA's window never goes past "every day seen"."""
+
+    def __new__(cls, *values, lowest=None, highest=None):
+        grid = super().__new__(cls, values)
+        grid.lowest, grid.highest = lowest, highest
+        return grid
+
+
+def extension(values: tuple, side: str) -> tuple[list, bool]:
+    """The values past the ``side`` (``"low"`` / ``"high"``) end of a declared grid, nearest first: the
+    end's own geometric step (the ratio of the two values at that end) continued :data:`WIDEN_STEPS`
+    times, rounded to 3 significant digits (to integers for an integer grid). Stops at the constant's
+    range: returns ``(values, reaches_limit)``, ``reaches_limit`` True where the range ends within
+    the steps (a winner on the last value then sits on the range's own end, not on the search's)."""
+    ordered = sorted(values)
+    if len(ordered) < 2:  # one value: a constant held fixed, not tuned
+        return [], False
+    integer = all(isinstance(v, int) for v in ordered)
+    limit = getattr(values, "lowest" if side == "low" else "highest", None)
+    if limit is None and side == "low":
+        limit = 1 if integer else 0  # positive constants: a geometric step never reaches 0, an integer one stops at 1
+    end, inner = (ordered[0], ordered[1]) if side == "low" else (ordered[-1], ordered[-2])
+    if end == limit or end <= 0:  # already on the range's end (0: a penalty switched off)
+        return [], True
+    out = []
+    for k in range(1, WIDEN_STEPS + 1):
+        value = end * (end / inner) ** k
+        value = round(value) if integer else float(f"{value:.3g}")
+        if limit is not None and (value <= limit if side == "low" else value >= limit):
+            if limit not in out and limit != end:
+                out.append(limit)
+            return out, True
+        out.append(value)
+    return out, False
+
+
 def grid(tunable: dict[str, tuple]) -> list[dict]:
     """Every combination of a ``tunable`` grid, as constructor keyword arguments."""
     names = list(tunable)

@@ -73,17 +73,28 @@ def pretrained_table() -> str:
 
 def tuning_table() -> str:
     """The benchmarks' tuned constants (``configs/tuned/*.json``): per setting and benchmark, the
-    validation regret at the paper's constants and at the tuned ones."""
-    lines = ["| setting | benchmark | tuned constants | validation regret: paper's constants → tuned (± s.e.) | validation environments (seed) |",
-             "|---|---|---|---|---|"]
+    validation regret at the paper's constants and at the tuned ones, and whether a tuned constant
+    sits on an end of its (widened) grid: **bounded** where the widening's bound stopped the search
+    (the optimum may lie further out), "end of range" where nothing lies further out."""
+    lines = ["| setting | benchmark | tuned constants | validation regret: paper's constants → tuned (± s.e.) | on a grid's end | validation environments (seed) |",
+             "|---|---|---|---|---|---|"]
     for path in sorted((ROOT / "configs" / "tuned").glob("*.json")):
         data = json.loads(path.read_text())
         for name, e in data["policies"].items():
-            best = min(e["curve"], key=lambda p: p["final_regret"]["mean"])["final_regret"]
+            best = e.get("final_regret") or min(e["curve"], key=lambda p: p["final_regret"]["mean"])["final_regret"]
             constants = ", ".join(f"{k} {v:g}" for k, v in e["constants"].items())
             lines.append(f"| `{path.stem}` | {name} | {constants} | {e['paper']['final_regret']['mean']:.2f} → {best['mean']:.2f} ± {best['se']:.2f} | "
-                         f"{e['validation']['runs']} ({e['validation']['seed']}) |")
+                         f"{edge_cell(e)} | {e['validation']['runs']} ({e['validation']['seed']}) |")
     return "\n".join(lines)
+
+
+def edge_cell(entry: dict) -> str:
+    """Where a tuned entry's constants sit on an end of the values searched (``omgpt.tuning``)."""
+    if "bounded" not in entry:
+        return "not checked (tuned before grids were widened: re-tune)"
+    cells = [f"**bounded**: {k} at the {side} end after {entry['widen_steps']} widening steps" for k, side in entry["bounded"].items()]
+    cells += [f"{k} at the {side} end of its range" for k, side in entry["at_limit"].items()]
+    return "; ".join(cells) or "—"
 
 
 def panel_cell(panel: dict) -> tuple[str, bool | None]:

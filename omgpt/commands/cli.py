@@ -112,7 +112,7 @@ def tune(
     if task not in TASKS:
         make_task(task)  # the "unknown task" error
     options = task_options(option)
-    names = [n.strip() for n in policies.split(",") if n.strip()] if policies else None
+    names = None if policies is None else [n.strip() for n in policies.split(",") if n.strip()]  # "," is empty, not "all"
     run_tuning(task, options, names, horizon or options.get("horizon", TASKS[task].cls.horizon), runs, seed)
 
 

@@ -2,9 +2,12 @@
 
 For each benchmark, every point of its ``tunable`` grid (and the paper's own constants, for the record)
 is rolled out on the same ``runs`` validation environments of the setting with common random numbers,
-and the point of lowest mean final regret is kept. The environments come from a validation seed: a
-test seed is refused, so no reported number is ever one the constants were chosen on. The result
-goes to ``configs/tuned/<setting>.json`` (:mod:`omgpt.tuning`), which ``<name>-tuned`` reads.
+and the point of lowest mean final regret is kept. A winner on an end of its grid widens the grid past
+that end (:func:`omgpt.tuning.extension`) and the new points are tuned, up to
+:data:`omgpt.tuning.WIDEN_STEPS` steps; a winner still on an end is recorded as ``bounded``. The
+environments come from a validation seed: a test seed is refused, so no reported number is ever one
+the constants were chosen on. The result goes to ``configs/tuned/<setting>.json``, read, merged and
+written under the file's lock, which ``<name>-tuned`` reads.
 """
 from __future__ import annotations
 
@@ -14,11 +17,11 @@ from pathlib import Path
 from omgpt import seeding
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
-from omgpt.files import write_json
+from omgpt.files import holding, writable_file, write_json
 from omgpt.policies import POLICIES, make_policy
 from omgpt.resources import code_version
 from omgpt.tasks import make_episode_task
-from omgpt.tuning import defaults, grid, read_tuned, setting_key, tuned_path
+from omgpt.tuning import WIDEN_STEPS, defaults, extension, grid, read_tuned, setting_key, tuned_path
 
 VALIDATION_RUNS = 200  # validation environments per grid point (the mean final regret to about ±5%)
 
@@ -30,11 +33,15 @@ def tunable_policies(task) -> list[str]:
 
 def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, horizon: int, runs: int = VALIDATION_RUNS,
                seed: int = seeding.TUNING_SEED, device: str = "cpu", folder: Path | None = None, log=print) -> dict:
-    """Tune ``policies`` (default: every tunable benchmark of the task) for the setting and write its
+    """Tune ``policies`` (``None``: every tunable benchmark of the task) for the setting and write its
     file, merged with the policies already tuned there. Returns the file's content."""
     seeding.check_validation_seed(seed, "--seed")
     if runs < 2:
         raise OMGPTError(f"--runs must be at least 2 (a standard error needs two environments), got {runs}")
+    if policies is not None and not policies:
+        raise OMGPTError("--policies is empty (leave it out to tune every tunable benchmark of the task)")
+    if policies is not None and len(set(policies)) != len(policies):
+        raise OMGPTError(f"--policies names a policy twice: {','.join(policies)}")
     # A data task is tuned on its validation windows whatever part was named (its test windows choose
     # nothing); a prior's validation task is itself, kept apart from the test by the validation seed.
     task = make_episode_task(task_name, task_options, horizon).validation_task()
@@ -51,34 +58,79 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
         make_policy(name, task)  # applies to the task?
     key = setting_key(task_name, task.options(), horizon)
     path = tuned_path(key, folder)
-    content = read_tuned(path) if path.is_file() else {"setting": {"task": task_name, "task_options": {}, "horizon": horizon}, "policies": {}}
-    content["setting"] = {"task": task_name, "task_options": {k: v for k, v in task.options().items() if k not in ("horizon", "part")}, "horizon": horizon}
-    for name in policies:
-        cls = POLICIES[name][0]
-        started = time.perf_counter()
-        curve = [{"constants": c, "final_regret": _validation_regret(task, name, c, runs, horizon, seed, device)} for c in grid(cls.tunable)]
-        paper_constants = defaults(cls, cls.tunable)
-        on_grid = [p["final_regret"] for p in curve if p["constants"] == paper_constants]
-        paper = on_grid[0] if on_grid else _validation_regret(task, name, {}, runs, horizon, seed, device)
-        best = min(curve, key=lambda p: p["final_regret"]["mean"])
-        content["policies"][name] = {
-            "constants": best["constants"],
-            "paper": {"constants": paper_constants, "final_regret": paper},
-            "grid": {k: list(v) for k, v in cls.tunable.items()},
-            "validation": {"runs": runs, "seed": seed},
-            "curve": curve,
-            "seconds": round(time.perf_counter() - started, 1),
-            "code_version": code_version(),  # per policy: a file's entries may be tuned by different code
-        }
-        edge = [k for k, v in best["constants"].items() if len(cls.tunable[k]) > 1 and v in (min(cls.tunable[k]), max(cls.tunable[k]))]
-        log(f"{key}: {name}-tuned = {best['constants']}: {best['final_regret']['mean']:.2f} "
-            f"(paper's constants {paper['mean']:.2f}) on {runs} validation environments, {time.perf_counter() - started:.0f} s"
-            + (f"; {', '.join(edge)} at the grid's edge" if edge else ""))
-    content["policies"] = dict(sorted(content["policies"].items()))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(content, path)
+    # Before the work, not after it: a folder that cannot be written, or a file there that cannot be
+    # merged into (damaged, another setting's), is refused now.
+    writable_file(path, "the tuned-constants file")
+    if path.is_file():
+        read_tuned(path)
+    setting = {"task": task_name, "task_options": {k: v for k, v in task.options().items() if k not in ("horizon", "part")}, "horizon": horizon}
+    entries = {name: _tune_one(task, name, runs, horizon, seed, device, key, log) for name in policies}
+    # Read, merge and write under the file's lock: a tuning of another policy of this setting that
+    # finished meanwhile is in the file read here, so neither result is lost.
+    with holding(path, "", wait=True):
+        content = read_tuned(path) if path.is_file() else {"policies": {}}
+        content = {"setting": setting, "policies": dict(sorted({**content["policies"], **entries}.items()))}
+        write_json(content, path)
     log(f"wrote {path}")
     return content
+
+
+def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, key: str, log) -> dict:
+    """One benchmark's entry of the tuned file: its grid searched, widened past every end a winner sits
+    on (:func:`omgpt.tuning.extension`), until the winner is inside the grid or the widening bound or
+    the constant's range is reached."""
+    cls = POLICIES[name][0]
+    started, cpu_started = time.perf_counter(), time.process_time()
+    searched = {k: sorted(v) for k, v in cls.tunable.items()}
+    further = {(k, side): extension(v, side) for k, v in cls.tunable.items() for side in ("low", "high")}
+    taken = {(k, side): 0 for k in cls.tunable for side in ("low", "high")}  # extension values added so far
+    regrets: dict[tuple, dict] = {}  # constants (as a tuple of items) -> validation regret
+    while True:
+        for c in grid(searched):  # only the new points: the environments are the same for every point
+            if tuple(c.items()) not in regrets:
+                regrets[tuple(c.items())] = _validation_regret(task, name, c, runs, horizon, seed, device)
+        best = dict(min(regrets, key=lambda c: regrets[c]["mean"]))
+        ends = _ends(best, searched)
+        grown = [(k, side) for k, side in ends if taken[k, side] < len(further[k, side][0])]
+        if not grown:
+            break
+        for k, side in grown:
+            searched[k] = sorted([*searched[k], further[k, side][0][taken[k, side]]])
+            taken[k, side] += 1
+    curve = [{"constants": dict(c), "final_regret": regrets[c]} for c in sorted(regrets, key=lambda c: [v for _, v in c])]
+    paper_constants = defaults(cls, cls.tunable)
+    paper = regrets.get(tuple(paper_constants.items())) or _validation_regret(task, name, {}, runs, horizon, seed, device)
+    bounded = {k: side for k, side in ends if not further[k, side][1]}
+    at_limit = {k: side for k, side in ends if further[k, side][1]}
+    seconds = time.perf_counter() - started
+    widened = {k: v for k, v in searched.items() if len(v) > len(cls.tunable[k])}
+    log(f"{key}: {name}-tuned = {best}: {regrets[tuple(best.items())]['mean']:.2f} (paper's constants {paper['mean']:.2f}) "
+        f"on {runs} validation environments, {len(regrets)} points, {seconds:.0f} s"
+        + (f"; widened {', '.join(f'{k} to {v[0]:g}..{v[-1]:g}' for k, v in widened.items())}" if widened else "")
+        + (f"; BOUNDED: {', '.join(f'{k} on the {side} end after {WIDEN_STEPS} widening steps' for k, side in bounded.items())}" if bounded else "")
+        + (f"; {', '.join(f'{k} on the {side} end of its range' for k, side in at_limit.items())}" if at_limit else ""))
+    return {
+        "constants": best,
+        "final_regret": regrets[tuple(best.items())],
+        "paper": {"constants": paper_constants, "final_regret": paper},
+        "grid": {k: list(v) for k, v in cls.tunable.items()},
+        "searched": searched,
+        "bounded": bounded,
+        "at_limit": at_limit,
+        "widen_steps": WIDEN_STEPS,
+        "validation": {"runs": runs, "seed": seed},
+        "curve": curve,
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(time.process_time() - cpu_started, 1),  # on one thread: the time on an idle core (tools/retune's estimate)
+        "code_version": code_version(),  # per policy: a file's entries may be tuned by different code
+    }
+
+
+def _ends(constants: dict, searched: dict[str, list]) -> list[tuple[str, str]]:
+    """``(constant, "low" | "high")`` for every constant of ``constants`` on an end of its searched values
+    (a constant with one value is held fixed, not tuned: it has no end)."""
+    return [(k, side) for k, v in constants.items() if len(searched[k]) > 1
+            for side, end in (("low", searched[k][0]), ("high", searched[k][-1])) if v == end]
 
 
 def _validation_regret(task, name: str, constants: dict, runs: int, horizon: int, seed: int, device: str) -> dict:

@@ -38,6 +38,7 @@ from omgpt.policies.base import HistoryPolicy, Policy, register_policy
 from omgpt.policies.newsvendor import quantile_regression
 from omgpt.rollout import rollout
 from omgpt.tasks.newsvendor_data import LOOKBACK_QUANTILE, Q, WEEKDAY, NewsvendorData, window_demands
+from omgpt.tuning import Grid
 
 ALL = 1000  # "every day seen" for the windows' lengths (look-back + window days never reach it)
 
@@ -80,7 +81,7 @@ class SAA(PastDemand):
         days: how many of the most recent days (look-back included) form the sample (1000: all).
     """
 
-    tunable = {"days": (14, 28, 56, ALL)}
+    tunable = {"days": Grid(14, 28, 56, ALL, highest=ALL)}  # nothing past every day seen
 
     def __init__(self, task, days: int = ALL):
         super().__init__(task)
@@ -100,7 +101,7 @@ class WeekdaySAA(PastDemand):
         weeks: how many of the most recent same-weekday days form the sample (1000: all).
     """
 
-    tunable = {"weeks": (2, 4, 8, ALL)}
+    tunable = {"weeks": Grid(2, 4, 8, ALL, highest=ALL)}
 
     def __init__(self, task, weeks: int = ALL):
         super().__init__(task)
@@ -246,7 +247,7 @@ class GlobalGBM(PastDemand):
             training rows).
     """
 
-    tunable = {"learning_rate": (0.03, 0.1), "max_leaf_nodes": (7, 31)}
+    tunable = {"learning_rate": (0.03, 0.1), "max_leaf_nodes": Grid(7, 31, lowest=2)}  # scikit-learn needs 2 leaves
 
     def __init__(self, task, learning_rate: float = 0.1, max_leaf_nodes: int = 31):
         super().__init__(task)

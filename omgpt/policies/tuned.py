@@ -22,7 +22,7 @@ def tuned_variant(base_name: str, base: type) -> type:
         def __init__(self, task, horizon: int | None = None, tuned_on: str | None = None):
             if horizon is None:
                 raise OMGPTError(f"{base_name}-tuned needs the episode horizon (its constants are tuned per horizon)")
-            self.constants = tuned_constants(base_name, task.name, task.options(), horizon, tuned_on)
+            self.constants = tuned_constants(base_name, task.name, task.options(), horizon, tuned_on, names=tuple(base.tunable))
             super().__init__(task, **self.constants)
 
     Tuned.__name__ = Tuned.__qualname__ = f"{base.__name__}Tuned"
@@ -53,7 +53,7 @@ def register_tuned_variants() -> None:
 
 def with_tuned_variants(policies: list[str]) -> list[str]:
     """``policies`` with ``<name>-tuned`` after every benchmark that has free constants: every panel
-    compares OMGPT with the better of the paper's constants and the tuned ones (docs/protocol.md)."""
+    plays both, and its best benchmark is the variant of lower validation regret (docs/protocol.md)."""
     out = []
     for name in policies:
         out.append(name)

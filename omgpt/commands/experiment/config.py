@@ -164,7 +164,7 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
         # The benchmarks' constants are tuned on the prior OMGPT was trained on, at the panel's horizon
         # (docs/protocol.md): a shifted test task plays the constants of the unshifted prior.
         chosen = {k: v for k, v in panel["task_options"].items() if k in _evaluation_options(model["task"])}  # not a shift
-        panel["tuned_options"] = {**model["task_options"], **chosen}
+        panel["tuned_task"], panel["tuned_options"] = model["task"], {**model["task_options"], **chosen}
         panel["tuned_on"] = setting_key(model["task"], panel["tuned_options"], panel["horizon"])
         for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
             if model_name is not None and model_name not in exp["models"]:

@@ -1,17 +1,20 @@
 """The panels of ``omgpt experiment``, shared by every experiment kind: each an evaluation of one or
 more trained models and the benchmarks on a test task (common random numbers, as ``omgpt evaluate``),
 the numbers drawn from it (final regrets, curves, optimal rewards for reward improvement rates), and the
-verdict against the best benchmark. What a kind measures beyond that is in its plug-in
+verdict against the best benchmark -- the one of lowest *validation* regret (:func:`best_on_validation`),
+never the one the test numbers favour. What a kind measures beyond that is in its plug-in
 (``omgpt/commands/experiment/kinds/``).
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import torch
 
-from omgpt.analysis.report import final_regrets
+from omgpt.analysis.report import best_benchmark, final_regrets
 from omgpt.commands.experiment.config import parse_policies
-from omgpt.tuning import tuned_constants
+from omgpt.tuning import read_tuned, tuned_constants, tuned_path
 
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle", "hindsight-linear")  # hindsight-linear: a yardstick
 
@@ -72,7 +75,59 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
         "policies": {label: {**_policy_numbers(s, histories[label], rewards), **({"ratio_to_alg_star": ratios[label]} if label in ratios else {})}
                      for label, s in stats.items()},
     }
+    benchmarks = {k: p for k, (p, _) in specs.items() if k in numbers["benchmarks"]}
+    if benchmarks:
+        numbers["best_benchmark"] = best_on_validation(panel, benchmarks, device)
     return numbers, histories
+
+
+def best_on_validation(panel: dict, benchmarks: dict[str, str], device: str = "cpu") -> dict:
+    """The panel's best benchmark: of ``benchmarks`` (label -> policy, the paper's and the tuned variants
+    alike), the one of lowest mean final regret on the *validation* environments of the setting the
+    panel's benchmarks are tuned on (``panel["tuned_on"]``: the prior OMGPT was trained on, at the panel's
+    horizon), never the test numbers the panel reports.
+
+    The regrets are compared on one set of environments only. The tuned file records the validation
+    regret of the tuned constants (``final_regret``) and of the paper's (``paper``), each on its
+    ``validation`` runs and seed; the panel's environments are those most of the recorded entries share
+    (``omgpt tune``'s, 200 runs of seed 10,001, or a data set's validation windows). A benchmark with no
+    record there (no free constants, e.g. ``erm-lp``), or one recorded on other environments, is rolled
+    out on them here with the same common random numbers. Returns ``{"name", "chosen_by",
+    "environments", "validation_regret" (label -> mean, s.e.), "rolled_out"}``."""
+    from omgpt import seeding
+    from omgpt.commands.tune import VALIDATION_RUNS, _validation_regret
+    from omgpt.tasks import make_episode_task
+
+    path = tuned_path(panel["tuned_on"])
+    entries = read_tuned(path)["policies"] if path.is_file() else {}
+    recorded = {}
+    for label, policy in benchmarks.items():
+        entry = entries.get(policy.removesuffix("-tuned"))
+        if entry is None:
+            continue
+        if policy.endswith("-tuned"):  # (a file tuned before final_regret was recorded: its curve's best point)
+            value = entry.get("final_regret") or min((p["final_regret"] for p in entry["curve"]), key=lambda r: r["mean"])
+        elif "paper" in entry:
+            value = entry["paper"]["final_regret"]
+        else:
+            continue
+        recorded[label] = ({"mean": value["mean"], "se": value["se"]}, (entry["validation"]["runs"], entry["validation"]["seed"]))
+    task = make_episode_task(panel["tuned_task"], panel["tuned_options"], panel["horizon"]).validation_task()
+    if recorded:
+        runs, seed = Counter(envs for _, envs in recorded.values()).most_common(1)[0][0]
+    else:
+        runs, seed = min(VALIDATION_RUNS, getattr(task, "windows", None) or VALIDATION_RUNS), seeding.TUNING_SEED
+    regrets, rolled = {}, []
+    for label, policy in benchmarks.items():
+        if label in recorded and recorded[label][1] == (runs, seed):
+            regrets[label] = recorded[label][0]
+        else:
+            options = {"tuned_on": panel["tuned_on"]} if policy.endswith("-tuned") else {}
+            regrets[label] = _validation_regret(task, policy, options, runs, panel["horizon"], seed, device)
+            rolled.append(label)
+    return {"name": min(regrets, key=lambda k: regrets[k]["mean"]), "chosen_by": "validation regret",
+            "environments": {"setting": panel["tuned_on"], "runs": runs, "seed": seed},
+            "validation_regret": regrets, "rolled_out": rolled}
 
 
 def _policy_numbers(stats: dict, history, rewards: bool = False) -> dict:
@@ -99,16 +154,15 @@ def optimal_reward(history) -> torch.Tensor:
 
 
 def verdict(numbers: dict) -> str | None:
-    """Where OMGPT's mean final regret stands against the best benchmark of the panel (with several
-    models, e.g. transformer vs LSTM, each model's)."""
+    """Where OMGPT's mean final regret stands against the best benchmark of the panel (chosen on
+    validation: :func:`best_on_validation`; with several models, e.g. transformer vs LSTM, each model's)."""
     finals = final_regrets(numbers)
-    bench = {k: finals[k] for k in numbers["benchmarks"]}
     ours = numbers.get("models_compared", [])
-    if not ours or not bench:
+    if not ours or not numbers["benchmarks"]:
         return None
-    best = min(bench, key=bench.get)
+    best, bench = best_benchmark(numbers)
     if ours == ["omgpt"]:
-        word = "below" if finals["omgpt"] < bench[best] else "NOT below"
-        return f"OMGPT {finals['omgpt']:.2f} is {word} the best benchmark ({best} {bench[best]:.2f})"
+        word = "below" if finals["omgpt"] < bench else "NOT below"
+        return f"OMGPT {finals['omgpt']:.2f} is {word} the best benchmark ({best} {bench:.2f})"
     ranked = ", ".join(f"{k} {finals[k]:.2f}" for k in sorted(ours, key=finals.get))
-    return f"models by mean final regret: {ranked}; best benchmark {best} {bench[best]:.2f}"
+    return f"models by mean final regret: {ranked}; best benchmark {best} {bench:.2f}"

@@ -38,6 +38,21 @@ def flip_lines(panel: dict) -> list[str]:
     return [" ".join(lines), ""]
 
 
+def best_lines(panel: dict) -> list[str]:
+    """The panel's best benchmark, how it was chosen, and both variants' numbers (validation and test)."""
+    from omgpt.analysis.report import best_benchmark, best_rule
+
+    if not panel.get("benchmarks"):
+        return []
+    best, _ = best_benchmark(panel)
+    base = best.removesuffix("-tuned")
+    val = (panel.get("best_benchmark") or {}).get("validation_regret", {})
+    finals = {k: p["final_regret"]["mean"] for k, p in panel["policies"].items()}
+    shown = "; ".join(f"`{v}`" + (f" validation {val[v]['mean']:.2f} ± {val[v]['se']:.2f}," if v in val else "") + f" test {finals[v]:.2f}"
+                      for v in (base, f"{base}-tuned") if v in finals)
+    return [f"Best benchmark: **{best}**, chosen by {best_rule(panel)}. Its variants: {shown}.", ""]
+
+
 def summary_lines(result: dict) -> str:
     """The console summary: each panel's headline, then the claim checks."""
     kind = kind_of(result)
@@ -80,6 +95,7 @@ def report(result: dict) -> str:
                     line += " |" if q is None else f" {'undefined' if q['mean'] is None else format(q['mean'], '.2f')} {interval(q['ci90'])} |"
                 lines.append(line)
             lines.append("")
+            lines += best_lines(panel)
             if panel.get("tuned_constants"):
                 lines += ["Tuned constants (chosen on validation environments of `" + panel["tuned_on"] + "`, `configs/tuned/`): "
                           + "; ".join(f"{k} {json.dumps(v)}" for k, v in panel["tuned_constants"].items()), ""]
