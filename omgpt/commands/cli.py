@@ -240,6 +240,10 @@ INTERRUPTED = 128 + signal.SIGINT  # the shell's exit code for a command ended b
 def cli_main(args: ArgsType = None) -> int:
     """Entry point callable from tests and notebooks: ``cli_main(["fit", "--config", ...])``."""
     argv = list(sys.argv[1:] if args is None else args)
+    import omgpt
+
+    if signal.getsignal(signal.SIGINT) is omgpt._interrupted_while_starting:  # the imports are done: Ctrl-C is a KeyboardInterrupt again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if not argv or argv[0] in ("-h", "--help"):
             print(usage())
