@@ -64,7 +64,7 @@ def evaluate(
         run_demand_prediction(
             ckpt=ckpt, task_options=task_options(option), runs=runs, horizon=horizon, window=window,
             seed=seed, out=out, policy=policies or "omgpt", batch_size=batch_size, device=device,
-            progress=not no_progress, task_name=task,
+            progress=not no_progress, task_name=task, force=force,
         )
         return
     if not policies:

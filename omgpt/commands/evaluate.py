@@ -140,6 +140,7 @@ def run_demand_prediction(
     device: str = "cpu",
     progress: bool = True,
     task_name: str | None = None,
+    force: bool = False,
 ) -> dict:
     """Demand prediction as a by-product (paper §5.1.6): roll out ``policy`` (default: the checkpoint's
     model itself) on fresh pricing environments, then compare the model's observation-head prediction
@@ -165,6 +166,9 @@ def run_demand_prediction(
         raise OMGPTError(f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}")
     options = {"model": model, "window": window} if policy == "omgpt" else {}
     make_policy(policy, task, **options)  # an unknown or inapplicable name fails before any rollout
+    what = f"demand prediction on {runs} runs x {horizon} steps"
+    checks.rollout_time(checks.loop_steps(1, runs, horizon, batch_size), what, force)
+    checks.memory(checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon), what)
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
         history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
         predictions = {
