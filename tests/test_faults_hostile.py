@@ -362,3 +362,19 @@ def test_ctrl_c_during_the_commands_imports_is_one_line_and_exit_130(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines() == ["omgpt: interrupted"], err[-2000:]
     assert not list(tmp_path.iterdir())
+
+
+def test_the_store_keeps_a_fit_that_failed_before_its_first_checkpoint_aside(tmp_path, monkeypatch):
+    """The store retrains a slot whose fit failed early: that run's folder, which a fresh fit now refuses,
+    is kept aside as it was, and the new fit starts fresh (no --ckpt_path)."""
+    from omgpt.commands import store
+
+    run = tmp_path / "slot" / "run"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("the failed run's config\n")
+    calls = []
+    monkeypatch.setattr(store.subprocess, "call", lambda cmd, **kwargs: calls.append(cmd) or 0)
+    store.fit(["--config", "x.yaml"], run, tmp_path / "slot" / "train.log", "a model")
+    (aside,) = [p for p in run.parent.iterdir() if p.name.startswith("run-failed-")]
+    assert (aside / "config.yaml").read_text() == "the failed run's config\n" and not run.exists()
+    assert "--ckpt_path" not in calls[0]
