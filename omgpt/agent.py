@@ -18,7 +18,9 @@ only the new tokens; with a context window it rolls the window as in a rollout.
 Inputs: ``act(context)`` and ``observe(outcome)`` take numbers, lists, NumPy arrays or tensors, for
 a batch of ``B`` episodes as ``(B, dim)`` (``(B,)`` when ``dim`` is 1) or, when ``B = 1``, for the one
 episode as ``(dim,)`` (a number when ``dim`` is 1). Tasks without a context (the bandits) take
-``act()``.
+``act()``. Every number must be finite and within :data:`omgpt.checks.MAGNITUDE` (1e8; float32 policies
+overflow into NaN past ~1e19), and an outcome at least the task's ``outcome_low`` (a demand is never
+negative): anything else is a one-line :class:`OMGPTError`, and so is an action that comes out non-finite.
 
 Outputs, in the kind of the context: a tensor for a tensor (on its device), NumPy otherwise, shaped
 as the context was -- ``(B, action_dim)`` or, for one episode, ``(action_dim,)``: the element of the
@@ -27,9 +29,11 @@ index instead (``(B,)`` integers, or one integer). The action returned is the on
 plays, already projected onto the action set, and it is the one the policy then learns from; should
 the environment play another, give it to ``observe(outcome, action=...)``.
 
-Policies that read the hidden environment (``oracle``, ``noisy-oracle``; ``ada`` reads the revenue
-task's type table) need it: ``reset(envs=...)``, e.g. a Gymnasium environment's
-``env.unwrapped.envs``. Without it, their first read is a one-line :class:`OMGPTError`.
+Policies that read the hidden environment (``oracle``, ``noisy-oracle``), or a public part of the
+episode's record that the contexts do not carry (``ada`` reads the revenue task's type table; the data
+benchmarks ``saa``, ``gbm``, ... read which window of the data set is played, for the demand before it)
+need it: ``reset(envs=...)``, e.g. a Gymnasium environment's ``env.unwrapped.envs``. Without it, their
+first read is a one-line :class:`OMGPTError` saying which of the two it is.
 """
 from __future__ import annotations
 
@@ -181,9 +185,10 @@ class Agent:
                              f"(reset(horizon=...) for longer episodes)")
         x, form = self._read(context, self.task.context_dim, "context")
         # as omgpt.rollout.rollout plays it; a policy's numerical failure (a singular least-squares system) is one line
-        a = checks.built(lambda: self.task.project(self.policy.act(self.t, x).to(x.dtype), x), f"policy {self.policy.name!r} at step {self.t + 1}")
+        step = f"policy {self.policy.name!r} at step {self.t + 1}"
+        a = checks.built(lambda: self.task.project(self.policy.act(self.t, x).to(x.dtype), x), step)
         if not bool(torch.isfinite(a).all()):  # never a NaN order: what the input bounds do not catch is refused here
-            raise OMGPTError(f"policy {self.policy.name!r} gave a non-finite action at step {self.t + 1} for these contexts and outcomes")
+            raise OMGPTError(f"{step} gave a non-finite action for these contexts and outcomes")
         self._played = (x, a)
         return self._write_action(a, form)
 
