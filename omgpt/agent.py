@@ -113,9 +113,12 @@ class Agent:
     """
 
     def __init__(self, policy: Policy, horizon: int | None = None, device: str | torch.device = "cpu", seed: int = 0):
+        if not isinstance(policy, Policy):
+            raise OMGPTError(f"Agent plays a policy (make_policy(...)), got {type(policy).__name__} {policy!r}; "
+                             f"Agent.from_policy(name, task) builds one by name, Agent.load(path) a trained OMGPT")
         self.policy, self.task = policy, policy.task
         self.horizon = checks.number("horizon", self.task.horizon if horizon is None else horizon, integer=True, low=1)
-        self.device = checks.device(str(device))
+        self.device = checks.device(str(device), "device")
         self.generator = torch.Generator(self.device).manual_seed(checks.seed("seed", seed))
         self.batch: int | None = None  # episodes being played; None: no episode (before reset, after close)
         self.t = 0  # the step the agent acts at next (0-based)
@@ -133,7 +136,7 @@ class Agent:
         ``window``: the context window ``W`` (default: the one it was trained with, none for most
         models); ``horizon``: the default episode length (default: the horizon it was trained for);
         ``options``: :class:`~omgpt.policies.gpt.ModelPolicy`'s (``greedy``, ``use_cache``)."""
-        dev = checks.device(str(device))
+        dev = checks.device(str(device), "device")
         model, task, hparams = load_model(path, dev)
         window = hparams.get("window") if window is None else checks.number("window", window, integer=True, low=1)
         policy = make_policy("omgpt", task, model=model, window=window, **options)
@@ -149,6 +152,8 @@ class Agent:
         if name == "omgpt" and "model" not in options:
             raise OMGPTError("policy 'omgpt' needs its network: Agent.load(path) loads a trained one (or give model=...)")
         task = make_task(task) if isinstance(task, str) else task
+        if not isinstance(task, Task):
+            raise OMGPTError(f"task must be a task name or a Task, got {type(task).__name__} {task!r}")
         horizon = task.horizon if horizon is None else horizon
         return cls(make_policy(name, task, horizon=horizon, **options), horizon, device, seed)
 

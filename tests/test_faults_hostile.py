@@ -378,3 +378,13 @@ def test_the_store_keeps_a_fit_that_failed_before_its_first_checkpoint_aside(tmp
     (aside,) = [p for p in run.parent.iterdir() if p.name.startswith("run-failed-")]
     assert (aside / "config.yaml").read_text() == "the failed run's config\n" and not run.exists()
     assert "--ckpt_path" not in calls[0]
+
+
+@pytest.mark.parametrize("call", ["Agent('erm')", "from_policy task None", "from_policy task 3"])
+def test_other_bad_python_calls_are_one_line(call):
+    """``Agent("erm")`` and ``Agent.from_policy("erm", None)`` ended in an AttributeError."""
+    build = {"Agent('erm')": lambda: Agent("erm"), "from_policy task None": lambda: Agent.from_policy("erm", None),
+             "from_policy task 3": lambda: Agent.from_policy("erm", 3)}[call]
+    with pytest.raises(OMGPTError) as error:
+        build()
+    one_line(error)

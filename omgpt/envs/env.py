@@ -212,7 +212,7 @@ class OMGPTEnv(gym.Env):
                  **task_options: Any):
         _no_render(render_mode)
         self.task, self.horizon = episode_task(task, horizon, task_options)
-        self.device = checks.device(str(device))
+        self.device = checks.device(str(device), "device")
         self.action_space = action_space(self.task)
         self.observation_space = observation_space(self.task)
         self.episodes = Episodes(self.task, self.horizon)
@@ -251,7 +251,7 @@ class OMGPTVectorEnv(VectorEnv):
         _no_render(render_mode)
         self.num_envs = checks.number("num_envs", num_envs, integer=True, low=1)
         self.task, self.horizon = episode_task(task, horizon, task_options)
-        self.device = checks.device(str(device))
+        self.device = checks.device(str(device), "device")
         self.single_action_space = action_space(self.task)
         self.single_observation_space = observation_space(self.task)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
