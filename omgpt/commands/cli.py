@@ -136,8 +136,8 @@ def _check_tuning_work(task_name: str, options: dict, names: list[str] | None, h
     tunable = [POLICIES[n][0].tunable for n in names or tunable_policies(task) if n in POLICIES and POLICIES[n][0].tunable]
     points = sum(len(grid(t)) + 1 for t in tunable)
     what = f"tuning {len(tunable)} policies ({points} rollouts) on {runs} runs x {horizon} steps"
-    checks.rollout_time(checks.loop_steps(points, runs, horizon, BATCH_SIZE), what, force)
     checks.memory(checks.history_bytes(task, runs, horizon), what)
+    checks.rollout_time(checks.loop_steps(points, runs, horizon, BATCH_SIZE), what, force)
 
 
 def experiment(
