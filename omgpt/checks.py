@@ -274,14 +274,13 @@ def history_bytes(task, n: float, horizon: float) -> float:
 BOOTSTRAP_BYTES = 2**27  # the working memory of a bootstrap block (omgpt.analysis.report.bootstrap_percentiles)
 
 
-def report_bytes(runs: float, horizon: float) -> float:
+def report_bytes(runs: float, horizon: float, samples: int) -> float:
     """An estimate of the memory ``omgpt evaluate``'s report needs beside the histories, for the policy
     it summarises at a time: its ``(runs, T)`` curves in float64 (cumulative regret, suboptimality, a
     percentile's copy), the bootstrap's ``(samples, runs)`` resample indices and paired means, and its
-    working blocks (the ``(samples, runs, T)`` resample is never built whole)."""
-    from omgpt.analysis.report import BOOTSTRAP_SAMPLES
-
-    return 8.0 * (3 * runs * horizon + 3 * BOOTSTRAP_SAMPLES * runs) + 2 * BOOTSTRAP_BYTES
+    working blocks (the ``(samples, runs, T)`` resample is never built whole); ``samples``: the bootstrap's
+    resamples (``omgpt.analysis.report.BOOTSTRAP_SAMPLES``)."""
+    return 8.0 * (3 * runs * horizon + 3 * samples * runs) + 2 * BOOTSTRAP_BYTES
 
 
 # The rollout loop steps every batch of runs through the horizon one decision at a time (a policy's

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from omgpt.analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
-from omgpt.analysis.report import REPORT_FILES, write_report
+from omgpt.analysis.report import BOOTSTRAP_SAMPLES, REPORT_FILES, write_report
 from omgpt import checks, seeding
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
@@ -98,7 +98,7 @@ def run_evaluation(
     for name in specs:  # fail on unknown / inapplicable names (and missing tunings) before any rollout starts
         make_policy(name, task, horizon, **specs[name])
     what = f"evaluating {len(policies)} policies on {runs} runs x {horizon} steps"
-    checks.memory(len(policies) * checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon), what)
+    checks.memory(len(policies) * checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
     checks.rollout_time(checks.loop_steps(len(policies), runs, horizon, batch_size), what, force)
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
@@ -167,7 +167,7 @@ def run_demand_prediction(
     options = {"model": model, "window": window} if policy == "omgpt" else {}
     make_policy(policy, task, **options)  # an unknown or inapplicable name fails before any rollout
     what = f"demand prediction on {runs} runs x {horizon} steps"
-    checks.memory(checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon), what)
+    checks.memory(checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
     checks.rollout_time(checks.loop_steps(1, runs, horizon, batch_size), what, force)
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
         history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
