@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omgpt import checks
 from omgpt.files import save_figure, write_json, write_text
 from omgpt.rollout import History
 
@@ -25,8 +26,26 @@ def mean_band_ci(values: np.ndarray, seed: int = 0) -> dict[str, np.ndarray | No
     ci = None
     if runs >= 2:
         idx = np.random.default_rng(seed).integers(0, runs, size=(BOOTSTRAP_SAMPLES, runs))
-        ci = np.percentile(values[idx].mean(axis=1), [5, 95], axis=0)  # of the (samples, T) means
+        ci = bootstrap_percentiles(values, idx)
     return {"mean": values.mean(axis=0), "band90": np.percentile(values, [5, 95], axis=0), "ci90": ci}
+
+
+def bootstrap_percentiles(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The 5th and 95th percentiles ``(2, T)`` of the resampled means of ``values (runs, T)``, resample
+    ``s`` being the runs ``idx[s]`` (``idx (samples, runs)``). In blocks of steps and of resamples of at
+    most :data:`omgpt.checks.BOOTSTRAP_BYTES` each: in one piece, ``values[idx]`` is a ``(samples, runs,
+    T)`` array, 15 GiB for 10,000 runs of 100 steps. Each mean is summed over the same runs in the same
+    order as in one piece, so the numbers are the same, bit for bit."""
+    samples, runs = idx.shape
+    horizon = values.shape[1]
+    steps = max(2, checks.BOOTSTRAP_BYTES // (8 * samples))  # the (samples, steps) means of one block of steps
+    out = np.empty((2, horizon))
+    for cols in np.array_split(np.arange(horizon), -(-horizon // steps)):
+        block = values[:, cols]
+        rows = max(1, checks.BOOTSTRAP_BYTES // (8 * runs * len(cols)))  # the (rows, runs, steps) resample
+        means = np.concatenate([block[idx[lo : lo + rows]].mean(axis=1) for lo in range(0, samples, rows)])
+        out[:, cols] = np.percentile(means, [5, 95], axis=0)
+    return out
 
 
 def final_regret(stats: dict) -> dict:

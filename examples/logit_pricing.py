@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from omgpt import checks
 from omgpt.tasks.base import Envs, Scaling, Task
 
 from omgpt.tasks.densities import box_log_density, uniform
@@ -56,7 +57,8 @@ class LogitPricing(Task):
     horizon = 50
 
     def __init__(self, dim: int = 2, customers: int = 10, **pool):
-        self.dim, self.customers = int(dim), int(customers)
+        # sizes as every built-in task checks them: dim=0 or customers=0 would run and report meaningless numbers
+        self.dim, self.customers = checks.size("dim", dim), checks.size("customers", customers)
         self.context_dim = self.dim
         super().__init__(**pool)
 

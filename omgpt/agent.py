@@ -18,7 +18,9 @@ only the new tokens; with a context window it rolls the window as in a rollout.
 Inputs: ``act(context)`` and ``observe(outcome)`` take numbers, lists, NumPy arrays or tensors, for
 a batch of ``B`` episodes as ``(B, dim)`` (``(B,)`` when ``dim`` is 1) or, when ``B = 1``, for the one
 episode as ``(dim,)`` (a number when ``dim`` is 1). Tasks without a context (the bandits) take
-``act()``.
+``act()``. Every number must be finite and within :data:`omgpt.checks.MAGNITUDE` (1e8; float32 policies
+overflow into NaN past ~1e19), and an outcome at least the task's ``outcome_low`` (a demand is never
+negative): anything else is a one-line :class:`OMGPTError`, and so is an action that comes out non-finite.
 
 Outputs, in the kind of the context: a tensor for a tensor (on its device), NumPy otherwise, shaped
 as the context was -- ``(B, action_dim)`` or, for one episode, ``(action_dim,)``: the element of the
@@ -27,12 +29,15 @@ index instead (``(B,)`` integers, or one integer). The action returned is the on
 plays, already projected onto the action set, and it is the one the policy then learns from; should
 the environment play another, give it to ``observe(outcome, action=...)``.
 
-Policies that read the hidden environment (``oracle``, ``noisy-oracle``; ``ada`` reads the revenue
-task's type table) need it: ``reset(envs=...)``, e.g. a Gymnasium environment's
-``env.unwrapped.envs``. Without it, their first read is a one-line :class:`OMGPTError`.
+Policies that read the hidden environment (``oracle``, ``noisy-oracle``), or a public part of the
+episode's record that the contexts do not carry (``ada`` reads the revenue task's type table; the data
+benchmarks ``saa``, ``gbm``, ... read which window of the data set is played, for the demand before it)
+need it: ``reset(envs=...)``, e.g. a Gymnasium environment's ``env.unwrapped.envs``. Without it, their
+first read is a one-line :class:`OMGPTError` saying which of the two it is.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +55,17 @@ from omgpt.tasks import Task, make_task
 from omgpt.tasks.base import Envs
 
 
+def _batch_of(envs: Any) -> int:
+    """The number of episodes ``envs`` (``reset(envs=...)``) holds: every entry a tensor of that many rows."""
+    if not isinstance(envs, dict) or not envs or not all(isinstance(v, Tensor) and v.dim() >= 1 for v in envs.values()):
+        raise OMGPTError(f"envs must be a non-empty mapping of tensors with one row per episode (a Gymnasium environment's "
+                         f"env.unwrapped.envs), got {type(envs).__name__}")
+    sizes = {k: v.shape[0] for k, v in envs.items()}
+    if len(set(sizes.values())) > 1:
+        raise OMGPTError(f"envs holds {', '.join(f'{k}: {n}' for k, n in sizes.items())} rows: one row per episode in every entry")
+    return next(iter(sizes.values()))
+
+
 @dataclass(frozen=True)
 class _Form:
     """How an input came, so that the action goes back the same way."""
@@ -62,15 +78,24 @@ class _Form:
 class _Unseen(dict):
     """The environment an agent resets its policy with when it was given none: one empty ``(B, 0)``
     entry, from which the policy reads the batch size (all a learning policy may read), and a one-line
-    error for anything else."""
+    error for anything else, saying what was read: a hidden parameter (the oracles' ``w``), or a part of
+    the episode's record that is public but not in the contexts (a data window's ``row``, from which the
+    data benchmarks read the demand before the window; revenue's type table)."""
 
-    def __init__(self, policy: str, batch: int, device: torch.device):
+    def __init__(self, policy: Policy, batch: int, device: torch.device):
         super().__init__({"": torch.empty(batch, 0, device=device)})
         self.policy = policy
 
     def __missing__(self, key: str):
-        raise OMGPTError(f"policy {self.policy!r} reads the hidden environment ({key!r}), which an agent does not see; "
-                         f"give it with agent.reset(envs=...), e.g. a Gymnasium environment's env.unwrapped.envs")
+        task = self.policy.task
+        if not task.poolable:  # a data set's window hides nothing: it is the data
+            what = f"the episode's record ({key!r}: which window of the data set it plays, and the demand before it)"
+        elif key in task.observed_params:
+            what = f"the episode's known parameters ({key!r}: public, but not all in the contexts)"
+        else:
+            what = f"the hidden environment ({key!r})"
+        raise OMGPTError(f"policy {self.policy.name!r} reads {what}, which an agent is not given; give it with "
+                         f"agent.reset(envs=...), e.g. a Gymnasium environment's env.unwrapped.envs")
 
 
 class Agent:
@@ -88,9 +113,12 @@ class Agent:
     """
 
     def __init__(self, policy: Policy, horizon: int | None = None, device: str | torch.device = "cpu", seed: int = 0):
+        if not isinstance(policy, Policy):
+            raise OMGPTError(f"Agent plays a policy (make_policy(...)), got {type(policy).__name__} {policy!r}; "
+                             f"Agent.from_policy(name, task) builds one by name, Agent.load(path) a trained OMGPT")
         self.policy, self.task = policy, policy.task
         self.horizon = checks.number("horizon", self.task.horizon if horizon is None else horizon, integer=True, low=1)
-        self.device = checks.device(str(device))
+        self.device = checks.device(str(device), "device")
         self.generator = torch.Generator(self.device).manual_seed(checks.seed("seed", seed))
         self.batch: int | None = None  # episodes being played; None: no episode (before reset, after close)
         self.t = 0  # the step the agent acts at next (0-based)
@@ -108,7 +136,7 @@ class Agent:
         ``window``: the context window ``W`` (default: the one it was trained with, none for most
         models); ``horizon``: the default episode length (default: the horizon it was trained for);
         ``options``: :class:`~omgpt.policies.gpt.ModelPolicy`'s (``greedy``, ``use_cache``)."""
-        dev = checks.device(str(device))
+        dev = checks.device(str(device), "device")
         model, task, hparams = load_model(path, dev)
         window = hparams.get("window") if window is None else checks.number("window", window, integer=True, low=1)
         policy = make_policy("omgpt", task, model=model, window=window, **options)
@@ -124,6 +152,8 @@ class Agent:
         if name == "omgpt" and "model" not in options:
             raise OMGPTError("policy 'omgpt' needs its network: Agent.load(path) loads a trained one (or give model=...)")
         task = make_task(task) if isinstance(task, str) else task
+        if not isinstance(task, Task):
+            raise OMGPTError(f"task must be a task name or a Task, got {type(task).__name__} {task!r}")
         horizon = task.horizon if horizon is None else horizon
         return cls(make_policy(name, task, horizon=horizon, **options), horizon, device, seed)
 
@@ -135,13 +165,13 @@ class Agent:
         of the episodes, for the policies that read it (see the module docstring); it sets the batch."""
         self.close()
         if envs is not None:
-            batch = next(iter(envs.values())).shape[0]
+            batch = _batch_of(envs)
         batch = checks.number("batch", batch, integer=True, low=1)
         horizon = self.horizon if horizon is None else checks.number("horizon", horizon, integer=True, low=1)
         if seed is not None:
             self.generator.manual_seed(checks.seed("seed", seed))
         try:
-            self.policy.reset(_Unseen(self.policy.name, batch, self.device) if envs is None else envs, horizon, self.generator)
+            self.policy.reset(_Unseen(self.policy, batch, self.device) if envs is None else envs, horizon, self.generator)
         except OMGPTError:
             raise
         except ValueError as e:  # the policy's own refusal, e.g. a horizon past OMGPT's max_steps without a window
@@ -159,7 +189,11 @@ class Agent:
             raise OMGPTError(f"the episode's {self._horizon} steps are played: call agent.reset() for a new one "
                              f"(reset(horizon=...) for longer episodes)")
         x, form = self._read(context, self.task.context_dim, "context")
-        a = self.task.project(self.policy.act(self.t, x).to(x.dtype), x)  # as omgpt.rollout.rollout plays it
+        # as omgpt.rollout.rollout plays it; a policy's numerical failure (a singular least-squares system) is one line
+        step = f"policy {self.policy.name!r} at step {self.t + 1}"
+        a = checks.built(lambda: self.task.project(self.policy.act(self.t, x).to(x.dtype), x), step)
+        if not bool(torch.isfinite(a).all()):  # never a NaN order: what the input bounds do not catch is refused here
+            raise OMGPTError(f"{step} gave a non-finite action for these contexts and outcomes")
         self._played = (x, a)
         return self._write_action(a, form)
 
@@ -169,11 +203,11 @@ class Agent:
         (projected onto the action set; an index for discrete tasks)."""
         if self._played is None:
             raise OMGPTError("observe() before act(): the agent observes the outcome of the action it just chose")
-        o, _ = self._read(outcome, self.task.obs_dim, "outcome")
+        o, _ = self._read(outcome, self.task.obs_dim, "outcome", self.task.outcome_low)
         x, a = self._played
         if action is not None:
             a = self.task.project(self._read_action(action), x)
-        self.policy.observe(self.t, a, o)
+        checks.built(lambda: self.policy.observe(self.t, a, o), f"policy {self.policy.name!r} at step {self.t + 1}")
         self.t, self._played = self.t + 1, None
 
     def close(self) -> None:
@@ -184,8 +218,9 @@ class Agent:
 
     # ---------------------------------------------------------------------------------------------
     # Conversions.
-    def _read(self, value: Any, dim: int, what: str) -> tuple[Tensor, _Form]:
-        """``value`` as a ``(B, dim)`` tensor on the agent's device, and the form it came in."""
+    def _read(self, value: Any, dim: int, what: str, low: float = -math.inf) -> tuple[Tensor, _Form]:
+        """``value`` as a ``(B, dim)`` tensor on the agent's device, and the form it came in; its numbers
+        finite, within :data:`omgpt.checks.MAGNITUDE` and ``>= low`` (:func:`omgpt.checks.inputs`)."""
         b = self.batch
         if value is None:
             if dim:
@@ -204,9 +239,7 @@ class Agent:
         else:
             one = f", or ({dim},) for the one episode" if b == 1 else ""
             raise OMGPTError(f"the {what} has shape {shape}: expected ({b}, {dim}) for {b} episode(s){one}")
-        t = t.to(self.device, torch.get_default_dtype()).reshape(b, dim)
-        if not bool(torch.isfinite(t).all()):
-            raise OMGPTError(f"the {what} holds non-finite numbers")
+        t = checks.inputs(what, t.to(self.device, torch.get_default_dtype()).reshape(b, dim), low)
         return t, _Form(is_tensor, single, value.device if is_tensor else None)
 
     def _read_action(self, action: Any) -> Tensor:

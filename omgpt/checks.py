@@ -8,7 +8,10 @@ the run, or a silently wrong result.
   (``--option noise=1e-3`` arrives from YAML as the string ``"1e-3"``) and finite, whatever their
   names (:func:`omgpt.tasks.make_task`, :func:`omgpt.policies.make_policy`);
 * :func:`device` -- a torch device that exists here;
-* :func:`memory` -- an estimate of what an allocation needs against what the device has free.
+* :func:`memory` -- an estimate of what an allocation needs against what the device has free, with the
+  estimates of what a rollout (:func:`history_bytes`) and an evaluation's report (:func:`report_bytes`)
+  hold;
+* :func:`rollout_time` -- the rollout loop's steps (:func:`loop_steps`) against :data:`MAX_LOOP_STEPS`.
 """
 from __future__ import annotations
 
@@ -84,6 +87,25 @@ def size(name: str, value: Any, low: int = 1) -> int:
 
 def seed(name: str, value: Any) -> int:
     return number(name, value, integer=True, low=0, high=SEED_MAX)
+
+
+# The largest magnitude a context, an outcome or an action given to an agent or an environment may
+# have. The policies compute in float32 (whose largest number is 3.4e38): squares and sums of squares
+# (least squares, a network's layer norm) of numbers past ~1e19 overflow to inf and come back as NaN
+# actions. 1e8 leaves room for sums over long histories; no task's numbers come near it.
+MAGNITUDE = 1e8
+
+
+def inputs(what: str, t: torch.Tensor, low: float = -math.inf) -> torch.Tensor:
+    """``t`` finite, within :data:`MAGNITUDE`, and ``>= low`` (a demand is never negative), else one
+    line naming ``what`` and the first offending value."""
+    bad = ~torch.isfinite(t) | (t.abs() > MAGNITUDE) | (t < low)
+    if bool(bad.any()):
+        value = float(t[bad][0])
+        why = ("non-finite numbers" if not math.isfinite(value) else f"{value:g}, beyond the magnitude {MAGNITUDE:g} omgpt computes "
+               f"with (float32)" if abs(value) > MAGNITUDE else f"{value:g}, below the task's {low:g}")
+        raise OMGPTError(f"the {what} holds {why}")
+    return t
 
 
 # --------------------------------------------------------------------------------------------------
@@ -170,22 +192,23 @@ def finite(what: str, **tensors: torch.Tensor) -> None:
 
 # --------------------------------------------------------------------------------------------------
 # Devices and memory.
-def device(name: str) -> torch.device:
-    """A torch device that exists on this machine (``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+def device(name: str, what: str = "--device") -> torch.device:
+    """A torch device that exists on this machine (``cpu``, ``cuda``, ``cuda:1``, ``mps``); ``what``
+    names the option or argument in the error."""
     try:
         dev = torch.device(name)
     except (RuntimeError, TypeError):
-        raise OMGPTError(f"--device {name!r} is not a torch device (e.g. cpu, cuda, cuda:1)") from None
+        raise OMGPTError(f"{what} {name!r} is not a torch device (e.g. cpu, cuda, cuda:1)") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise OMGPTError(f"--device {name}: no CUDA device is available on this machine")
+            raise OMGPTError(f"{what} {name}: no CUDA device is available on this machine")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise OMGPTError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise OMGPTError(f"{what} {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     elif dev.type == "mps":
         if not torch.backends.mps.is_available():
-            raise OMGPTError(f"--device {name}: MPS is not available on this machine")
+            raise OMGPTError(f"{what} {name}: MPS is not available on this machine")
     elif dev.type != "cpu":
-        raise OMGPTError(f"--device {name}: only cpu, cuda and mps are supported")
+        raise OMGPTError(f"{what} {name}: only cpu, cuda and mps are supported")
     return dev
 
 
@@ -246,6 +269,40 @@ def history_bytes(task, n: float, horizon: float) -> float:
     rewards, optimal rewards) and the policy's own copy of the history, float32."""
     per_step = 2 * (task.context_dim + task.action_dim + task.obs_dim) + task.action_dim + 4
     return 4.0 * n * horizon * per_step
+
+
+BOOTSTRAP_BYTES = 2**27  # the working memory of a bootstrap block (omgpt.analysis.report.bootstrap_percentiles)
+
+
+def report_bytes(runs: float, horizon: float, samples: int) -> float:
+    """An estimate of the memory ``omgpt evaluate``'s report needs beside the histories, for the policy
+    it summarises at a time: its ``(runs, T)`` curves in float64 (cumulative regret, suboptimality, a
+    percentile's copy), the bootstrap's ``(samples, runs)`` resample indices and paired means, and its
+    working blocks (the ``(samples, runs, T)`` resample is never built whole); ``samples``: the bootstrap's
+    resamples (``omgpt.analysis.report.BOOTSTRAP_SAMPLES``)."""
+    return 8.0 * (3 * runs * horizon + 3 * samples * runs) + 2 * BOOTSTRAP_BYTES
+
+
+# The rollout loop steps every batch of runs through the horizon one decision at a time (a policy's
+# act and observe, the task's step), so its time grows with policies x batches x horizon, whatever the
+# batch size. At 0.1 to 1 ms a step (a benchmark, OMGPT on a CPU), a million steps take minutes to a
+# quarter of an hour; the paper's settings need a few hundred thousand at most. Beyond it a command
+# asks for --force rather than run for hours.
+MAX_LOOP_STEPS = 10**6
+
+
+def loop_steps(rollouts: int, runs: int, horizon: int, batch_size: int) -> int:
+    """Steps of the rollout loop for ``rollouts`` rollouts (policies, or tuning points) of ``runs``
+    environments of ``horizon`` steps, ``batch_size`` environments at a time."""
+    return rollouts * math.ceil(runs / batch_size) * horizon
+
+
+def rollout_time(steps: int, what: str, force: bool = False) -> None:
+    """Refuse, before any work, ``steps`` of the rollout loop beyond :data:`MAX_LOOP_STEPS` unless ``force``."""
+    if steps > MAX_LOOP_STEPS and not force:
+        raise OMGPTError(f"{what} takes {steps:,} steps of the rollout loop, more than the {MAX_LOOP_STEPS:,} (minutes to a quarter "
+                         f"of an hour) run without --force; use fewer runs or policies, a shorter horizon or a larger --batch-size, "
+                         f"or pass --force")
 
 
 def _size(nbytes: float) -> str:

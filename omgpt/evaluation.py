@@ -19,13 +19,16 @@ from omgpt.seeding import evaluation_streams, stream_seed
 from omgpt.tasks import Task
 
 
+BATCH_SIZE = 50  # runs rolled out together, by default
+
+
 def evaluate_policies(
     task: Task,
     policies: dict[str, dict],
     runs: int,
     horizon: int,
     seed: int = 0,
-    batch_size: int = 50,
+    batch_size: int = BATCH_SIZE,
     device: str | torch.device = "cpu",
     progress: bool = True,
 ) -> dict[str, History]:

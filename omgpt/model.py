@@ -55,6 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.files import read_checkpoint
 from omgpt.tasks import make_episode_task
@@ -506,9 +507,14 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
     not fit them and non-finite weights (a diverged fit) each raise a one-line :class:`OMGPTError`.
     The global RNG is left as it was (building the network draws initial weights, which the
     checkpoint's then replace)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise OMGPTError(f"load_model needs the path of a checkpoint or of a model folder, got {type(path).__name__} {path!r}")
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "model.ckpt")
+    if not isinstance(map_location, (str, torch.device)):
+        raise OMGPTError(f"map_location must be a device such as 'cpu' or 'cuda', got {type(map_location).__name__} {map_location!r}")
+    map_location = checks.device(str(map_location), "map_location")  # no GPU here: said so, not "is the file complete?"
     ckpt = read_checkpoint(path, map_location)
     hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
     if "task" not in hparams or "horizon" not in hparams:

@@ -9,7 +9,8 @@ from deep inside a report.
 
 A *schema* is a mapping ``key -> kind``: a type or a tuple of types (``(int, float)``), a nested schema
 (a dict), :class:`Optional` for a key that may be absent, :class:`ListOf` for a list of one kind,
-:class:`MapOf` for a mapping of any keys to values of one kind, or :data:`ANY`. Keys a schema does not
+:class:`MapOf` for a mapping of any keys to values of one kind, :class:`Nullable` for ``None`` or a
+value of a kind, or :data:`ANY`. Keys a schema does not
 name are allowed (newer writers may add fields).
 """
 from __future__ import annotations
@@ -42,6 +43,13 @@ class ListOf:
 @dataclass(frozen=True)
 class MapOf:
     """A mapping whose keys are data (policy names, constant names), every value of ``kind``."""
+
+    kind: Any
+
+
+@dataclass(frozen=True)
+class Nullable:
+    """``None`` or a value of ``kind`` (a confidence interval that one run does not have)."""
 
     kind: Any
 
@@ -102,6 +110,8 @@ def check(value: Any, schema: Any, path: str | Path, key: str = "") -> Any:
         return value
     if isinstance(schema, Optional):
         return check(value, schema.kind, path, key)
+    if isinstance(schema, Nullable):
+        return value if value is None else check(value, schema.kind, path, key)
     if isinstance(schema, dict):
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected a mapping, got {_kind(value)}")
@@ -132,6 +142,18 @@ def check(value: Any, schema: Any, path: str | Path, key: str = "") -> Any:
         raise RecordError(f"{where}: expected {' or '.join(k.__name__ for k in kinds)}, got {_kind(value)}")
     if isinstance(value, float) and not math.isfinite(value) and float in kinds:
         raise RecordError(f"{where}: expected a finite number, got {value}")
+    return value
+
+
+def check_finite(value: Any, path: str | Path, key: str = "") -> Any:
+    """Every number anywhere in ``value`` finite: what the project writes holds ``null`` where a number is
+    undefined (:func:`omgpt.files.write_json`), so a NaN or an infinity is an edit that would otherwise
+    be reported as a number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RecordError(f"{path}: key {key!r}: expected a finite number, got {value}")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for name, item in items:
+        check_finite(item, path, f"{key}[{name}]" if isinstance(name, int) else f"{key}.{name}" if key else str(name))
     return value
 
 

@@ -178,7 +178,10 @@ def test_a_fit_refuses_a_run_folder_a_live_fit_holds_and_takes_it_once_that_fit_
         os.killpg(holder.pid, signal.SIGKILL)
         holder.communicate(timeout=30)
     assert lock_file(runs / "omgpt/run").exists()  # what the killed fit left
-    assert cli_main(fit_args(runs, *version, "--trainer.max_steps", "1")) == 0
+    # the folder holds the killed run now: a fresh fit is refused, a resume takes it
+    assert cli_main(fit_args(runs, *version, "--trainer.max_steps", "1")) == 2
+    assert "already holds a run" in one_line_error(capsys)
+    assert cli_main(fit_args(runs, *version, "--trainer.max_steps", "1", "--ckpt_path", "last")) == 0
     assert not lock_file(runs / "omgpt/run").exists()
 
 

@@ -38,6 +38,7 @@ def evaluate(
     device: Device = "cpu",
     no_progress: bool = False,
     demand_prediction: bool = False,
+    force: bool = False,
 ) -> None:
     """Roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png.
 
@@ -55,6 +56,7 @@ def evaluate(
         device: torch device, e.g. cuda
         no_progress: hide the progress bar
         demand_prediction: instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)
+        force: run work estimated past a million steps of the rollout loop (policies x batches x horizon)
     """
     from omgpt.commands.evaluate import run_demand_prediction, run_evaluation
 
@@ -62,7 +64,7 @@ def evaluate(
         run_demand_prediction(
             ckpt=ckpt, task_options=task_options(option), runs=runs, horizon=horizon, window=window,
             seed=seed, out=out, policy=policies or "omgpt", batch_size=batch_size, device=device,
-            progress=not no_progress, task_name=task,
+            progress=not no_progress, task_name=task, force=force,
         )
         return
     if not policies:
@@ -70,7 +72,7 @@ def evaluate(
     run_evaluation(
         task_name=task, task_options=task_options(option), policies=[n.strip() for n in policies.split(",") if n.strip()],
         ckpt=ckpt, runs=runs, horizon=horizon, window=window, seed=seed, out=out, batch_size=batch_size, device=device,
-        progress=not no_progress,
+        progress=not no_progress, force=force,
     )
 
 
@@ -95,6 +97,7 @@ def tune(
     horizon: Optional[PositiveInt] = None,
     runs: PositiveInt = 200,
     seed: Seed = 10_001,
+    force: bool = False,
 ) -> None:
     """Tune the benchmarks' free constants on validation environments; <name>-tuned plays them.
 
@@ -105,6 +108,7 @@ def tune(
         horizon: steps per run (default: the task's horizon)
         runs: validation environments per grid point
         seed: validation seed of the environments (10000-19999; test seeds are refused)
+        force: run work estimated past a million steps of the rollout loop (grid points x batches x horizon)
     """
     from omgpt.tasks import TASKS, make_task
     from omgpt.commands.tune import run_tuning
@@ -113,7 +117,27 @@ def tune(
         make_task(task)  # the "unknown task" error
     options = task_options(option)
     names = None if policies is None else [n.strip() for n in policies.split(",") if n.strip()]  # "," is empty, not "all"
-    run_tuning(task, options, names, horizon or options.get("horizon", TASKS[task].cls.horizon), runs, seed)
+    horizon = horizon or options.get("horizon", TASKS[task].cls.horizon)
+    _check_tuning_work(task, options, names, horizon, runs, force)
+    run_tuning(task, options, names, horizon, runs, seed)
+
+
+def _check_tuning_work(task_name: str, options: dict, names: list[str] | None, horizon: int, runs: int, force: bool) -> None:
+    """``omgpt tune``'s time and memory, estimated before it tunes: every grid point (and the paper's
+    constants) of every policy is one rollout of ``runs`` validation environments."""
+    from omgpt import checks
+    from omgpt.commands.tune import tunable_policies
+    from omgpt.evaluation import BATCH_SIZE
+    from omgpt.policies import POLICIES
+    from omgpt.tasks import make_episode_task
+    from omgpt.tuning import grid
+
+    task = make_episode_task(task_name, options, horizon)
+    tunable = [POLICIES[n][0].tunable for n in names or tunable_policies(task) if n in POLICIES and POLICIES[n][0].tunable]
+    points = sum(len(grid(t)) + 1 for t in tunable)
+    what = f"tuning {len(tunable)} policies ({points} rollouts) on {runs} runs x {horizon} steps"
+    checks.memory(checks.history_bytes(task, runs, horizon), what)
+    checks.rollout_time(checks.loop_steps(points, runs, horizon, BATCH_SIZE), what, force)
 
 
 def experiment(
@@ -216,6 +240,10 @@ INTERRUPTED = 128 + signal.SIGINT  # the shell's exit code for a command ended b
 def cli_main(args: ArgsType = None) -> int:
     """Entry point callable from tests and notebooks: ``cli_main(["fit", "--config", ...])``."""
     argv = list(sys.argv[1:] if args is None else args)
+    import omgpt
+
+    if signal.getsignal(signal.SIGINT) is omgpt._interrupted_while_starting:  # the imports are done: Ctrl-C is a KeyboardInterrupt again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if not argv or argv[0] in ("-h", "--help"):
             print(usage())

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from omgpt.analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
-from omgpt.analysis.report import REPORT_FILES, write_report
-from omgpt import seeding
+from omgpt.analysis.report import BOOTSTRAP_SAMPLES, REPORT_FILES, write_report
+from omgpt import checks, seeding
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
 from omgpt.files import output_folder
@@ -74,8 +74,11 @@ def run_evaluation(
     batch_size: int = 50,
     device: str = "cpu",
     progress: bool = True,
+    force: bool = False,
 ) -> dict:
-    """What ``omgpt evaluate`` does: evaluate, print the table, write summary.json/curves.csv/regret.png."""
+    """What ``omgpt evaluate`` does: evaluate, print the table, write summary.json/curves.csv/regret.png.
+    Work estimated past :data:`omgpt.checks.MAX_LOOP_STEPS` is refused unless ``force``; work estimated
+    past the free memory (the histories, the report's curves and bootstrap) is refused always."""
     if not policies:
         raise OMGPTError("--policies is empty")
     if len(set(policies)) != len(policies):
@@ -94,6 +97,9 @@ def run_evaluation(
     specs = {name: (gpt_options if name == "omgpt" else {}) for name in policies}
     for name in specs:  # fail on unknown / inapplicable names (and missing tunings) before any rollout starts
         make_policy(name, task, horizon, **specs[name])
+    what = f"evaluating {len(policies)} policies on {runs} runs x {horizon} steps"
+    checks.memory(len(policies) * checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
+    checks.rollout_time(checks.loop_steps(len(policies), runs, horizon, batch_size), what, force)
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
         summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
@@ -134,6 +140,7 @@ def run_demand_prediction(
     device: str = "cpu",
     progress: bool = True,
     task_name: str | None = None,
+    force: bool = False,
 ) -> dict:
     """Demand prediction as a by-product (paper §5.1.6): roll out ``policy`` (default: the checkpoint's
     model itself) on fresh pricing environments, then compare the model's observation-head prediction
@@ -159,6 +166,9 @@ def run_demand_prediction(
         raise OMGPTError(f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}")
     options = {"model": model, "window": window} if policy == "omgpt" else {}
     make_policy(policy, task, **options)  # an unknown or inapplicable name fails before any rollout
+    what = f"demand prediction on {runs} runs x {horizon} steps"
+    checks.memory(checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
+    checks.rollout_time(checks.loop_steps(1, runs, horizon, batch_size), what, force)
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
         history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
         predictions = {

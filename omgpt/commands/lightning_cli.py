@@ -1,6 +1,7 @@
 """``omgpt fit|validate``: LightningCLI with ``configs/base.yaml`` as the first config layer, and user
 errors (config typos, an unknown task, a bad option) turned into one-line :class:`OMGPTError` s. A run
-folder (the logger's version folder: metrics, config, checkpoints) belongs to one live run at a time.
+folder (the logger's version folder: metrics, config, checkpoints) belongs to one live run at a time, and
+to one run: a fit without ``--ckpt_path`` into a folder that holds a run is refused.
 
 A command-line module: the library never imports it (``omgpt.commands.demo`` runs a fit through it).
 """
@@ -86,7 +87,27 @@ class OMGPTCLI(LightningCLI):
             _resolving_aliases(self.trainer, run, **kwargs)
             return
         with holding(self.trainer.log_dir, "wait for it to end, or choose another --trainer.logger.init_args.version"):
+            if kwargs.get("ckpt_path") is None:  # a fresh run: never into the folder of an earlier one
+                _refuse_a_used_run_folder(self.trainer)
             _resolving_aliases(self.trainer, run, **kwargs)
+
+
+def _refuse_a_used_run_folder(trainer) -> None:
+    """A run started without ``--ckpt_path`` whose run folder already holds a run (finished, or
+    interrupted by a crash or Ctrl-C) would replace its ``last.ckpt``, ``metrics.csv`` and
+    ``config.yaml`` and leave two runs' checkpoints mixed in one folder: refused, the folder untouched.
+    (A logger's default version is a new ``version_N``; an explicit ``version`` can name an old one.)"""
+    from pathlib import Path
+
+    folders = [Path(trainer.log_dir)] if trainer.loggers else []
+    folders += [Path(c.dirpath) if c.dirpath else Path(trainer.default_root_dir) / "checkpoints"
+                for c in trainer.checkpoint_callbacks if c.dirpath or not trainer.loggers]
+    for folder in folders:
+        held = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+        if held:
+            shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+            raise OMGPTError(f"{folder} already holds a run ({shown}); resume it with --ckpt_path last, or start a new run in "
+                             f"another folder (a new --trainer.logger.init_args.version, or none for the next version_N)")
 
 
 def _config_files(args) -> list[str]:

@@ -68,6 +68,8 @@ def fit(args: list[str], run: Path, log: Path, what: str, nice: int = 0) -> floa
         metrics = run / "metrics.csv"
         if metrics.is_file():  # the CSV logger would delete it: keep the earlier part
             metrics.rename(run / f"metrics-part{len(_parts(run))}.csv")
+    elif run.is_dir() and any(run.iterdir()):  # a fit that failed before its first checkpoint: kept aside, as it was
+        run.rename(run.with_name(f"{run.name}-failed-{time.strftime('%Y%m%d-%H%M%S')}"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -136,9 +136,14 @@ class Episodes:
 # --------------------------------------------------------------------------------------------------
 # What the two environments share: seeding and the conversions between tensors and Gymnasium's values.
 def _generator(seed: int | None, np_random: np.random.Generator, device: torch.device, current: torch.Generator | None) -> torch.Generator:
-    """The task's generator for the episodes a ``reset(seed=seed)`` starts (see the module docstring)."""
+    """The task's generator for the episodes a ``reset(seed=seed)`` starts (see the module docstring).
+    Gymnasium takes any non-negative integer as a seed; torch's generator takes 64 bits: a larger seed is
+    hashed into them (numpy's ``SeedSequence``), a smaller one is the generator's seed itself."""
     if seed is not None:
-        return torch.Generator(device).manual_seed(int(seed))
+        seed = int(seed)
+        if seed >= 2**64:
+            seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
+        return torch.Generator(device).manual_seed(seed)
     if current is not None:
         return current
     return torch.Generator(device).manual_seed(int(np_random.integers(2**63 - 1)))
@@ -164,7 +169,21 @@ def _to_actions(task: Task, action: Any, n: int, device: torch.device) -> Tensor
         return F.one_hot(torch.as_tensor(value.reshape(n), dtype=torch.long), k).to(device, torch.get_default_dtype())
     if value.size != n * task.action_dim or not np.issubdtype(value.dtype, np.number):
         raise OMGPTError(f"the action must be {n} x {task.action_dim} number(s), got {action!r}")
-    return torch.as_tensor(value.astype(np.float32).reshape(n, task.action_dim), device=device)
+    # a NaN would be played into a NaN reward; a huge one is no order a task can compute with (float32)
+    return checks.inputs("action", torch.as_tensor(value.astype(np.float32).reshape(n, task.action_dim), device=device))
+
+
+def _no_render(render_mode: str | None) -> None:
+    """Gymnasium's ``render_mode=``: these environments draw nothing, so ``None`` only (not a task option)."""
+    if render_mode is not None:
+        raise OMGPTError(f"render_mode {render_mode!r}: omgpt environments render nothing (render_mode=None only)")
+
+
+def _no_options(options: dict | None) -> None:
+    """``reset(options=...)``: nothing here reads them, so they are refused rather than ignored."""
+    if options:
+        raise OMGPTError(f"reset(options={options!r}): omgpt environments take no reset options; "
+                         f"task options go to gymnasium.make(..., **options), before the first reset")
 
 
 def _from_actions(task: Task, a: Tensor) -> np.ndarray:
@@ -189,9 +208,11 @@ class OMGPTEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, task: str | Task, horizon: int | None = None, device: str = "cpu", **task_options: Any):
+    def __init__(self, task: str | Task, horizon: int | None = None, device: str = "cpu", render_mode: str | None = None,
+                 **task_options: Any):
+        _no_render(render_mode)
         self.task, self.horizon = episode_task(task, horizon, task_options)
-        self.device = checks.device(str(device))
+        self.device = checks.device(str(device), "device")
         self.action_space = action_space(self.task)
         self.observation_space = observation_space(self.task)
         self.episodes = Episodes(self.task, self.horizon)
@@ -202,6 +223,7 @@ class OMGPTEnv(gym.Env):
         return self.episodes.envs
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        _no_options(options)
         super().reset(seed=seed)
         self._generator = _generator(seed, self.np_random, self.device, self._generator)
         x = self.episodes.reset(1, self._generator)
@@ -224,10 +246,12 @@ class OMGPTVectorEnv(VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, task: str | Task, num_envs: int = 1, horizon: int | None = None, device: str = "cpu", **task_options: Any):
+    def __init__(self, task: str | Task, num_envs: int = 1, horizon: int | None = None, device: str = "cpu",
+                 render_mode: str | None = None, **task_options: Any):
+        _no_render(render_mode)
         self.num_envs = checks.number("num_envs", num_envs, integer=True, low=1)
         self.task, self.horizon = episode_task(task, horizon, task_options)
-        self.device = checks.device(str(device))
+        self.device = checks.device(str(device), "device")
         self.single_action_space = action_space(self.task)
         self.single_observation_space = observation_space(self.task)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -243,6 +267,7 @@ class OMGPTVectorEnv(VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         if seed is not None and not isinstance(seed, (int, np.integer)):
             raise OMGPTError(f"one integer seeds the whole batch of episodes (the task draws them as one), got {seed!r}")
+        _no_options(options)
         super().reset(seed=seed)
         self._generator = _generator(seed, self.np_random, self.device, self._generator)
         x = self.episodes.reset(self.num_envs, self._generator)

@@ -19,6 +19,7 @@ demand types) are in :mod:`omgpt.tasks.mixins`, the prior and likelihood helpers
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, ClassVar, NamedTuple
 
@@ -88,6 +89,9 @@ class Task:
     action_low: float  # the action box A = [action_low, action_high]^action_dim (continuous tasks)
     action_high: float
     discrete: ClassVar[bool] = False  # actions are one-hot vectors; the model's read-out is logits
+    # The smallest outcome the task can produce (a demand is never negative): an agent refuses an
+    # outcome below it, which no environment of the task would have given.
+    outcome_low: ClassVar[float] = -math.inf
     horizon: ClassVar[int] = 100  # the paper's default horizon for this task
     benchmarks: ClassVar[tuple[str, ...]] = ()  # policy names of the paper's benchmarks for this task
     # Environment entries the decision maker is shown in its context (the newsvendor's holding cost,

@@ -80,6 +80,7 @@ class Newsvendor(DemandTypes, Task):
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, 30.0
+    outcome_low = 0.0  # a demand (or sales) is never negative
     state_dims: ClassVar[int] = 0  # context columns before (h, X~): the non-perishable task's inventory
 
     def __init__(

@@ -62,6 +62,7 @@ from omgpt.commands.experiment.panels import evaluate_panel, optimal_reward, ver
 from omgpt.commands.experiment.registry import Kind, all_kinds, draw, kind_of, register
 from omgpt.commands.experiment.report import report, summary_lines
 from omgpt.files import output_folder, write_json, write_text
+from omgpt.records import RecordError
 
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
 
@@ -139,19 +140,39 @@ def redraw_experiment(name: str, scale: str = "cpu", out: str | None = None) -> 
     """``omgpt experiment NAME --redraw``: the figures and ``report.md`` of a finished report folder drawn
     again from its ``experiment.json`` alone (nothing trained or evaluated). The folder is rebuilt aside
     and replaces the old one only when complete."""
-    from omgpt.records import ListOf, Optional, read_json
-
     folder = report_folder(name, scale, out)
-    schema = {"name": str, "title": str, "source": str, "claim": str, "command": str, "scale": str, "runs": int, "seed": int,
-              "seconds": (int, float), "figure": Optional(str), "models": dict, "panels": ListOf(dict), "figures": ListOf(str)}
-    result = read_json(folder / "experiment.json", schema, what="experiment report")  # what the report skeleton reads
-    if result["name"] != name:
-        raise OMGPTError(f"{folder / 'experiment.json'}: the report of experiment {result['name']!r}, not {name!r}")
+    result = read_report(folder / "experiment.json", name)
     with output_folder(folder, EXPERIMENT_FILES, "omgpt experiment --redraw") as stage:
-        result["figures"] = draw(result, stage)
-        write_json(result, stage / "experiment.json", indent=1)
-        write_text(stage / "report.md", report(result))
+        try:
+            result["figures"] = draw(result, stage)
+            write_json(result, stage / "experiment.json", indent=1)
+            write_text(stage / "report.md", report(result))
+        except OMGPTError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as e:  # a kind's own field the checks do not know
+            raise RecordError(f"{folder / 'experiment.json'}: cannot be drawn ({type(e).__name__}: {e}); "
+                              f"the experiment report is damaged, or written by another version") from None
     print(f"redrew {_shown(folder / 'report.md')} and {len(result['figures'])} figure(s) from {_shown(folder / 'experiment.json')}")
+    return result
+
+
+def read_report(path: Path, name: str) -> dict:
+    """``experiment.json`` of experiment ``name``, checked through :mod:`omgpt.records` before anything is
+    drawn from it: the report's skeleton, every number finite, and each panel against its kind's
+    :attr:`~omgpt.commands.experiment.registry.Kind.panel_schema` and
+    :meth:`~omgpt.commands.experiment.registry.Kind.check_panel`."""
+    from omgpt.records import ListOf, MapOf, Optional, check, check_finite, read_json
+
+    schema = {"name": str, "title": str, "source": str, "claim": str, "command": str, "scale": str, "runs": int, "seed": int,
+              "seconds": (int, float), "figure": Optional(str), "models": MapOf({"key": str, "command": str}),
+              "panels": ListOf(dict, nonempty=True), "figures": ListOf(str)}
+    result = check_finite(read_json(path, schema, what="experiment report"), path)
+    if result["name"] != name:
+        raise OMGPTError(f"{path}: the report of experiment {result['name']!r}, not {name!r}")
+    kind = kind_of(result)
+    for i, panel in enumerate(result["panels"]):
+        check(panel, kind.panel_schema, path, f"panels[{i}]")
+        kind.check_panel(panel, path, f"panels[{i}]")
     return result
 
 

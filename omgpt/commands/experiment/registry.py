@@ -20,8 +20,22 @@ from typing import ClassVar
 
 from omgpt.commands.experiment.panels import evaluate_panel, verdict
 from omgpt.errors import OMGPTError
+from omgpt.records import NUMBER, ListOf, MapOf, Nullable, Optional, RecordError
 
 Check = tuple[str, bool, str]  # (the paper's words, whether they hold, the numbers behind the verdict)
+
+# What a regret panel of experiment.json holds (omgpt.commands.experiment.panels.evaluate_panel): the
+# schema ``omgpt experiment --redraw`` checks it against (omgpt.records) before drawing anything.
+INTERVAL = Nullable(ListOf(Nullable(NUMBER)))  # [lo, hi]; None for one run, hi None when open above
+CURVE = {"mean": ListOf(NUMBER, nonempty=True), "band90": ListOf(ListOf(NUMBER))}
+POLICY_NUMBERS = {
+    "final_regret": {"mean": NUMBER, "ci90": INTERVAL, "band90": ListOf(NUMBER)},
+    "final_suboptimality": {"mean": NUMBER},
+    "curves": {"regret": CURVE, "suboptimality": CURVE},
+    "ratio_to_alg_star": Optional({"mean": Nullable(NUMBER), "ci90": INTERVAL}),
+}
+PANEL = {"title": str, "task": str, "task_options": dict, "horizon": int, "model": str, "benchmarks": ListOf(str),
+         "models_compared": ListOf(str), "policies": MapOf(POLICY_NUMBERS)}
 
 _KINDS: dict[str, Kind] = {}  # name -> the registered kind (built-ins loaded by all_kinds())
 
@@ -32,6 +46,7 @@ class Kind:
 
     name: ClassVar[str] = ""
     rewards: ClassVar[bool] = False  # also record the optimal policy's expected reward (reward improvement rates)
+    panel_schema: ClassVar[dict] = PANEL  # what one of its panels holds in experiment.json (omgpt.records)
 
     def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
         """One panel's numbers for ``experiment.json`` (``models``: each model's record, its ``ckpt`` included)."""
@@ -66,6 +81,35 @@ class Kind:
     def sections(self, result: dict) -> list[str]:
         """Report lines of the kind's own, after the claim checks and before the panels (default: none)."""
         return []
+
+    def check_panel(self, panel: dict, path: Path, key: str) -> None:
+        """What :attr:`panel_schema` cannot say, checked before a redraw (``key``: the panel's, for the
+        error): policies to compare, curves of ``horizon`` steps, and every policy named in the panel
+        (its benchmarks, its models, any mapping by policy) one of its ``policies``."""
+        policies, horizon = panel["policies"], panel["horizon"]
+        if not policies:
+            raise RecordError(f"{path}: key '{key}.policies': is empty")
+        for label, numbers in policies.items():
+            for curve, values in numbers["curves"].items():
+                where = f"{key}.policies.{label}.curves.{curve}"
+                if len(values["mean"]) != horizon or len(values["band90"]) != 2 or any(len(b) != horizon for b in values["band90"]):
+                    raise RecordError(f"{path}: key {where!r}: expected curves of the panel's {horizon} steps, got "
+                                      f"{len(values['mean'])} (band90: {[len(b) for b in values['band90']]})")
+        for field in ("benchmarks", "models_compared"):
+            for label in panel[field]:
+                if label not in policies:
+                    raise RecordError(f"{path}: key '{key}.{field}': {label!r} is not one of the panel's policies")
+        _by_policy(panel, set(policies), path, key)
+
+
+def _by_policy(panel: dict, labels: set, path: Path, key: str) -> None:
+    """A mapping of the panel whose keys name some of its policies (its costs by policy, its tuned
+    constants) names only them: a policy present there alone would be drawn, or ranked, as one."""
+    for field, value in panel.items():
+        if field != "policies" and isinstance(value, dict) and labels & value.keys():
+            others = sorted(set(value) - labels)
+            if others:
+                raise RecordError(f"{path}: key '{key}.{field}': {others[0]!r} is not one of the panel's policies ({', '.join(sorted(labels))})")
 
 
 def register(kind: type[Kind]) -> type[Kind]:

@@ -9,11 +9,23 @@ from pathlib import Path
 from omgpt.analysis.report import final_demand_errors, steps_to_reach
 from omgpt.commands.experiment.models import _shown
 from omgpt.commands.experiment.registry import Check, Kind, register
+from omgpt.records import NUMBER, ListOf, RecordError
 
 
 @register
 class DemandPrediction(Kind):
     name = "demand-prediction"
+    panel_schema = {"title": str, "task": str, "task_options": dict, "horizon": int, "model": str,
+                    "demand_prediction": {"n": ListOf(NUMBER, nonempty=True),
+                                          "methods": {m: {"mse": ListOf(NUMBER, nonempty=True)} for m in ("omgpt", "ridge")}}}
+
+    def check_panel(self, panel: dict, path: Path, key: str) -> None:
+        """Each method's errors, one per number of samples ``n``."""
+        report = panel["demand_prediction"]
+        for method, numbers in report["methods"].items():
+            if len(numbers["mse"]) != len(report["n"]):
+                raise RecordError(f"{path}: key '{key}.demand_prediction.methods.{method}.mse': {len(numbers['mse'])} errors "
+                                  f"for {len(report['n'])} sample counts")
 
     def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
         """``omgpt evaluate --demand-prediction`` for one panel; its per-panel files go to a scratch
