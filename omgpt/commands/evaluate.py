@@ -74,6 +74,7 @@ def run_evaluation(
     batch_size: int = 50,
     device: str = "cpu",
     progress: bool = True,
+    jobs: int = 1,
 ) -> dict:
     """What ``omgpt evaluate`` does: evaluate, print the table, write summary.json/curves.csv/regret.png."""
     if not policies:
@@ -95,7 +96,7 @@ def run_evaluation(
     for name in specs:  # fail on unknown / inapplicable names (and missing tunings) before any rollout starts
         make_policy(name, task, horizon, **specs[name])
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
-        histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
+        histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
         summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
                                task_options=task.options())
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
@@ -134,6 +135,7 @@ def run_demand_prediction(
     device: str = "cpu",
     progress: bool = True,
     task_name: str | None = None,
+    jobs: int = 1,
 ) -> dict:
     """Demand prediction as a by-product (paper §5.1.6): roll out ``policy`` (default: the checkpoint's
     model itself) on fresh pricing environments, then compare the model's observation-head prediction
@@ -160,7 +162,7 @@ def run_demand_prediction(
     options = {"model": model, "window": window} if policy == "omgpt" else {}
     make_policy(policy, task, **options)  # an unknown or inapplicable name fails before any rollout
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
-        history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
+        history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress, jobs)[policy]
         predictions = {
             "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
             "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),

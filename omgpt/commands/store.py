@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from omgpt import records
+from omgpt import records, threads
 from omgpt.errors import OMGPTError
 from omgpt.files import export_weights, read_checkpoint, write_json
 from omgpt.records import ANY, NUMBER, ListOf, MapOf, Optional, RecordError
@@ -68,7 +68,7 @@ def fit(args: list[str], run: Path, log: Path, what: str, nice: int = 0) -> floa
         metrics = run / "metrics.csv"
         if metrics.is_file():  # the CSV logger would delete it: keep the earlier part
             metrics.rename(run / f"metrics-part{len(_parts(run))}.csv")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = threads.child_env(1)  # fits may run side by side (experiment --jobs): one thread each
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "a") as out:

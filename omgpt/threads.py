@@ -1,0 +1,114 @@
+"""How many intra-op threads torch uses in a command that trains or evaluates.
+
+The models here are small (the demo's: 4 layers, 64 dims), so a second intra-op thread buys little
+when the machine is idle and costs a lot when it is not: every small parallel region then waits for a
+thread that another process has descheduled. Measured by ``benchmarks/threads.py`` (results in
+``benchmarks/RESULTS.md``): on 2 cores the demo's training step with 2 threads is a few percent faster
+than with 1 when idle, and several times slower beside one busy 2-thread process.
+
+So the default is half the CPUs this process may actually use -- its CPU affinity, capped by a cgroup
+CPU quota (a container's ``--cpus``) -- and at least one: one thread on a 2-core machine, leaving the
+other core to whatever else runs. ``--threads N`` on the command line, or ``OMGPT_THREADS=N`` in the
+environment, overrides it (an explicit ``OMP_NUM_THREADS`` is honoured too). OpenMP's wait policy is
+made passive unless the environment sets one: a waiting thread sleeps instead of spinning on a core
+another process could use. It is read once, when OpenMP starts with torch's first import, so
+:func:`configure` must run before anything imports torch to have that effect.
+
+Every command that trains or evaluates (fit, validate, demo, evaluate, tune, experiment) calls
+:func:`configure` once, at start, through :func:`omgpt.commands.cli.cli_main`; a process it starts
+for a background fit gets its thread count through :func:`child_env`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+from omgpt.errors import OMGPTError
+
+ENV = "OMGPT_THREADS"
+_configured: int | None = None  # the count configure() chose in this process (printed once)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask, capped by the cgroup's CPU quota (rounded up)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = _cgroup_quota()
+    return max(1, min(cpus, math.ceil(quota)) if quota else cpus)
+
+
+def _cgroup_quota() -> float | None:
+    """CPUs' worth of time the cgroup allows per period (cgroup v2 ``cpu.max``, v1 ``cfs_quota_us``), or None."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
+        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def choose(threads: int | None = None) -> tuple[int, str]:
+    """``(count, why)``: ``threads`` if given, else ``$OMGPT_THREADS``, else ``$OMP_NUM_THREADS``, else
+    half the usable CPUs (at least one)."""
+    for value, source in ((threads, "--threads"), (os.environ.get(ENV), ENV), (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS")):
+        if value is None or value == "":
+            continue
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise OMGPTError(f"{source} must be a positive number of threads, got {value!r}")
+        return n, f"from {source}"
+    cpus = usable_cpus()
+    return max(1, cpus // 2), f"half of the {cpus} CPU{'s' if cpus > 1 else ''} this process may use"
+
+
+def configure(threads: int | None = None, announce: bool = True) -> int:
+    """Set torch's intra-op threads (and, if torch is not imported yet, a passive OpenMP wait policy)
+    for this process; print the choice once on stderr. Returns the count. (DataLoader workers run one
+    thread each anyway; a subprocess gets its count through :func:`child_env`.)"""
+    global _configured
+    n, why = choose(threads)
+    if threads is not None:  # and for the processes this one starts (DDP's other ranks re-run the command without it)
+        os.environ[ENV] = str(n)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when OpenMP starts: no effect once torch is imported
+    import torch
+
+    torch.set_num_threads(n)
+    # DDP's other ranks run the same command again: one line from rank 0 is enough.
+    if announce and _configured is None and os.environ.get("LOCAL_RANK", "0") == "0":
+        print(f"omgpt: {n} torch thread{'s' if n > 1 else ''} ({why}; --threads N or {ENV}=N to change)", file=sys.stderr, flush=True)
+    _configured = n
+    return n
+
+
+def child_env(threads: int) -> dict[str, str]:
+    """The environment of an ``omgpt`` subprocess that must use ``threads`` threads (a background fit)."""
+    return {**os.environ, ENV: str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], int | None]:
+    """``argv`` without ``--threads N`` / ``--threads=N``, and ``N`` (None when absent)."""
+    rest, threads, i = [], None, 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--threads" or arg.startswith("--threads="):
+            value = arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 1 if "=" in arg else 2
+            try:
+                threads = int(value)
+            except ValueError:
+                threads = 0
+            if threads < 1:
+                raise OMGPTError(f"--threads must be a positive number of threads, got {value!r}")
+            continue
+        rest.append(arg)
+        i += 1
+    return rest, threads
