@@ -8,6 +8,10 @@ the Gymnasium environments ``gymnasium.make("omgpt/<task>-v0")`` that importing 
 """
 __version__ = "0.1.0"
 
+from omgpt.threads import passive_on_the_command_line
+
+passive_on_the_command_line()  # before register_envs imports torch: OpenMP reads its wait policy once, as torch loads
+
 from omgpt.envs.registration import register_envs
 
 register_envs()  # cheap: names and entry-point strings; an environment's module loads when one is made

@@ -9,10 +9,15 @@ than with 1 when idle, and several times slower beside one busy 2-thread process
 So the default is half the CPUs this process may actually use -- its CPU affinity, capped by a cgroup
 CPU quota (a container's ``--cpus``) -- and at least one: one thread on a 2-core machine, leaving the
 other core to whatever else runs. ``--threads N`` on the command line, or ``OMGPT_THREADS=N`` in the
-environment, overrides it (an explicit ``OMP_NUM_THREADS`` is honoured too). OpenMP's wait policy is
-made passive unless the environment sets one: a waiting thread sleeps instead of spinning on a core
-another process could use. It is read once, when OpenMP starts with torch's first import, so
-:func:`configure` must run before anything imports torch to have that effect.
+environment, overrides it (an explicit ``OMP_NUM_THREADS`` is honoured too).
+
+OpenMP's wait policy is made passive on the command line, unless the environment sets one: a thread
+waiting at the end of a parallel region then sleeps instead of spinning on a core that another
+process needs. Measured beside a busy process, that alone is the difference between collapse and
+none for two threads (``benchmarks/threads.py``); it protects the larger counts the default gives on
+larger machines. OpenMP reads the policy once, when torch is first imported -- and ``import omgpt``
+imports torch -- so :func:`passive_on_the_command_line` runs first thing in ``omgpt/__init__.py``,
+for the ``omgpt`` command and ``python -m omgpt`` only (a library user's process is left as it is).
 
 Every command that trains or evaluates (fit, validate, demo, evaluate, tune, experiment) calls
 :func:`configure` once, at start, through :func:`omgpt.commands.cli.cli_main`; a process it starts
@@ -29,6 +34,14 @@ from omgpt.errors import OMGPTError
 
 ENV = "OMGPT_THREADS"
 _configured: int | None = None  # the count configure() chose in this process (printed once)
+
+
+def passive_on_the_command_line() -> None:
+    """``OMP_WAIT_POLICY=PASSIVE`` unless set, when this process is the ``omgpt`` command (the console
+    script, or ``python -m omgpt``: ``sys.argv[0]`` is ``-m`` while the package is located) and torch
+    is not loaded yet. Called by ``omgpt/__init__.py`` before anything imports torch."""
+    if "torch" not in sys.modules and (Path(sys.argv[0]).name == "omgpt" or sys.argv[:1] == ["-m"]):
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def usable_cpus() -> int:
@@ -71,20 +84,20 @@ def choose(threads: int | None = None) -> tuple[int, str]:
 
 
 def configure(threads: int | None = None, announce: bool = True) -> int:
-    """Set torch's intra-op threads (and, if torch is not imported yet, a passive OpenMP wait policy)
-    for this process; print the choice once on stderr. Returns the count. (DataLoader workers run one
+    """Set torch's intra-op threads for this process; print the choice once on stderr. Returns the count. (DataLoader workers run one
     thread each anyway; a subprocess gets its count through :func:`child_env`.)"""
     global _configured
     n, why = choose(threads)
     if threads is not None:  # and for the processes this one starts (DDP's other ranks re-run the command without it)
         os.environ[ENV] = str(n)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when OpenMP starts: no effect once torch is imported
     import torch
 
     torch.set_num_threads(n)
     # DDP's other ranks run the same command again: one line from rank 0 is enough.
     if announce and _configured is None and os.environ.get("LOCAL_RANK", "0") == "0":
-        print(f"omgpt: {n} torch thread{'s' if n > 1 else ''} ({why}; --threads N or {ENV}=N to change)", file=sys.stderr, flush=True)
+        wait = os.environ.get("OMP_WAIT_POLICY", "unset").lower()
+        print(f"omgpt: {n} torch thread{'s' if n > 1 else ''} ({why}; --threads N or {ENV}=N to change), OpenMP wait policy {wait}",
+              file=sys.stderr, flush=True)
     _configured = n
     return n
 
