@@ -27,6 +27,7 @@ import argparse
 import statistics
 import sys
 import time
+import warnings
 
 import torch
 from torch import nn
@@ -50,7 +51,8 @@ class HFTwoToken(nn.Module):
         cfg = ours.cfg
         self.ours = ours  # its embeddings and head only (its blocks are not called)
         self.gpt2 = GPT2Model(GPT2Config(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, n_positions=2 * horizon,
-                                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, vocab_size=1))
+                                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, vocab_size=1,
+                                         bos_token_id=None, eos_token_id=None))  # no vocabulary: fed embeddings
 
     def forward(self, features, actions):
         hidden = self.gpt2(inputs_embeds=self.ours.tokens(features, actions)).last_hidden_state
@@ -62,7 +64,9 @@ class HFTwoToken(nn.Module):
         for t in range(features.shape[1]):
             f = self.ours.embed_features(features[:, t])[:, None]
             tokens = f if t == 0 else torch.cat([self.ours.embed_actions(actions[:, t - 1])[:, None], f], dim=1)
-            out = self.gpt2(inputs_embeds=tokens, past_key_values=past, use_cache=True)
+            with warnings.catch_warnings():  # transformers 5.x renames past_key_values to cache; both versions take it
+                warnings.simplefilter("ignore", FutureWarning)
+                out = self.gpt2(inputs_embeds=tokens, past_key_values=past, use_cache=True)
             past = out.past_key_values
             self.ours.action_head(out.last_hidden_state[:, -1])
 
@@ -127,8 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
     batch = next(iter(HistoryStream(task, batch_size=a.batch, n_batches=1, horizon=a.horizon, seed=0, epoch=0, rank=0)))
     hf = arms["GPT2Model"][1]
     print(f"{machine()}; 1 thread; transformers {transformers.__version__} (GPT-2 attention: {hf.gpt2.config._attn_implementation})")
+    ours_backbone = sum(p.numel() for n, p in arms["ours paper"][1].named_parameters() if n.startswith(("blocks.", "pos_emb.", "ln_f.")))
     print(f"demo network {cfg['n_layer']} layers x {cfg['n_embd']} dims, {cfg['n_head']} heads; batch {a.batch}, T = {a.horizon}; "
-          f"parameters: ours {sum(p.numel() for p in arms['ours paper'][1].parameters()):,}, GPT2Model {sum(p.numel() for p in hf.gpt2.parameters()):,} + embeddings/head")
+          f"backbone parameters: ours {ours_backbone:,}, GPT2Model {sum(p.numel() for p in hf.gpt2.parameters()):,} (its one-word vocabulary unused)")
     train, decode = {n: float("inf") for n in arms}, {n: float("inf") for n in arms}
     for _ in range(repeats):
         for name, (module, net) in arms.items():

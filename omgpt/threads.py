@@ -1,24 +1,25 @@
-"""How many intra-op threads torch uses in a command that trains or evaluates.
+"""How many intra-op threads torch uses in a command that trains or evaluates, and how they wait.
 
-The models here are small (the demo's: 4 layers, 64 dims), so a second intra-op thread buys little
-when the machine is idle and costs a lot when it is not: every small parallel region then waits for a
-thread that another process has descheduled. Measured by ``benchmarks/threads.py`` (results in
-``benchmarks/RESULTS.md``): on 2 cores the demo's training step with 2 threads is a few percent faster
-than with 1 when idle, and several times slower beside one busy 2-thread process.
+The models here are small (the demo's: 4 layers, 64 dims), so every parallel region is short, and a
+thread that waits for the others at its end decides what a second process does to us. With OpenMP's
+default wait (spin, then sleep) two threads on a 2-core machine collapse beside one busy process:
+each region waits for a thread that the other process has descheduled (issue 32: the demo fell from
+~17 to 0.65-2.4 steps/s). With a passive wait -- a waiting thread sleeps at once and leaves its core
+to whoever needs it -- they do not: measured by ``benchmarks/threads.py`` on the shared 2-core
+machine, two passive threads trained the demo and a T = 100 fit 6-9x faster than two default ones,
+and no slower than one thread, on the loaded machine and beside a busy process (``benchmarks/RESULTS.md``).
 
-So the default is half the CPUs this process may actually use -- its CPU affinity, capped by a cgroup
-CPU quota (a container's ``--cpus``) -- and at least one: one thread on a 2-core machine, leaving the
-other core to whatever else runs. ``--threads N`` on the command line, or ``OMGPT_THREADS=N`` in the
-environment, overrides it (an explicit ``OMP_NUM_THREADS`` is honoured too).
+So the command line makes OpenMP wait passively (unless ``OMP_WAIT_POLICY`` says otherwise), and then
+uses every CPU this process may run on -- its CPU affinity, capped by a cgroup CPU quota (a
+container's ``--cpus``). Where the wait is not passive -- a policy set by the user, or a process that
+loaded torch before :func:`passive_on_the_command_line` could set it (a notebook calling
+``cli_main``) -- it uses half of them, at least one: one thread on a 2-core machine, the other core
+left to whatever else runs. ``--threads N`` on the command line, ``OMGPT_THREADS=N`` in the
+environment, or an explicit ``OMP_NUM_THREADS`` overrides the count.
 
-OpenMP's wait policy is made passive on the command line, unless the environment sets one: a thread
-waiting at the end of a parallel region then sleeps instead of spinning on a core that another
-process needs. Measured beside a busy process, that alone is the difference between collapse and
-none for two threads (``benchmarks/threads.py``); it protects the larger counts the default gives on
-larger machines. OpenMP reads the policy once, when torch is first imported -- and ``import omgpt``
-imports torch -- so :func:`passive_on_the_command_line` runs first thing in ``omgpt/__init__.py``,
-for the ``omgpt`` command and ``python -m omgpt`` only (a library user's process is left as it is).
-
+OpenMP reads its wait policy once, when torch is first imported -- and ``import omgpt`` imports torch
+-- so :func:`passive_on_the_command_line` runs first thing in ``omgpt/__init__.py``, for the
+``omgpt`` command and ``python -m omgpt`` only (a library user's process is left as it is).
 Every command that trains or evaluates (fit, validate, demo, evaluate, tune, experiment) calls
 :func:`configure` once, at start, through :func:`omgpt.commands.cli.cli_main`; a process it starts
 for a background fit gets its thread count through :func:`child_env`.
@@ -34,14 +35,19 @@ from omgpt.errors import OMGPTError
 
 ENV = "OMGPT_THREADS"
 _configured: int | None = None  # the count configure() chose in this process (printed once)
+_passive = False  # whether OpenMP in this process waits passively: the policy was set before torch loaded it
 
 
 def passive_on_the_command_line() -> None:
     """``OMP_WAIT_POLICY=PASSIVE`` unless set, when this process is the ``omgpt`` command (the console
     script, or ``python -m omgpt``: ``sys.argv[0]`` is ``-m`` while the package is located) and torch
     is not loaded yet. Called by ``omgpt/__init__.py`` before anything imports torch."""
-    if "torch" not in sys.modules and (Path(sys.argv[0]).name == "omgpt" or sys.argv[:1] == ["-m"]):
+    global _passive
+    if "torch" in sys.modules:
+        return
+    if Path(sys.argv[0]).name == "omgpt" or sys.argv[:1] == ["-m"]:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    _passive = os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"
 
 
 def usable_cpus() -> int:
@@ -68,7 +74,7 @@ def _cgroup_quota() -> float | None:
 
 def choose(threads: int | None = None) -> tuple[int, str]:
     """``(count, why)``: ``threads`` if given, else ``$OMGPT_THREADS``, else ``$OMP_NUM_THREADS``, else
-    half the usable CPUs (at least one)."""
+    the usable CPUs where OpenMP waits passively, half of them (at least one) where it does not."""
     for value, source in ((threads, "--threads"), (os.environ.get(ENV), ENV), (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS")):
         if value is None or value == "":
             continue
@@ -80,7 +86,9 @@ def choose(threads: int | None = None) -> tuple[int, str]:
             raise OMGPTError(f"{source} must be a positive number of threads, got {value!r}")
         return n, f"from {source}"
     cpus = usable_cpus()
-    return max(1, cpus // 2), f"half of the {cpus} CPU{'s' if cpus > 1 else ''} this process may use"
+    if _passive:
+        return cpus, f"the {cpus} CPU{'s' if cpus > 1 else ''} this process may use"
+    return max(1, cpus // 2), f"half of the {cpus} CPU{'s' if cpus > 1 else ''} this process may use: OpenMP does not wait passively"
 
 
 def configure(threads: int | None = None, announce: bool = True) -> int:

@@ -36,6 +36,7 @@ def announced(result: subprocess.CompletedProcess) -> list[str]:
 
 @pytest.mark.slow
 def test_evaluate_uses_the_default_and_says_so_once(tmp_path):
+    """Here torch is loaded before omgpt could make OpenMP wait passively: half the CPUs."""
     result = run([*EVALUATE, "--out", "out"], tmp_path)
     assert count(result) == max(1, threads.usable_cpus() // 2)
     (line,) = announced(result)
@@ -48,9 +49,14 @@ def test_the_command_line_makes_openmp_wait_passively(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
     command = [sys.executable, "-m", "omgpt", *EVALUATE]
     result = subprocess.run([*command, "--out", "a"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0 and announced(result)[0].endswith("OpenMP wait policy passive"), result.stderr[-2000:]
+    cpus = threads.usable_cpus()
+    (line,) = announced(result)
+    assert result.returncode == 0 and line.endswith("OpenMP wait policy passive"), result.stderr[-2000:]
+    assert line.startswith(f"omgpt: {cpus} torch thread")  # every usable CPU: a waiting thread sleeps
     result = subprocess.run([*command, "--out", "b"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**env, "OMP_WAIT_POLICY": "ACTIVE"})
-    assert result.returncode == 0 and announced(result)[0].endswith("OpenMP wait policy active")
+    (line,) = announced(result)
+    assert result.returncode == 0 and line.endswith("OpenMP wait policy active")
+    assert line.startswith(f"omgpt: {max(1, cpus // 2)} torch thread") and "does not wait passively" in line
     library = subprocess.run([sys.executable, "-c", "import os, omgpt; print(os.environ.get('OMP_WAIT_POLICY'))"],
                              capture_output=True, text=True, timeout=300, env=env)
     assert library.stdout.strip() == "None"  # importing the library changes nothing
@@ -85,7 +91,11 @@ def test_choice_order_and_usable_cpus(monkeypatch):
     for name in ("OMP_NUM_THREADS", threads.ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(threads, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(threads, "_passive", False)
     assert threads.choose()[0] == 4
+    monkeypatch.setattr(threads, "_passive", True)
+    assert threads.choose()[0] == 8
+    monkeypatch.setattr(threads, "_passive", False)
     monkeypatch.setattr(threads, "usable_cpus", lambda: 1)
     assert threads.choose()[0] == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "5")
