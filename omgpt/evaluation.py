@@ -59,8 +59,9 @@ def evaluate_policies(
     for name in order:
         base = name.removesuffix("-tuned")
         if base != name and base in order[: order.index(name)] and policies[base] == {} and plays_as_base(made[name]):
-            same_as[name] = same_as.get(base, base)
-    units = [(name, i, {k: v[lo:hi] for k, v in envs.items()}) for name in made if name not in same_as for i, (lo, hi) in enumerate(chunks)]
+            same_as[name] = base
+    # (a copy of each batch: a worker is sent that batch, not the storage of all the runs' environments)
+    units = [(name, i, {k: v[lo:hi].clone() for k, v in envs.items()}) for name in made if name not in same_as for i, (lo, hi) in enumerate(chunks)]
     results: dict[str, list[History | None]] = {name: [None] * len(chunks) for name in made if name not in same_as}
     bar = tqdm(total=len(policies) * runs, desc="evaluate", unit="run", disable=not progress)
     bar.update(len(same_as) * runs)
@@ -79,6 +80,7 @@ def evaluate_policies(
     finally:
         if jobs > 1:
             pool.terminate()  # at once: on an error or Ctrl-C, no unit goes on playing in the background
+            pool.join()
         _worker.clear()
     bar.close()
     joined = {name: History.cat(parts) for name, parts in results.items()}
