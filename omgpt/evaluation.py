@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import sys
 
 import torch
 from tqdm.auto import tqdm
@@ -69,8 +70,8 @@ def evaluate_policies(
     if jobs == 1:
         _set_worker(*context, policies=made)
         played = (_play(unit) for unit in units)
-    else:  # spawn: a forked child would inherit torch's and CUDA's state half made
-        pool = multiprocessing.get_context("spawn").Pool(min(jobs, len(units)), _init_worker, context)
+    else:
+        pool = multiprocessing.get_context(_start_method(device)).Pool(min(jobs, len(units)), _init_worker, context)
         played = pool.imap_unordered(_play, units)
     try:
         for name, i, history in played:
@@ -85,6 +86,15 @@ def evaluate_policies(
     bar.close()
     joined = {name: History.cat(parts) for name, parts in results.items()}
     return {name: joined[same_as.get(name, name)] for name in policies}
+
+
+def _start_method(device) -> str:
+    """Fork on a Linux CPU run: the workers start at once with the task and the policies' models
+    already in memory (a spawned worker spends seconds importing torch and omgpt first), and -- as
+    torch's DataLoader workers do -- run one thread, so the parent's OpenMP pool is never touched.
+    Spawn elsewhere: CUDA cannot be used in a forked child, and macOS's system libraries are not fork-safe."""
+    cpu = torch.device(device).type == "cpu"
+    return "fork" if cpu and sys.platform == "linux" else "spawn"
 
 
 # What a worker process needs to play units: the task, the policies (made once per process), the seed.
