@@ -6,7 +6,7 @@
 The demo's evaluation (newsvendor, T = 50: OMGPT -- here the demo's model freshly initialised, which
 costs the same as a trained one --, alg-star, the paper's benchmarks and the oracle) through
 :func:`omgpt.evaluation.evaluate_policies` with ``jobs=1`` (this process, one thread) and
-``jobs=N`` (N spawned workers, one thread each, start-up included), alternating, ``--repeats``
+``jobs=N`` (N worker processes, one thread each, start-up included: forked on a Linux CPU run), alternating, ``--repeats``
 times. It prints each arm's best wall-clock seconds and their ratio, measured in this one run, and
 checks that both arms returned the same histories bit for bit. Wall-clock is the measure here: the
 point is using more cores, so the speed-up is bounded by the cores that are free (2 on the project's
