@@ -16,7 +16,9 @@ demo's network (4 layers, 64 dims, 4 heads, no dropout) and histories (newsvendo
 
 Every arm trains the same step -- embeddings, backbone, read-out, the task's loss, backward, AdamW --
 on the same pre-generated batch; the arms alternate ``--repeats`` times and each keeps its best
-median (the least disturbed by other work on the machine), so the ratios come from this one run.
+median, so the ratios come from this one run. Times are this process's CPU seconds (one thread: what
+the step costs, whatever else the machine runs; wall-clock on a shared machine swung the ratio from
+0.8x to 1.2x between runs).
 Decisions per second = ``B·T / seconds per step`` (what every layout has in common). Inference: the
 same for a rollout's decoding with the KV cache (ours: :meth:`SequenceModel.decode`; GPT-2:
 ``past_key_values``), one step's new tokens at a time over ``T`` steps, teacher-forced on the batch.
@@ -83,17 +85,17 @@ def decode_ours(model, features, actions):
 
 
 def train_seconds(net, module, batch, steps: int) -> float:
-    """Median seconds of one training step after three warm-up steps."""
+    """Median CPU seconds of one training step after three warm-up steps."""
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
     times = []
     for i in range(steps + 3):
-        start = time.perf_counter()
+        start = time.process_time()
         loss = module.loss(net(batch["features"], batch["actions"]), batch["targets"])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if i >= 3:
-            times.append(time.perf_counter() - start)
+            times.append(time.process_time() - start)
     return statistics.median(times)
 
 
@@ -101,9 +103,9 @@ def decode_seconds(decode, batch, repeats: int = 3) -> float:
     decode(batch["features"], batch["actions"])  # warm-up
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         decode(batch["features"], batch["actions"])
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return statistics.median(times)
 
 

@@ -19,10 +19,14 @@ PROBE = "import sys, torch; from omgpt.commands.cli import cli_main; code = cli_
 EVALUATE = ["evaluate", "--task", "newsvendor", "--policies", "oracle", "--runs", "2", "--horizon", "3", "--no-progress"]
 
 
+def clean_env(**env: str) -> dict[str, str]:
+    """This environment without any thread setting (the suite runs with OMP_NUM_THREADS=1), plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", threads.ENV)}
+    return {**base, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore", **env}
+
+
 def run(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", threads.ENV)}
-    return subprocess.run([sys.executable, "-c", PROBE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**base, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore", **env})
+    return subprocess.run([sys.executable, "-c", PROBE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env(**env))
 
 
 def count(result: subprocess.CompletedProcess) -> int:
@@ -46,7 +50,7 @@ def test_evaluate_uses_the_default_and_says_so_once(tmp_path):
 @pytest.mark.slow
 def test_the_command_line_makes_openmp_wait_passively(tmp_path):
     """Set before torch loads OpenMP, for the omgpt command only; a policy the user set is kept."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    env = clean_env()
     command = [sys.executable, "-m", "omgpt", *EVALUATE]
     result = subprocess.run([*command, "--out", "a"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     cpus = threads.usable_cpus()
