@@ -92,7 +92,7 @@ def choose(threads: int | None = None) -> tuple[int, str]:
 
 
 def configure(threads: int | None = None, announce: bool = True) -> int:
-    """Set torch's intra-op threads for this process; print the choice once on stderr. Returns the count. (DataLoader workers run one
+    """Set torch's intra-op threads for this process; print the choice once (stdout). Returns the count. (DataLoader workers run one
     thread each anyway; a subprocess gets its count through :func:`child_env`.)"""
     global _configured
     n, why = choose(threads)
@@ -104,8 +104,8 @@ def configure(threads: int | None = None, announce: bool = True) -> int:
     # DDP's other ranks run the same command again: one line from rank 0 is enough.
     if announce and _configured is None and os.environ.get("LOCAL_RANK", "0") == "0":
         wait = os.environ.get("OMP_WAIT_POLICY", "unset").lower()
-        print(f"omgpt: {n} torch thread{'s' if n > 1 else ''} ({why}; --threads N or {ENV}=N to change), OpenMP wait policy {wait}",
-              file=sys.stderr, flush=True)
+        # on stdout, with the commands' other progress lines: stderr holds nothing but an error's one line
+        print(f"omgpt: {n} torch thread{'s' if n > 1 else ''} ({why}; --threads N or {ENV}=N to change), OpenMP wait policy {wait}", flush=True)
     _configured = n
     return n
 

@@ -1,6 +1,6 @@
 """The torch-thread choice of the commands that train or evaluate (omgpt.threads): half the usable
 CPUs by default, ``--threads N`` / ``OMGPT_THREADS=N`` / ``OMP_NUM_THREADS`` override it, and the
-choice is printed once. Each command runs in a subprocess, so the count seen is the command's own."""
+choice is printed once, on stdout (stderr holds nothing but an error's one line). Each command runs in a subprocess, so the count seen is the command's own."""
 from __future__ import annotations
 
 import os
@@ -35,7 +35,7 @@ def count(result: subprocess.CompletedProcess) -> int:
 
 
 def announced(result: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in result.stderr.splitlines() if line.startswith("omgpt: ") and "torch thread" in line]
+    return [line for line in result.stdout.splitlines() if line.startswith("omgpt: ") and "torch thread" in line]
 
 
 @pytest.mark.slow

@@ -229,7 +229,7 @@ def cli_main(args: ArgsType = None) -> int:
             argv, count = threads.split_argv(argv)
             if args is None:
                 sys.argv[1:] = argv  # LightningCLI reads the command line itself
-            threads.configure(count)
+            threads.configure(count, announce=not {"-h", "--help", "--list"} & set(argv))  # not over a listing
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
         if argv[0] not in LIGHTNING_COMMANDS:
