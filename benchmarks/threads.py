@@ -21,7 +21,8 @@ two warm-up steps, twice: on the machine as it is ("idle") and beside one busy p
 starts -- a 2-thread torch matmul loop, as a user's other torch job would be ("loaded"). The runs are
 interleaved (every configuration idle then loaded, repeated ``--repeats`` times; each cell keeps its
 best repeat, the least disturbed by whatever else runs), so every ratio printed comes from this one
-run. ``--quick``: 6 s per run, one repeat (about 3 minutes).
+run. ``--quick``: 6 s per run, one repeat (16 runs: about 4 minutes on a quiet 2-core machine; 36
+minutes on the shared one at load 8-14, where the collapsing configurations take 30 s a step).
 
 The machine's other load is not controlled: say what else ran when quoting the numbers.
 """
