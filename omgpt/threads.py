@@ -76,15 +76,8 @@ def choose(threads: int | None = None) -> tuple[int, str]:
     """``(count, why)``: ``threads`` if given, else ``$OMGPT_THREADS``, else ``$OMP_NUM_THREADS``, else
     the usable CPUs where OpenMP waits passively, half of them (at least one) where it does not."""
     for value, source in ((threads, "--threads"), (os.environ.get(ENV), ENV), (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS")):
-        if value is None or value == "":
-            continue
-        try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise OMGPTError(f"{source} must be a positive number of threads, got {value!r}")
-        return n, f"from {source}"
+        if value is not None and value != "":
+            return _count(value, source), f"from {source}"
     cpus = usable_cpus()
     if _passive:
         return cpus, f"the {cpus} CPU{'s' if cpus > 1 else ''} this process may use"
@@ -92,8 +85,9 @@ def choose(threads: int | None = None) -> tuple[int, str]:
 
 
 def configure(threads: int | None = None, announce: bool = True) -> int:
-    """Set torch's intra-op threads for this process; print the choice once (stdout). Returns the count. (DataLoader workers run one
-    thread each anyway; a subprocess gets its count through :func:`child_env`.)"""
+    """Set torch's intra-op threads for this process and print the choice once (stdout); returns the
+    count. (DataLoader workers run one thread each anyway; a background fit gets its count through
+    :func:`child_env`.)"""
     global _configured
     n, why = choose(threads)
     if threads is not None:  # and for the processes this one starts (DDP's other ranks re-run the command without it)
@@ -110,6 +104,17 @@ def configure(threads: int | None = None, announce: bool = True) -> int:
     return n
 
 
+def _count(value, source: str) -> int:
+    """``value`` as a thread count, or :class:`OMGPTError` naming ``source``."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise OMGPTError(f"{source} must be a positive number of threads, got {value!r}")
+    return n
+
+
 def child_env(threads: int) -> dict[str, str]:
     """The environment of an ``omgpt`` subprocess that must use ``threads`` threads (a background fit)."""
     return {**os.environ, ENV: str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
@@ -123,12 +128,7 @@ def split_argv(argv: list[str]) -> tuple[list[str], int | None]:
         if arg == "--threads" or arg.startswith("--threads="):
             value = arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
             i += 1 if "=" in arg else 2
-            try:
-                threads = int(value)
-            except ValueError:
-                threads = 0
-            if threads < 1:
-                raise OMGPTError(f"--threads must be a positive number of threads, got {value!r}")
+            threads = _count(value, "--threads")
             continue
         rest.append(arg)
         i += 1
