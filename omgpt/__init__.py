@@ -27,6 +27,10 @@ if (_sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else 
         _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
     _signal.signal(_signal.SIGINT, _interrupted_while_starting)
 
+from omgpt.threads import passive_on_the_command_line  # noqa: E402
+
+passive_on_the_command_line()  # before register_envs imports torch: OpenMP reads its wait policy once, as torch loads
+
 from omgpt.envs.registration import register_envs  # noqa: E402
 
 register_envs()  # cheap: names and entry-point strings; an environment's module loads when one is made

@@ -117,11 +117,15 @@ def test_work_beyond_the_address_space_limit_is_refused_up_front(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # 4. Ctrl-C
 @pytest.mark.slow
-def test_ctrl_c_during_evaluate_is_one_line_exit_130_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_during_evaluate_is_one_line_exit_130_and_leaves_nothing(tmp_path, jobs):
     out = tmp_path / "eval"
-    proc = omgpt_process("evaluate", "--task", "newsvendor", "--policies", "oracle,erm", "--runs", "20000", "--out", str(out), "--no-progress")
+    proc = omgpt_process("evaluate", "--task", "newsvendor", "--policies", "oracle,erm", "--runs", "20000", "--out", str(out), "--no-progress",
+                         "--jobs", jobs)
     try:
         wait_for(lambda: staging(tmp_path, "eval"), proc, "the output folder's staging (the work's start)")
+        if jobs != "1":
+            time.sleep(3)  # the workers playing (the parent alone gets the signal; it ends them)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -119,7 +119,7 @@ def test_a_fit_resumes_from_last_ckpt_on_one_thread_keeping_its_earlier_metrics(
     run = tmp_path / "run"
     assert store.fit(["--config", "x.yaml"], run, tmp_path / "fit.log", "x") >= 0
     (cmd, kw), = calls
-    assert cmd[1:4] == ["-m", "omgpt", "fit"] and "--ckpt_path" not in cmd and kw["env"]["OMP_NUM_THREADS"] == "1"
+    assert cmd[1:4] == ["-m", "omgpt", "fit"] and "--ckpt_path" not in cmd and kw["env"]["OMP_NUM_THREADS"] == kw["env"]["OMGPT_THREADS"] == "1"
     (run / "checkpoints").mkdir(parents=True)
     (run / "checkpoints" / "last.ckpt").touch()
     (run / "metrics-part0.csv").write_text("step\n1\n")

@@ -19,6 +19,7 @@ from typing import Any, Callable, Literal, Optional
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType
 
+from omgpt import threads
 from omgpt.commands.args import Device, PositiveInt, Seed, command, read_config, summary, task_options
 from omgpt.errors import OMGPTError
 from omgpt.commands.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
@@ -39,6 +40,7 @@ def evaluate(
     no_progress: bool = False,
     demand_prediction: bool = False,
     force: bool = False,
+    jobs: PositiveInt = 1,
 ) -> None:
     """Roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png.
 
@@ -57,6 +59,7 @@ def evaluate(
         no_progress: hide the progress bar
         demand_prediction: instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)
         force: run work estimated past a million steps of the rollout loop (policies x batches x horizon)
+        jobs: processes playing the policies' batches of runs at once, one torch thread each (the same numbers as one process)
     """
     from omgpt.commands.evaluate import run_demand_prediction, run_evaluation
 
@@ -64,7 +67,7 @@ def evaluate(
         run_demand_prediction(
             ckpt=ckpt, task_options=task_options(option), runs=runs, horizon=horizon, window=window,
             seed=seed, out=out, policy=policies or "omgpt", batch_size=batch_size, device=device,
-            progress=not no_progress, task_name=task, force=force,
+            progress=not no_progress, task_name=task, force=force, jobs=jobs,
         )
         return
     if not policies:
@@ -72,7 +75,7 @@ def evaluate(
     run_evaluation(
         task_name=task, task_options=task_options(option), policies=[n.strip() for n in policies.split(",") if n.strip()],
         ckpt=ckpt, runs=runs, horizon=horizon, window=window, seed=seed, out=out, batch_size=batch_size, device=device,
-        progress=not no_progress, force=force,
+        progress=not no_progress, force=force, jobs=jobs,
     )
 
 
@@ -231,9 +234,11 @@ def usage() -> str:
     summaries = {**LIGHTNING_SUMMARIES, **{name: summary(get()) for name, (get, _) in FUNCTIONS.items()}}
     lines = [f"usage: omgpt {{{','.join(summaries)}}} ...", ""]
     lines += [f"  {name:<10} {text}" for name, text in summaries.items()]
-    return "\n".join(lines + ["", "omgpt COMMAND --help lists the options of a command."])
+    return "\n".join(lines + ["", "omgpt COMMAND --help lists the options of a command.",
+                               f"{', '.join(THREADED)} also take --threads N (torch threads; or {threads.ENV}=N)."])
 
 
+THREADED = ("fit", "validate", "demo", "evaluate", "tune", "experiment")  # take --threads N (omgpt.threads)
 INTERRUPTED = 128 + signal.SIGINT  # the shell's exit code for a command ended by Ctrl-C: 130
 
 
@@ -248,6 +253,11 @@ def cli_main(args: ArgsType = None) -> int:
         if not argv or argv[0] in ("-h", "--help"):
             print(usage())
             return 0 if argv else 2
+        if argv[0] in THREADED:  # one torch-thread choice for every command that trains or evaluates
+            argv, count = threads.split_argv(argv)
+            if args is None:
+                sys.argv[1:] = argv  # LightningCLI reads the command line itself
+            threads.configure(count, announce=not {"-h", "--help", "--list"} & set(argv))  # not over a listing
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
         if argv[0] not in LIGHTNING_COMMANDS:

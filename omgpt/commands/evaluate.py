@@ -75,6 +75,7 @@ def run_evaluation(
     device: str = "cpu",
     progress: bool = True,
     force: bool = False,
+    jobs: int = 1,
 ) -> dict:
     """What ``omgpt evaluate`` does: evaluate, print the table, write summary.json/curves.csv/regret.png.
     Work estimated past :data:`omgpt.checks.MAX_LOOP_STEPS` is refused unless ``force``; work estimated
@@ -101,7 +102,7 @@ def run_evaluation(
     checks.memory(len(policies) * checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
     checks.rollout_time(checks.loop_steps(len(policies), runs, horizon, batch_size), what, force)
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
-        histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress)
+        histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
         summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
                                task_options=task.options())
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
@@ -141,6 +142,7 @@ def run_demand_prediction(
     progress: bool = True,
     task_name: str | None = None,
     force: bool = False,
+    jobs: int = 1,
 ) -> dict:
     """Demand prediction as a by-product (paper §5.1.6): roll out ``policy`` (default: the checkpoint's
     model itself) on fresh pricing environments, then compare the model's observation-head prediction
@@ -170,7 +172,7 @@ def run_demand_prediction(
     checks.memory(checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
     checks.rollout_time(checks.loop_steps(1, runs, horizon, batch_size), what, force)
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
-        history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress)[policy]
+        history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress, jobs)[policy]
         predictions = {
             "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
             "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),

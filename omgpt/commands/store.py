@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from omgpt import records
+from omgpt import records, threads
 from omgpt.errors import OMGPTError
 from omgpt.files import export_weights, read_checkpoint, write_json
 from omgpt.records import ANY, NUMBER, ListOf, MapOf, Optional, RecordError
@@ -70,7 +70,7 @@ def fit(args: list[str], run: Path, log: Path, what: str, nice: int = 0) -> floa
             metrics.rename(run / f"metrics-part{len(_parts(run))}.csv")
     elif run.is_dir() and any(run.iterdir()):  # a fit that failed before its first checkpoint: kept aside, as it was
         run.rename(run.with_name(f"{run.name}-failed-{time.strftime('%Y%m%d-%H%M%S')}"))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = threads.child_env(1)  # fits may run side by side (experiment --jobs): one thread each
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "a") as out:
