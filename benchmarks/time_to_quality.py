@@ -31,6 +31,7 @@ evaluation every 5 CPU-seconds (a smoke run; its figures are not the benchmark's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch.callbacks import Callback
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ARMS = ["fc4ae5b=benchmarks/demo_fc4ae5b.yaml", "demo=configs/demo.yaml"]
@@ -81,15 +83,22 @@ class QualityClock(Callback):
     the last budget and writes the trace (``out``, JSON)."""
 
     def __init__(self, out: str, alg_star: float, budgets: list[float], eval_every: float, val_runs: int,
-                 val_seed: int, val_batch: int, compile: bool = False):
+                 val_seed: int, val_batch: int, compile: bool = False, sdpa: str | None = None):
         self.out, self.alg_star, self.budgets, self.eval_every = out, alg_star, sorted(budgets), eval_every
         self.val_runs, self.val_seed, self.val_batch, self.compile = val_runs, val_seed, val_batch, compile
+        # sdpa="math": attention through PyTorch's reference path instead of the fused (flash) CPU
+        # kernel that F.scaled_dot_product_attention picks by itself
+        self.kernel = sdpa_kernel(SDPBackend.MATH) if sdpa == "math" else contextlib.nullcontext()
         self.points: list[dict] = []
         self.paused_cpu = self.paused_wall = 0.0
 
     def setup(self, trainer, pl_module, stage: str) -> None:
+        self.kernel.__enter__()
         if self.compile:
             pl_module.model.compile()
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self.kernel.__exit__(None, None, None)
 
     def on_train_start(self, trainer, pl_module) -> None:
         from omgpt.module import validation_envs
@@ -97,6 +106,7 @@ class QualityClock(Callback):
         self.task = pl_module.task.validation_task()
         self.envs = validation_envs(self.task, self.val_runs, self.val_seed)
         self.start_cpu, self.start_wall = cpu_seconds(), time.perf_counter()
+        self.paused_cpu = self.paused_wall = 0.0  # (Lightning's sanity-check validation ran before the start)
         self.next_eval, self.pending = self.eval_every, list(self.budgets)
 
     def clock(self) -> tuple[float, float]:
@@ -196,22 +206,29 @@ def alg_star_regret(config: str, val_runs: int, val_seed: int, val_batch: int, c
     return regret
 
 
-def run_arm(args) -> None:
-    """The child process: one fit of one arm with the clock attached."""
+def fit_command(config: str, overrides: list[str], trace: Path, clock: dict, seed: int) -> list[str]:
+    """``omgpt fit`` of one arm, the clock added to its callbacks by a config layer written beside the trace."""
     import yaml
 
-    from omgpt.commands.lightning_cli import build_cli
+    layer = trace.with_suffix(".yaml")
+    layer.write_text(yaml.safe_dump({"trainer": {"callbacks+": [{"class_path": "time_to_quality.QualityClock", "init_args": clock}]}}))
+    return [sys.executable, "-m", "omgpt", "fit", "--config", config, *overrides, "--config", str(layer), "--seed_everything", str(seed),
+            "--trainer.logger.init_args.save_dir", str(trace.parent), "--trainer.logger.init_args.name", trace.stem,
+            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 
-    torch.set_num_threads(args.threads)
-    sys.argv = sys.argv[:1]  # the fit's arguments are build_cli's (LightningCLI warns when both are given)
-    clock = {"class_path": "time_to_quality.QualityClock", "init_args": {
-        "out": str(args.trace), "alg_star": args.alg_star, "budgets": args.budget_s, "eval_every": args.eval_every,
-        "val_runs": args.val_runs, "val_seed": args.val_seed, "val_batch": args.val_batch, "compile": args.compile}}
-    layer = args.trace.with_suffix(".yaml")
-    layer.write_text(yaml.safe_dump({"trainer": {"callbacks+": [clock]}}))
-    build_cli(["fit", "--config", args.config, *args.overrides, "--config", str(layer), "--seed_everything", str(args.seed),
-               "--trainer.logger.init_args.save_dir", str(args.trace.parent), "--trainer.logger.init_args.name", args.trace.stem,
-               "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"])
+
+def run_fit(cmd: list[str], threads: int) -> None:
+    """Run an arm's fit with ``threads`` intra-op threads, this folder importable (the clock's class)."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONPATH": path}
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+
+
+def run_arm(args) -> None:
+    """(The command line of an earlier version of this script, kept for a run started with it.)"""
+    clock = {"out": str(args.trace), "alg_star": args.alg_star, "budgets": args.budget_s, "eval_every": args.eval_every,
+             "val_runs": args.val_runs, "val_seed": args.val_seed, "val_batch": args.val_batch, "compile": args.compile, "sdpa": args.sdpa}
+    run_fit(fit_command(args.config, args.overrides, args.trace, clock, args.seed), args.threads)
 
 
 def first_at_most(points: list[dict], target: float) -> dict | None:
@@ -278,6 +295,7 @@ def main() -> None:
     p.add_argument("--alg-star", type=float, help=argparse.SUPPRESS)
     p.add_argument("--budget-s", type=float, nargs="+", help=argparse.SUPPRESS)
     p.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--sdpa", choices=["math"], help=argparse.SUPPRESS)
     args, rest = p.parse_known_args()
     if args.child:
         args.overrides = rest
@@ -303,17 +321,16 @@ def main() -> None:
     results = []
     for name, config, overrides in arms:
         threads = next((int(o.split("=", 1)[1]) for o in overrides if o.startswith("--threads=")), args.threads)
-        compile_ = "--compile" in overrides
-        fit_overrides = [o for o in overrides if o != "--compile" and not o.startswith("--threads=")]
+        knobs = [o for o in overrides if o == "--compile" or o.startswith("--sdpa=")]  # the benchmark's, not the fit's
+        fit_overrides = [o for o in overrides if o not in knobs and not o.startswith("--threads=")]
         trace = args.out / f"{stamp}-{name}.json"
         args.out.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--config", config, "--trace", str(trace),
-               "--alg-star", repr(alg_star), "--budget-s", *map(repr, budgets), "--eval-every", repr(args.eval_every),
-               "--threads", str(threads), "--val-runs", str(args.val_runs), "--val-batch", str(args.val_batch),
-               "--val-seed", str(args.val_seed), "--seed", str(args.seed), *(["--compile"] if compile_ else []), *fit_overrides]
-        print(f"\narm {name}: {config} {' '.join(overrides)} ({threads} thread(s))", flush=True)
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+        clock = {"out": str(trace), "alg_star": alg_star, "budgets": budgets, "eval_every": args.eval_every, "val_runs": args.val_runs,
+                 "val_seed": args.val_seed, "val_batch": args.val_batch, "compile": "--compile" in knobs,
+                 "sdpa": next((k.split("=", 1)[1] for k in knobs if k.startswith("--sdpa=")), None)}
+        cmd = fit_command(config, fit_overrides, trace, clock, args.seed)
+        print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
+        run_fit(cmd, threads)
         run = json.loads(trace.read_text())
         hit = first_at_most(run["points"], args.target)
         results.append({"arm": name, "config": config, "overrides": overrides, "threads": threads, "steps": run["steps"],
@@ -323,14 +340,14 @@ def main() -> None:
     base = results[0]["to_target"]
     print(f"\ntraining CPU-seconds to {args.target}x alg-star on the validation environments (machine possibly shared; CPU time)")
     head = "".join(f"{'ratio @' + format(b / 60, 'g') + ' min':>15}" for b in budgets)
-    print(f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11} {'CPU-s to target':>16} {'wall s':>8} {'at step':>8} {'speed-up':>9}{head}")
+    print(f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11} {'CPU-s to target':>16} {'wall s':>8} {'at step':>8} {'speed-up':>9} {head}")
     for r in results:
         hit, last = r["to_target"], r["points"][-1]
         r["cpu_ms_per_step"] = 1000 * last["cpu_s"] / max(1, last["step"])
         speed = f"{base['cpu_s'] / hit['cpu_s']:.2f}x" if hit and base else "-"
         reached = (f"{hit['cpu_s']:16.0f} {hit['wall_s']:8.0f} {hit['step']:8d}" if hit else f"{'not reached':>16} {'':8} {'':8}")
         cells = "".join(f"{r['at_budget'][k]['ratio']:14.3f}{'*' if r['at_budget'][k]['cpu_s'] < float(k) * 60 else ' '}" for k in r["at_budget"])
-        print(f"{r['arm']:16} {r['steps']:6d} {r['cpu_ms_per_step']:11.1f} {reached} {speed:>9}{cells}")
+        print(f"{r['arm']:16} {r['steps']:6d} {r['cpu_ms_per_step']:11.1f} {reached} {speed:>9} {cells}")
     print(f"speed-up: {results[0]['arm']}'s CPU-seconds to target over the arm's")
     print("* the recipe ended before this budget: its last evaluation")
     if args.test_runs:
