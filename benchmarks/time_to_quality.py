@@ -136,7 +136,12 @@ class QualityClock(Callback):
         if not self.points or self.points[-1]["step"] != trainer.global_step:
             self.evaluate(trainer, pl_module)
         ckpt = trainer.checkpoint_callback.best_model_path or trainer.checkpoint_callback.last_model_path  # what the demo plays
-        Path(self.out).write_text(json.dumps({"points": self.points, "steps": trainer.global_step, "ckpt": ckpt}, indent=1))
+        self.write(trainer, ckpt=ckpt, finished=True)
+
+    def write(self, trainer, **more) -> None:
+        """The trace so far (rewritten at every evaluation: a stopped run keeps what it measured)."""
+        trace = {"points": self.points, "steps": trainer.global_step, "finished": False, **more}
+        Path(self.out).write_text(json.dumps(trace, indent=1))
 
     def evaluate(self, trainer, pl_module) -> None:
         from omgpt.policies import make_policy
@@ -154,7 +159,8 @@ class QualityClock(Callback):
                             "eval_cpu_s": eval_cpu})
         print(f"  step {trainer.global_step:5d}  {cpu:6.1f} CPU-s  {wall:6.1f} s  val regret {regret:6.2f}  {regret / self.alg_star:.3f}x alg-star"
               f"  (evaluation {eval_cpu:.1f} CPU-s)", flush=True)
-        self.paused_cpu += eval_cpu
+        self.write(trainer)
+        self.paused_cpu += cpu_seconds() - paused[0]
         self.paused_wall += time.perf_counter() - paused[1]
 
 
