@@ -2,13 +2,14 @@
 
     python benchmarks/time_to_quality.py [--arm NAME=CONFIG [OVERRIDE ...]] ... [--budgets 2,5,10]
         [--quick] [--target 1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
-        [--seed 0] [--out runs/time_to_quality] [--json FILE]
+        [--seed 0] [--test-runs 100 --test-seed 0] [--out runs/time_to_quality] [--json FILE]
 
 What a user waits for is not steps per second but a good model. Each ARM is one training recipe: an
 ``omgpt fit`` config (``configs/demo.yaml``: the full newsvendor prior at T = 50) and optional fit
-overrides, e.g. ``--arm "bf16=configs/demo.yaml --trainer.precision=bf16-mixed"``; two benchmark knobs
-may sit among the overrides: ``--compile`` (``torch.compile`` the network before training) and
-``--threads=N`` (this arm's intra-op threads; default ``--threads``). Without ``--arm`` the run compares
+overrides, e.g. ``--arm "bf16=configs/demo.yaml --trainer.precision=bf16-mixed"``; three benchmark knobs
+may sit among the overrides: ``--compile`` (``torch.compile`` the network before training),
+``--sdpa=math`` (attention through PyTorch's reference path, not the fused kernel) and ``--threads=N``
+(this arm's intra-op threads; default ``--threads``). Without ``--arm`` the run compares
 the demo's recipe at fc4ae5b (``benchmarks/demo_fc4ae5b.yaml``, frozen) with today's ``configs/demo.yaml``.
 
 Every arm trains in its own process, one after the other (never two at once: the numbers are CPU
@@ -25,7 +26,10 @@ its regret is kept in ``--out`` under a key of the environments themselves and r
 
 It prints, per arm: the training CPU-seconds (and wall seconds, steps) at the first evaluation whose
 ratio is at most ``--target``, the ratio after each budget, and the ratio of every arm's time to
-target to the first arm's, all measured in this one run. ``--quick``: budgets of 1 and 2 minutes and an
+target to the first arm's, all measured in this one run. ``--test-runs N`` then plays every arm's
+checkpoint (the recipe's checkpoint rule: what ``omgpt demo`` plays) and ``alg-star`` on the same ``N``
+test environments of ``--test-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
+with paired bootstrap 90% intervals. ``--quick``: budgets of 1 and 2 minutes and an
 evaluation every 5 CPU-seconds (a smoke run; its figures are not the benchmark's).
 """
 from __future__ import annotations
@@ -230,13 +234,6 @@ def run_fit(cmd: list[str], threads: int) -> None:
     subprocess.run(cmd, cwd=ROOT, env=env, check=True)
 
 
-def run_arm(args) -> None:
-    """(The command line of an earlier version of this script, kept for a run started with it.)"""
-    clock = {"out": str(args.trace), "alg_star": args.alg_star, "budgets": args.budget_s, "eval_every": args.eval_every,
-             "val_runs": args.val_runs, "val_seed": args.val_seed, "val_batch": args.val_batch, "compile": args.compile, "sdpa": args.sdpa}
-    run_fit(fit_command(args.config, args.overrides, args.trace, clock, args.seed), args.threads)
-
-
 def first_at_most(points: list[dict], target: float) -> dict | None:
     return next((p for p in points if p["ratio"] <= target), None)
 
@@ -294,20 +291,7 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("--test-runs", type=int, default=0, help="then play every arm's checkpoint and alg-star on this many test environments")
     p.add_argument("--test-seed", type=int, default=0, help="their seed (a test seed)")
-    # the child's own arguments (one arm's fit)
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--config", help=argparse.SUPPRESS)
-    p.add_argument("--trace", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--alg-star", type=float, help=argparse.SUPPRESS)
-    p.add_argument("--budget-s", type=float, nargs="+", help=argparse.SUPPRESS)
-    p.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--sdpa", choices=["math"], help=argparse.SUPPRESS)
-    args, rest = p.parse_known_args()
-    if args.child:
-        args.overrides = rest
-        return run_arm(args)
-    if rest:
-        p.error(f"unrecognized arguments: {' '.join(rest)} (fit overrides go inside --arm)")
+    args = p.parse_args()
     check_validation_seed(args.val_seed, "--val-seed")
     check_test_seed(args.test_seed, "--test-seed")
     if args.quick:
