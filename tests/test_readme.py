@@ -116,6 +116,7 @@ def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
     summary = json.loads((out / "evaluate/summary.json").read_text())
     assert {"omgpt", "alg-star", "erm", "fai", "oracle"} <= set(summary["policies"])
     assert "figure:" in done.stdout and "beat" in done.stdout and "Bayes-optimal alg-star" in done.stdout
+    assert "the demo took" in done.stdout and "CPU-s" in done.stdout  # wall-clock and CPU time, apart
 
 
 def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmark():

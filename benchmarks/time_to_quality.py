@@ -1,0 +1,352 @@
+"""Time to quality: CPU-seconds of training until the demo's model is within 1.25x of ``alg-star``.
+
+    python benchmarks/time_to_quality.py [--arm NAME=CONFIG [OVERRIDE ...]] ... [--budgets 2,5,10]
+        [--quick] [--target 1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
+        [--seed 0] [--test-runs 100 --test-seed 0] [--out runs/time_to_quality] [--json FILE]
+
+What a user waits for is not steps per second but a good model. Each ARM is one training recipe: an
+``omgpt fit`` config (``configs/demo.yaml``: the full newsvendor prior at T = 50) and optional fit
+overrides, e.g. ``--arm "bf16=configs/demo.yaml --trainer.precision=bf16-mixed"``; three benchmark knobs
+may sit among the overrides: ``--compile`` (``torch.compile`` the network before training),
+``--sdpa=math`` (attention through PyTorch's reference path, not the fused kernel) and ``--threads=N``
+(this arm's intra-op threads; default ``--threads``). Without ``--arm`` the run compares
+the demo's recipe at fc4ae5b (``benchmarks/demo_fc4ae5b.yaml``, frozen) with today's ``configs/demo.yaml``.
+
+Every arm trains in its own process, one after the other (never two at once: the numbers are CPU
+time, but two trainings would still slow each other's caches), through the same LightningCLI as
+``omgpt fit`` with its own schedule, until the recipe ends or its training CPU time passes the largest
+budget. The clock is the CPU time of the training process and its DataLoader workers (so it reads the
+same on a shared machine: with one thread it is the wall-clock the run takes on an idle core), minus
+the time spent in validation -- the recipe's own and the benchmark's. Every ``--eval-every`` CPU-seconds
+of training, and as soon as each budget is spent, the benchmark plays the current network (eval mode,
+KV-cached rollouts) on the fixed validation environments (``--val-runs`` from ``--val-seed``, a
+validation seed: ``omgpt.seeding.VALIDATION_SEEDS``; the very episodes ``OMGPTModule`` validates on)
+and divides its mean final regret by ``alg-star``'s on the same episodes. ``alg-star`` plays them once;
+its regret is kept in ``--out`` under a key of the environments themselves and reused by later runs.
+
+It prints, per arm: the training CPU-seconds (and wall seconds, steps) at the first evaluation whose
+ratio is at most ``--target``, the ratio after each budget, and the ratio of every arm's time to
+target to the first arm's, all measured in this one run. ``--test-runs N`` then plays every arm's
+checkpoint (the recipe's checkpoint rule: what ``omgpt demo`` plays) and ``alg-star`` on the same ``N``
+test environments of ``--test-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
+with paired bootstrap 90% intervals. ``--quick``: budgets of 1 and 2 minutes and an
+evaluation every 5 CPU-seconds (a smoke run; its figures are not the benchmark's).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from lightning.pytorch.callbacks import Callback
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ARMS = ["fc4ae5b=benchmarks/demo_fc4ae5b.yaml", "demo=configs/demo.yaml"]
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all its threads) and of its children, ended or alive: the history
+    generation of DataLoader workers is training time too. Live children are read from /proc (Linux)."""
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    alive = 0.0
+    for tasks in Path("/proc/self/task").glob("*/children"):
+        for pid in tasks.read_text().split():
+            try:  # fields 14 and 15 after the command name: utime, stime (clock ticks)
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                alive += (int(fields[11]) + int(fields[12])) / TICK
+            except (OSError, IndexError, ValueError):
+                pass  # ended meanwhile: reaped, it is in RUSAGE_CHILDREN next time
+    return time.process_time() + ended.ru_utime + ended.ru_stime + alive
+
+
+def validation_regret(task, envs: dict, policy_for, horizon: int, val_seed: int, batch: int) -> float:
+    """Mean final regret of a policy on the validation environments, played in batches of ``batch``
+    with each batch's own seed, exactly as ``OMGPTModule.validation_step`` plays them."""
+    from omgpt.module import validation_rollout
+
+    runs = next(iter(envs.values())).shape[0]
+    finals = [validation_rollout(task, envs, idx, policy_for(), horizon, val_seed).cumulative_regret()[:, -1]
+              for idx in torch.arange(runs).split(batch)]
+    return float(torch.cat(finals).mean())
+
+
+class QualityClock(Callback):
+    """Keeps the training CPU clock of one arm (validation excluded), evaluates the network on the
+    validation environments every ``eval_every`` CPU-seconds and at every budget, stops the fit after
+    the last budget and writes the trace (``out``, JSON)."""
+
+    def __init__(self, out: str, alg_star: float, budgets: list[float], eval_every: float, val_runs: int,
+                 val_seed: int, val_batch: int, compile: bool = False, sdpa: str | None = None):
+        self.out, self.alg_star, self.budgets, self.eval_every = out, alg_star, sorted(budgets), eval_every
+        self.val_runs, self.val_seed, self.val_batch, self.compile = val_runs, val_seed, val_batch, compile
+        # sdpa="math": attention through PyTorch's reference path instead of the fused (flash) CPU
+        # kernel that F.scaled_dot_product_attention picks by itself
+        self.kernel = sdpa_kernel(SDPBackend.MATH) if sdpa == "math" else contextlib.nullcontext()
+        self.points: list[dict] = []
+        self.paused_cpu = self.paused_wall = 0.0
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self.kernel.__enter__()
+        if self.compile:
+            pl_module.model.compile()
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self.kernel.__exit__(None, None, None)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        from omgpt.module import validation_envs
+
+        self.task = pl_module.task.validation_task()
+        self.envs = validation_envs(self.task, self.val_runs, self.val_seed)
+        self.start_cpu, self.start_wall = cpu_seconds(), time.perf_counter()
+        self.paused_cpu = self.paused_wall = 0.0  # (Lightning's sanity-check validation ran before the start)
+        self.next_eval, self.pending = self.eval_every, list(self.budgets)
+
+    def clock(self) -> tuple[float, float]:
+        """(CPU, wall) seconds of training so far."""
+        return cpu_seconds() - self.start_cpu - self.paused_cpu, time.perf_counter() - self.start_wall - self.paused_wall
+
+    # The recipe's own validation (the checkpoint rule) is not training.
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._paused_at = cpu_seconds(), time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if hasattr(self, "_paused_at"):
+            self.paused_cpu += cpu_seconds() - self._paused_at[0]
+            self.paused_wall += time.perf_counter() - self._paused_at[1]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        cpu, _ = self.clock()
+        crossed = [b for b in self.pending if cpu >= b]
+        if crossed or cpu >= self.next_eval:
+            self.pending = [b for b in self.pending if cpu < b]
+            self.evaluate(trainer, pl_module)
+            self.next_eval = (cpu // self.eval_every + 1) * self.eval_every
+        if not self.pending:
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if not self.points or self.points[-1]["step"] != trainer.global_step:
+            self.evaluate(trainer, pl_module)
+        ckpt = trainer.checkpoint_callback.best_model_path or trainer.checkpoint_callback.last_model_path  # what the demo plays
+        self.write(trainer, ckpt=ckpt, finished=True)
+
+    def write(self, trainer, **more) -> None:
+        """The trace so far (rewritten at every evaluation: a stopped run keeps what it measured)."""
+        trace = {"points": self.points, "steps": trainer.global_step, "finished": False, **more}
+        Path(self.out).write_text(json.dumps(trace, indent=1))
+
+    def evaluate(self, trainer, pl_module) -> None:
+        from omgpt.policies import make_policy
+
+        cpu, wall = self.clock()
+        paused = cpu_seconds(), time.perf_counter()
+        model, was_training = pl_module.model, pl_module.model.training
+        model.eval()
+        with torch.no_grad():
+            regret = validation_regret(self.task, self.envs, lambda: make_policy("omgpt", self.task, model=model, window=pl_module.hparams.window),
+                                       pl_module.hparams.horizon, self.val_seed, self.val_batch)
+        model.train(was_training)
+        eval_cpu = cpu_seconds() - paused[0]
+        self.points.append({"cpu_s": cpu, "wall_s": wall, "step": trainer.global_step, "regret": regret, "ratio": regret / self.alg_star,
+                            "eval_cpu_s": eval_cpu})
+        print(f"  step {trainer.global_step:5d}  {cpu:6.1f} CPU-s  {wall:6.1f} s  val regret {regret:6.2f}  {regret / self.alg_star:.3f}x alg-star"
+              f"  (evaluation {eval_cpu:.1f} CPU-s)", flush=True)
+        self.write(trainer)
+        self.paused_cpu += cpu_seconds() - paused[0]
+        self.paused_wall += time.perf_counter() - paused[1]
+
+
+# --------------------------------------------------------------------------------------------------
+def arm_spec(text: str) -> tuple[str, str, list[str]]:
+    """``NAME=CONFIG [OVERRIDE ...]`` -> (name, config, overrides)."""
+    from omgpt.errors import OMGPTError
+
+    name, _, rest = text.partition("=")
+    words = shlex.split(rest)
+    if not name or not words:
+        raise OMGPTError(f"--arm {text!r}: expected NAME=CONFIG [OVERRIDE ...]")
+    if not (ROOT / words[0]).is_file() and not Path(words[0]).is_file():
+        raise OMGPTError(f"--arm {name}: no config file {words[0]!r}")
+    return name, words[0], words[1:]
+
+
+def settings(config: str) -> dict:
+    import yaml
+
+    path = Path(config) if Path(config).is_file() else ROOT / config
+    return yaml.safe_load(path.read_text())
+
+
+def alg_star_regret(config: str, val_runs: int, val_seed: int, val_batch: int, cache_dir: Path) -> float:
+    """``alg-star``'s mean final regret on the validation environments, computed once per set of
+    episodes (the cache key hashes the environments and the code that seeds their contexts and noise)."""
+    import omgpt.seeding
+    from omgpt.module import validation_envs
+    from omgpt.policies import make_policy
+    from omgpt.tasks import make_episode_task
+
+    model = settings(config)["model"]
+    task = make_episode_task(model["task"], model.get("task_options"), model["horizon"]).validation_task()
+    envs = validation_envs(task, val_runs, val_seed)
+    h = hashlib.sha256(f"{task.name} {model.get('task_options')} {model['horizon']} {val_batch} {val_seed}".encode())
+    h.update(Path(omgpt.seeding.__file__).read_bytes())
+    for k in sorted(envs):
+        h.update(k.encode() + envs[k].contiguous().numpy().tobytes())
+    path = cache_dir / f"alg_star_{h.hexdigest()[:16]}.json"
+    if path.is_file():
+        return json.loads(path.read_text())["regret"]
+    print(f"alg-star on the {val_runs} validation environments (seed {val_seed}; once, then cached in {path}) ...", flush=True)
+    start = time.process_time()
+    regret = validation_regret(task, envs, lambda: make_policy("alg-star", task), model["horizon"], val_seed, val_batch)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"regret": regret, "cpu_s": time.process_time() - start, "task": task.name, "horizon": model["horizon"],
+                                "val_runs": val_runs, "val_seed": val_seed}))
+    return regret
+
+
+def fit_command(config: str, overrides: list[str], trace: Path, clock: dict, seed: int) -> list[str]:
+    """``omgpt fit`` of one arm, the clock added to its callbacks by a config layer written beside the trace."""
+    import yaml
+
+    layer = trace.with_suffix(".yaml")
+    layer.write_text(yaml.safe_dump({"trainer": {"callbacks+": [{"class_path": "time_to_quality.QualityClock", "init_args": clock}]}}))
+    return [sys.executable, "-m", "omgpt", "fit", "--config", config, *overrides, "--config", str(layer), "--seed_everything", str(seed),
+            "--trainer.logger.init_args.save_dir", str(trace.parent), "--trainer.logger.init_args.name", trace.stem,
+            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+
+
+def run_fit(cmd: list[str], threads: int) -> None:
+    """Run an arm's fit with ``threads`` intra-op threads, this folder importable (the clock's class)."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONPATH": path}
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+
+
+def first_at_most(points: list[dict], target: float) -> dict | None:
+    return next((p for p in points if p["ratio"] <= target), None)
+
+
+def at_budget(points: list[dict], budget_s: float) -> dict | None:
+    """The first evaluation at or after the budget (the one it triggered), else the run's last one when
+    the recipe ended before the budget."""
+    return next((p for p in points if p["cpu_s"] >= budget_s), points[-1] if points else None)
+
+
+def test_ratios(results: list[dict], runs: int, seed: int) -> None:
+    """Every arm's checkpoint and ``alg-star`` on the same ``runs`` test environments of ``seed`` (the
+    evaluation loop of ``omgpt evaluate``, common random numbers): each arm's ratio to ``alg-star`` and
+    to the first arm, with paired bootstrap 90% intervals."""
+    from omgpt.analysis.report import interval, paired_ratio
+    from omgpt.evaluation import evaluate_policies
+    from omgpt.model import load_model
+    from omgpt.tasks import make_episode_task
+
+    finals = {}
+    for r in results:
+        model, _, hp = load_model(r["ckpt"])
+        task = make_episode_task(hp["task"], hp.get("task_options"), hp["horizon"])
+        finals[r["arm"]] = evaluate_policies(task, {"omgpt": {"model": model}}, runs, hp["horizon"], seed, progress=False)["omgpt"]
+        print(f"  {r['arm']}: omgpt evaluate --ckpt {r['ckpt']} --policies omgpt,alg-star --runs {runs} --seed {seed}", flush=True)
+    star = evaluate_policies(task, {"alg-star": {}}, runs, hp["horizon"], seed, progress=False)["alg-star"]
+    final = lambda h: h.cumulative_regret()[:, -1].double().numpy()
+    first = results[0]["arm"]
+    print(f"\n{runs} test environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
+    print(f"{'arm':16} {'regret':>7} {'/ alg-star [90% CI]':>24} {'/ ' + first + ' [90% CI]':>26}")
+    for r in results:
+        to_star, to_first = paired_ratio(final(finals[r["arm"]]), final(star)), paired_ratio(final(finals[r["arm"]]), final(finals[first]))
+        r["test"] = {"runs": runs, "seed": seed, "regret": float(final(finals[r["arm"]]).mean()), "alg_star": float(final(star).mean()),
+                     "ratio_to_alg_star": to_star, "ratio_to_first": to_first}
+        print(f"{r['arm']:16} {r['test']['regret']:7.2f} {to_star['mean']:8.3f} {interval(to_star['ci90']):>15} "
+              f"{to_first['mean']:8.3f} {interval(to_first['ci90']):>17}")
+
+
+def main() -> None:
+    from omgpt.seeding import check_test_seed, check_validation_seed
+    from omgpt.timing import machine
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--arm", action="append", help="NAME=CONFIG [OVERRIDE ...] (repeatable; default: fc4ae5b's demo and today's)")
+    p.add_argument("--budgets", default="2,5,10", help="CPU-minute budgets, comma-separated")
+    p.add_argument("--quick", action="store_true", help="budgets 1,2 and --eval-every 5 (a smoke run)")
+    p.add_argument("--target", type=float, default=1.25, help="the validation ratio to alg-star to reach")
+    p.add_argument("--eval-every", type=float, default=10.0, help="CPU-seconds of training between evaluations")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads of every arm (an arm's --threads=N wins)")
+    p.add_argument("--val-runs", type=int, default=128)
+    p.add_argument("--val-batch", type=int, default=128)
+    p.add_argument("--val-seed", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0, help="seed_everything of every arm (training histories, initial weights)")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "time_to_quality")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--test-runs", type=int, default=0, help="then play every arm's checkpoint and alg-star on this many test environments")
+    p.add_argument("--test-seed", type=int, default=0, help="their seed (a test seed)")
+    args = p.parse_args()
+    check_validation_seed(args.val_seed, "--val-seed")
+    check_test_seed(args.test_seed, "--test-seed")
+    if args.quick:
+        args.budgets, args.eval_every = "1,2", 5.0
+    budgets = [float(b) * 60 for b in args.budgets.split(",")]
+    arms = [arm_spec(a) for a in (args.arm or DEFAULT_ARMS)]
+    if len({a[0] for a in arms}) != len(arms):
+        p.error("arm names must differ")
+    torch.set_num_threads(1)
+    alg_star = alg_star_regret(arms[0][1], args.val_runs, args.val_seed, args.val_batch, args.out)
+    for name, config, _ in arms[1:]:
+        if alg_star_regret(config, args.val_runs, args.val_seed, args.val_batch, args.out) != alg_star:
+            p.error(f"arm {name} trains another setting than {arms[0][0]} (its validation episodes differ)")
+    print(f"{machine()}; alg-star's validation regret {alg_star:.3f}; target {args.target}x; budgets {args.budgets} CPU-minutes")
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results = []
+    for name, config, overrides in arms:
+        threads = next((int(o.split("=", 1)[1]) for o in overrides if o.startswith("--threads=")), args.threads)
+        knobs = [o for o in overrides if o == "--compile" or o.startswith("--sdpa=")]  # the benchmark's, not the fit's
+        fit_overrides = [o for o in overrides if o not in knobs and not o.startswith("--threads=")]
+        trace = args.out / f"{stamp}-{name}.json"
+        args.out.mkdir(parents=True, exist_ok=True)
+        clock = {"out": str(trace), "alg_star": alg_star, "budgets": budgets, "eval_every": args.eval_every, "val_runs": args.val_runs,
+                 "val_seed": args.val_seed, "val_batch": args.val_batch, "compile": "--compile" in knobs,
+                 "sdpa": next((k.split("=", 1)[1] for k in knobs if k.startswith("--sdpa=")), None)}
+        cmd = fit_command(config, fit_overrides, trace, clock, args.seed)
+        print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
+        run_fit(cmd, threads)
+        run = json.loads(trace.read_text())
+        hit = first_at_most(run["points"], args.target)
+        results.append({"arm": name, "config": config, "overrides": overrides, "threads": threads, "steps": run["steps"],
+                        "to_target": hit, "at_budget": {f"{b / 60:g}": at_budget(run["points"], b) for b in budgets},
+                        "ckpt": run["ckpt"], "points": run["points"]})
+
+    base = results[0]["to_target"]
+    print(f"\ntraining CPU-seconds to {args.target}x alg-star on the validation environments (machine possibly shared; CPU time)")
+    head = "".join(f"{'ratio @' + format(b / 60, 'g') + ' min':>15}" for b in budgets)
+    print(f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11} {'CPU-s to target':>16} {'wall s':>8} {'at step':>8} {'speed-up':>9} {head}")
+    for r in results:
+        hit, last = r["to_target"], r["points"][-1]
+        r["cpu_ms_per_step"] = 1000 * last["cpu_s"] / max(1, last["step"])
+        speed = f"{base['cpu_s'] / hit['cpu_s']:.2f}x" if hit and base else "-"
+        reached = (f"{hit['cpu_s']:16.0f} {hit['wall_s']:8.0f} {hit['step']:8d}" if hit else f"{'not reached':>16} {'':8} {'':8}")
+        cells = "".join(f"{r['at_budget'][k]['ratio']:14.3f}{'*' if r['at_budget'][k]['cpu_s'] < float(k) * 60 else ' '}" for k in r["at_budget"])
+        print(f"{r['arm']:16} {r['steps']:6d} {r['cpu_ms_per_step']:11.1f} {reached} {speed:>9} {cells}")
+    print(f"speed-up: {results[0]['arm']}'s CPU-seconds to target over the arm's")
+    print("* the recipe ended before this budget: its last evaluation")
+    if args.test_runs:
+        test_ratios(results, args.test_runs, args.test_seed)
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "alg_star": alg_star, "target": args.target, "budgets_min": args.budgets,
+                                         "eval_every": args.eval_every, "val_runs": args.val_runs, "val_seed": args.val_seed,
+                                         "seed": args.seed, "arms": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
