@@ -482,7 +482,7 @@ NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_he
 EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
 TRAINING_HPARAMS = ("lr", "weight_decay", "betas", "warmup_steps", "schedule", "min_lr_ratio", "val_seed", "obs_loss_weight", "target",
                     # the regret objective (fine-tuning, docs/finetune.md)
-                    "objective", "init_from", "estimator", "rollout_envs", "group_size", "explore_std", "imitation_weight", "trust_radius")
+                    "objective", "init_from", "estimator", "feedback_grad", "rollout_envs", "group_size", "explore_std", "imitation_weight", "trust_radius")
 
 
 class TrainedModel(NamedTuple):

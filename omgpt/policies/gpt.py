@@ -31,13 +31,17 @@ class ModelPolicy(HistoryPolicy):
             them, are kept in ``self.samples``). ``None``: the prediction itself.
         differentiable: decide with autograd on (the regret objective's pathwise gradient, inside
             ``rollout(..., differentiable=True)``); otherwise without.
+        feedback_grad: with ``differentiable``, the share of the gradient that flows back through each
+            context, action and observation the model reads for its later decisions: 1 is the whole
+            pathwise gradient, 0 the myopic one (each decision judged on its own step's regret, the
+            history it was made on held fixed); a path through ``k`` such reads is weighed ``feedback_grad^k``.
     """
 
     def __init__(self, task, model: SequenceModel, window: int | None = None, use_cache: bool = True, greedy: bool = False,
-                 explore_std: float | None = None, differentiable: bool = False):
+                 explore_std: float | None = None, differentiable: bool = False, feedback_grad: float = 1.0):
         super().__init__(task)
         self.model, self.window, self.use_cache, self.greedy = model, window, use_cache, greedy
-        self.explore_std, self.differentiable = explore_std, differentiable
+        self.explore_std, self.differentiable, self.feedback_grad = explore_std, differentiable, feedback_grad
 
     def reset(self, envs, horizon, generator) -> None:
         super().reset(envs, horizon, generator)
@@ -50,6 +54,18 @@ class ModelPolicy(HistoryPolicy):
         param = next(self.model.parameters())
         self.xs, self.actions, self.observations = (z.to(param.device) for z in (self.xs, self.actions, self.observations))
         self.samples = torch.zeros_like(self.actions) if self.explore_std is not None else None
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        return super().act(t, self._damped(x))
+
+    def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
+        super().observe(t, self._damped(actions), self._damped(observations))
+
+    def _damped(self, z: Tensor) -> Tensor:
+        """``z`` as it is, with its gradient scaled by ``feedback_grad`` (what the model reads of its history)."""
+        if not self.differentiable or self.feedback_grad == 1:
+            return z
+        return z.detach() + self.feedback_grad * (z - z.detach())
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         with torch.set_grad_enabled(self.differentiable):
