@@ -1,6 +1,7 @@
 """Fine-tuning on regret (docs/finetune.md): the measurements behind issue 33's first attempt.
 
     python -m benchmarks.finetune_regret compare CKPT [CKPT ...] --policies alg-star lints-tuned [--runs 256] [--seed 10002]
+        [--versus CKPT_OR_POLICY ...]
     python -m benchmarks.finetune_regret curve RUN_DIR [RUN_DIR ...] [--out figure.png]
     python -m benchmarks.finetune_regret gradients CKPT [--batch 32] [--feedback 1 0.8 0.5 0]
 
@@ -8,7 +9,8 @@
 policy on the same ``--runs`` environments of a VALIDATION seed (never a test seed: these numbers
 choose; the reported test numbers come from ``omgpt experiment beyond-alg-star`` later), on common
 random numbers, and prints every policy's mean final regret with a bootstrap 90% interval and its
-paired difference from the first checkpoint (the same environments resampled for both). Use another
+paired differences from the ``--versus`` rows (default: the first checkpoint; the same environments
+resampled for both) and its paired ratio to ``alg-star`` when it played. Use another
 validation seed than the fit's ``val_seed`` (10,000) so that the comparison is not made on the
 environments the checkpoint was chosen on.
 
@@ -31,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.report import BOOTSTRAP_SAMPLES
+from analysis.report import BOOTSTRAP_SAMPLES, paired_ratio
 from omgpt.model import load_model
 from omgpt.module import validation_envs, validation_rollout
 from omgpt.policies import make_policy
@@ -52,7 +54,7 @@ def bootstrap90(values: np.ndarray) -> list[float]:
     return [float(v) for v in np.percentile(values[idx].mean(axis=1), [5, 95])]
 
 
-def compare(ckpts: list[str], policies: list[str], runs: int, seed: int) -> None:
+def compare(ckpts: list[str], policies: list[str], runs: int, seed: int, versus: list[str] | None = None) -> None:
     models = [load_model(c) for c in ckpts]
     task, horizon = models[0].task, models[0].hparams["horizon"]
     envs = validation_envs(task, runs, seed)
@@ -65,14 +67,22 @@ def compare(ckpts: list[str], policies: list[str], runs: int, seed: int) -> None
         start = time.process_time()
         played[name] = final_regrets(task, envs, make_policy(name, task, horizon=horizon), horizon, seed)
         print(f"  played {name} in {time.process_time() - start:.1f} CPU-s", flush=True)
-    reference = played[ckpts[0]]
+    versus = versus or [ckpts[0]]
     print(f"\n{task.name} {task.options()} T={horizon}: {runs} environments of validation seed {seed}")
-    print(f"{'policy':<70} {'regret':>8} {'90% CI':>18} {'- first ckpt [paired 90% CI]':>32}")
+    print(f"{'policy':<60} {'regret':>7} {'90% CI':>16}" + "".join(f"   - {Path(v).name[:24]} [paired 90% CI]" for v in versus)
+          + ("   / alg-star [paired 90% CI]" if "alg-star" in played else ""))
     for name, values in played.items():
         lo, hi = bootstrap90(values)
-        diff = values - reference
-        dlo, dhi = bootstrap90(diff)
-        print(f"{name:<70} {values.mean():8.3f} [{lo:7.3f}, {hi:7.3f}] {diff.mean():+9.3f} [{dlo:+.3f}, {dhi:+.3f}]")
+        row = f"{name[-60:]:<60} {values.mean():7.3f} [{lo:6.3f}, {hi:6.3f}]"
+        for v in versus:
+            diff = values - played[v]
+            dlo, dhi = bootstrap90(diff)
+            row += f"   {diff.mean():+7.3f} [{dlo:+.3f}, {dhi:+.3f}]"
+        if "alg-star" in played:
+            ratio = paired_ratio(values, played["alg-star"])
+            ci = ratio["ci90"] or [float("nan")] * 2
+            row += f"   {ratio['mean'] if ratio['mean'] is not None else float('nan'):6.3f} [{ci[0]:.3f}, {ci[1] if ci[1] is not None else float('inf'):.3f}]"
+        print(row)
 
 
 def curve(runs: list[str], out: str | None) -> None:
@@ -127,6 +137,7 @@ def main() -> None:
     p.add_argument("--policies", nargs="*", default=["alg-star"])
     p.add_argument("--runs", type=int, default=256)
     p.add_argument("--seed", type=int, default=10_002)
+    p.add_argument("--versus", nargs="*", help="the rows to take paired differences from (default: the first checkpoint)")
     p = sub.add_parser("curve")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out")
@@ -136,7 +147,7 @@ def main() -> None:
     p.add_argument("--feedback", type=float, nargs="+", default=[1.0, 0.8, 0.5, 0.0])
     args = parser.parse_args()
     if args.command == "compare":
-        compare(args.ckpts, args.policies, args.runs, args.seed)
+        compare(args.ckpts, args.policies, args.runs, args.seed, args.versus)
     elif args.command == "curve":
         curve(args.runs, args.out)
     else:
