@@ -94,7 +94,7 @@ class OMGPTModule(L.LightningModule):
         feedback_grad: ``pathwise``: the share of the gradient that flows back through each context,
             action and observation the model reads for its later decisions (1: the whole pathwise
             gradient; 0: myopic; in between, a path through ``k`` reads weighs ``feedback_grad^k``). Measured
-            on the 100-environment linear bandit (benchmarks/finetune_regret.py): the whole gradient through
+            on the 100-environment linear bandit (``python -m benchmarks.finetune_regret gradients``): the whole gradient through
             100 decisions is heavy-tailed (norms 750-6,300 on three batches of 32, cosine similarities
             -0.41 to 0.19); at 0.5 it is consistent (0.94-0.97) and still carries part of the value of
             exploration.
