@@ -347,7 +347,12 @@ class CausalSelfAttention(nn.Module):
             end = input_pos + L
             if end > self.k_cache.shape[2]:
                 raise RuntimeError(f"token positions up to {end} exceed the KV cache's {self.k_cache.shape[2]}")
-            self.k_cache[:, :, input_pos:end], self.v_cache[:, :, input_pos:end] = k, v
+            if torch.is_grad_enabled():  # a differentiable rollout (regret fine-tuning): autograd keeps every
+                # step's keys, which an in-place write would overwrite, so each step writes a new cache
+                self.k_cache = self.k_cache.slice_scatter(k.to(self.k_cache.dtype), 2, input_pos, end)
+                self.v_cache = self.v_cache.slice_scatter(v.to(self.v_cache.dtype), 2, input_pos, end)
+            else:
+                self.k_cache[:, :, input_pos:end], self.v_cache[:, :, input_pos:end] = k, v
             k, v = self.k_cache[:, :, :end].to(q.dtype), self.v_cache[:, :, :end].to(q.dtype)
             # New token i (position input_pos+i) may see every position <= input_pos+i.
             mask = None if L == 1 else torch.ones(L, end, dtype=torch.bool, device=x.device).tril(input_pos)
@@ -476,7 +481,9 @@ class LSTM(SequenceModel):
 # network computes (tests/test_agent.py keeps the groups equal to OMGPTModule's signature).
 NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_head", "layout", "pos_encoding")
 EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
-TRAINING_HPARAMS = ("lr", "weight_decay", "betas", "warmup_steps", "schedule", "min_lr_ratio", "val_seed", "obs_loss_weight", "target")
+TRAINING_HPARAMS = ("lr", "weight_decay", "betas", "warmup_steps", "schedule", "min_lr_ratio", "val_seed", "obs_loss_weight", "target",
+                    # the regret objective (fine-tuning, docs/finetune.md)
+                    "objective", "init_from", "estimator", "feedback_grad", "rollout_envs", "group_size", "explore_std", "imitation_weight", "trust_radius")
 
 
 class TrainedModel(NamedTuple):

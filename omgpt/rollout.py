@@ -127,7 +127,6 @@ def restarted(features: Tensor, obs_dim: int) -> Tensor:
     return features
 
 
-@torch.no_grad()
 def rollout(
     task: Task,
     envs: Envs,
@@ -135,6 +134,7 @@ def rollout(
     horizon: int,
     generator: torch.Generator,
     policy_generator: torch.Generator | None = None,
+    differentiable: bool = False,
 ) -> History:
     """Play ``horizon`` steps of every environment in ``envs`` with ``policy``.
 
@@ -142,7 +142,18 @@ def rollout(
     own randomness. Keeping them apart gives common random numbers: two policies run with the same
     seeds face exactly the same contexts and demand shocks, so their regret curves differ only by
     their decisions.
+
+    ``differentiable=True`` records the autograd graph (no grad otherwise): the regret objective's
+    pathwise gradient (:meth:`omgpt.module.OMGPTModule.regret_loss`) flows from the recorded regrets
+    back through every action, and through the observations it produced into later decisions. The
+    task draws its noise before it computes the observation from the action (a reparameterisation),
+    so an observation is differentiable in the action wherever the task's ``observe`` is.
     """
+    with torch.set_grad_enabled(differentiable):
+        return _rollout(task, envs, policy, horizon, generator, policy_generator)
+
+
+def _rollout(task: Task, envs: Envs, policy, horizon: int, generator: torch.Generator, policy_generator: torch.Generator | None) -> History:
     if horizon <= 0:
         raise ValueError(f"horizon must be positive, got {horizon}")
     batch = next(iter(envs.values())).shape[0]

@@ -26,11 +26,22 @@ class ModelPolicy(HistoryPolicy):
         use_cache: decode incrementally (default) or re-encode the whole history at every step (the
             reference the cache is tested and benchmarked against).
         greedy: discrete tasks: play the argmax of the predicted distribution instead of sampling it.
+        explore_std: continuous tasks: play ``N(prediction, (explore_std · action_scale)²)`` instead of the
+            prediction (the regret objective's stochastic head; its draws, before the task projects
+            them, are kept in ``self.samples``). ``None``: the prediction itself.
+        differentiable: decide with autograd on (the regret objective's pathwise gradient, inside
+            ``rollout(..., differentiable=True)``); otherwise without.
+        feedback_grad: with ``differentiable``, the share of the gradient that flows back through each
+            context, action and observation the model reads for its later decisions: 1 is the whole
+            pathwise gradient, 0 the myopic one (each decision judged on its own step's regret, the
+            history it was made on held fixed); a path through ``k`` such reads is weighed ``feedback_grad^k``.
     """
 
-    def __init__(self, task, model: SequenceModel, window: int | None = None, use_cache: bool = True, greedy: bool = False):
+    def __init__(self, task, model: SequenceModel, window: int | None = None, use_cache: bool = True, greedy: bool = False,
+                 explore_std: float | None = None, differentiable: bool = False, feedback_grad: float = 1.0):
         super().__init__(task)
         self.model, self.window, self.use_cache, self.greedy = model, window, use_cache, greedy
+        self.explore_std, self.differentiable, self.feedback_grad = explore_std, differentiable, feedback_grad
 
     def reset(self, envs, horizon, generator) -> None:
         super().reset(envs, horizon, generator)
@@ -42,9 +53,32 @@ class ModelPolicy(HistoryPolicy):
         self.model.start_cache(self.batch, limit)
         param = next(self.model.parameters())
         self.xs, self.actions, self.observations = (z.to(param.device) for z in (self.xs, self.actions, self.observations))
+        self.samples = torch.zeros_like(self.actions) if self.explore_std is not None else None
 
-    @torch.no_grad()
+    def act(self, t: int, x: Tensor) -> Tensor:
+        return super().act(t, self._damped(x))
+
+    def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
+        super().observe(t, self._damped(actions), self._damped(observations))
+
+    def _damped(self, z: Tensor) -> Tensor:
+        """``z`` as it is, with its gradient scaled by ``feedback_grad`` (what the model reads of its history)."""
+        if not self.differentiable or self.feedback_grad == 1:
+            return z
+        return z.detach() + self.feedback_grad * (z - z.detach())
+
     def decide(self, t: int, x: Tensor) -> Tensor:
+        with torch.set_grad_enabled(self.differentiable):
+            a = self._predict(t)
+        if self.explore_std is not None and not self.task.discrete:  # discrete tasks sample their softmax already
+            noise = torch.randn(a.shape, generator=self.generator, device=self.generator.device).to(a.device)
+            a = a + self.explore_std * self.model.action_scale * noise
+            self.samples[:, t] = a
+        # the activations' dtype (bf16 under autocast) back to the contexts' (float32; float64 in the gradient test)
+        return self.task.action_from_output(a.to(x.dtype).to(x.device), self.generator, self.greedy)
+
+    def _predict(self, t: int) -> Tensor:
+        """The network's read-out at step ``t``: the predicted ``a*_t`` (logits on discrete tasks)."""
         model = self.model
         if self.use_cache and (self.window is None or t < self.window):
             features = tokens_at(self.xs, self.actions, self.observations, t, window=2)[0]  # steps t-1 (if any) and t
@@ -52,7 +86,7 @@ class ModelPolicy(HistoryPolicy):
             a = model.decode(t, features[:, -1], prev_action, prev_feature)
         else:  # re-encode the (windowed) history, a window read as a history of its own
             a = model(*tokens_at(self.xs, self.actions, self.observations, t, self.window, restart=True))[:, -1]
-        return self.task.action_from_output(a.float().to(x.device), self.generator, self.greedy)
+        return a
 
     def close(self) -> None:
         self.model.clear_cache()
