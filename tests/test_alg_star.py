@@ -293,6 +293,16 @@ def test_particle_benchmark_script_runs(capsys):
     assert "solver 'highs' (reference) vs 'ipm'" in out and "newsvendor:" in out
 
 
+def test_profile_script_names_where_the_time_goes(capsys):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "alg_star_profile.py"
+    spec = importlib.util.spec_from_file_location("alg_star_profile", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.main(["--task", "newsvendor", "--batch", "2", "--horizon", "6", "--particles", "32", "--sort", "cumulative", "--top", "40"])
+    out = capsys.readouterr().out
+    assert "alg-star on newsvendor: 2 episodes, T = 6" in out and "_resample_move" in out and "decide" in out
+
+
 def test_posterior_mean_on_the_linear_bandit_is_put_back_on_the_unit_sphere():
     """Two equally likely pool members ``w = e_1`` and ``w = e_2``: the average of their ``a*`` is
     ``(1/2, 1/2)``, inside the ball; the posterior-expected reward is maximised by its direction."""

@@ -76,9 +76,13 @@ ignored observations left out):
 float64 (``O(t)`` Python steps per move): the reference, which gives the same weights, moves and
 decisions (``tests/test_alg_star.py``, on every task). Measured with
 ``benchmarks/alg_star_particles.py --speed`` (``T = 100``, one thread, 100 episodes, both arms on the
-same environments): see ``benchmarks/RESULTS.md``; what remains is the per-step decision (the
-posterior median sorts ``N`` values per episode), the moves' random numbers and prior densities, and
-the newsvendor's ``O(t)`` support check. Tasks: every task with a likelihood -- ``mab``,
+same environments): see ``benchmarks/RESULTS.md``; what remains (``benchmarks/alg_star_profile.py``,
+50 episodes × 100 steps, 4096 particles) is mostly the rejuvenation's fixed work -- resampling, the
+moves' normal draws, prior densities, copies -- at about 22 (pricing) and 14 (newsvendor)
+rejuvenations per episode, then the per-step decision (the posterior median sorts ``N`` values per
+episode) and the newsvendor's ``O(t)`` support check. That work scales with ``N``, not ``t``: the
+issue's 10× over fc4ae5b is out of reach at 4096 particles whatever the likelihood costs, and fewer
+particles are a default only once their regret matches the 16,384-particle set's (not yet shown). Tasks: every task with a likelihood -- ``mab``,
 ``linear-bandit``, every pricing variant (square, mixed, shifts, noise levels), every newsvendor variant
 (censored, square, mixed, non-stationary, non-perishable) and queueing (an exact posterior over its six
 arrival rates: no particles, no moves). Revenue management has none: building ``alg-star`` for it
