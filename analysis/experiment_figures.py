@@ -216,6 +216,5 @@ def finetuning_figure(panels: list[dict], path: Path, max_cols: int = 5) -> Path
         ax.legend(fontsize=6)
     for j in range(len(panels), rows * cols):
         axes[j // cols, j % cols].axis("off")
-    fig.suptitle("Fine-tuning on regret: validation regret against CPU-minutes", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, path)
