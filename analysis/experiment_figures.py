@@ -193,7 +193,7 @@ def obs_learning_curve_figure(result: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def finetuning_figure(panels: list[dict], path: Path, max_cols: int = 5) -> Path:
+def finetuning_figure(panels: list[dict], path: Path, max_cols: int = 3) -> Path:
     """Per panel (``panel["finetuning"]``, :mod:`omgpt.commands.experiment.kinds.beyond_alg_star`): the
     fine-tuned model's validation regret against CPU-minutes of fine-tuning (its validation steps at
     its mean CPU-seconds per step), starting at 0 from the supervised model's validation regret (its

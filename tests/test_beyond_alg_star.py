@@ -159,6 +159,7 @@ def test_the_fine_tuning_numbers_are_paired_over_the_same_environments():
     width = np.subtract(*numbers["minus_supervised"]["ci90"][::-1])
     assert width < 0.25 < 1.645 * 2 * sup.std() / np.sqrt(200)
     assert numbers["versus_best"]["mean"] == pytest.approx(finals["ft"].mean() / finals["best"].mean())
+    assert numbers["minus_best"]["mean"] == pytest.approx((finals["ft"] - finals["best"]).mean())
     assert numbers["supervised_versus_best"]["mean"] == pytest.approx(sup.mean() / finals["best"].mean())
     assert numbers["versus_best"]["runs"] == numbers["minus_supervised"]["runs"] == 200
 
@@ -225,6 +226,7 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     assert (ft != sup).any()  # the fine-tuned model acts otherwise (continuous actions: any step changes them)
     assert f["minus_supervised"]["mean"] == pytest.approx((ft - sup).mean(), rel=1e-9, abs=1e-12)
     assert f["versus_best"]["mean"] == pytest.approx(ft.mean() / final[best].mean())
+    assert f["minus_best"]["mean"] == pytest.approx((ft - final[best]).mean(), rel=1e-9)
     assert panel["policies"]["linear-bandit-100-rl"]["final_regret"]["mean"] == pytest.approx(ft.mean())
     assert f["finetuned"]["val_regret"] == child["val_regret"] and f["finetuned"]["steps"] == 2
     assert f["supervised"]["seconds"] == (parent.get("cpu_seconds") or parent["train_seconds"]) > 0

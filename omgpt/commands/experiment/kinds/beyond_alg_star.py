@@ -7,7 +7,8 @@ Each panel adds, from the final regrets of those environments (paired: the envir
 together, :func:`omgpt.analysis.report.paired_ratio` / :func:`~omgpt.analysis.report.paired_difference`):
 
 * fine-tuned / best benchmark (the best chosen on validation, as every panel's), with its 90% interval:
-  the verdict is *below the best benchmark* when the whole interval lies below 1;
+  the verdict is *below the best benchmark* when the whole interval lies below 1; beside it fine-tuned −
+  best benchmark, which stays defined where the ratio does not (queueing's regret can be negative);
 * fine-tuned / ``alg-star`` (the panel's ``ratio_to_alg_star``) and fine-tuned − supervised;
 * the cost of fine-tuning beside that of pre-training (each fit's CPU time and steps, from the models'
   records) and the fine-tuning's validation curve, for the figure of validation regret against
@@ -33,9 +34,10 @@ from omgpt.records import NUMBER, ListOf, Nullable, RecordError
 
 SUPERVISED = "omgpt"  # the panel's own model: the supervised one
 PAIRED = {"mean": Nullable(NUMBER), "ci90": INTERVAL, "runs": int}
+DIFFERENCE = {"mean": NUMBER, "ci90": INTERVAL, "runs": int}
 FIT = {"label": str, "model": str, "key": str, "steps": int, "seconds": NUMBER, "best_val_regret": NUMBER}
 FINETUNING = {
-    "versus_best": PAIRED, "supervised_versus_best": PAIRED, "minus_supervised": {"mean": NUMBER, "ci90": INTERVAL, "runs": int},
+    "versus_best": PAIRED, "supervised_versus_best": PAIRED, "minus_supervised": DIFFERENCE, "minus_best": DIFFERENCE,
     "supervised": FIT, "finetuned": {**FIT, "val_regret": ListOf(ListOf(NUMBER), nonempty=True)},
 }  # fmt: skip
 
@@ -85,7 +87,7 @@ class BeyondAlgStar(Kind):
     def figures(self, result: dict, out: Path) -> list[Path]:
         from omgpt.analysis.experiment_figures import curves_figure, finetuning_figure
 
-        return [finetuning_figure(result["panels"], out / "finetuning.png"), curves_figure(result["panels"], out / "regret.png", max_cols=5)]
+        return [finetuning_figure(result["panels"], out / "finetuning.png"), curves_figure(result["panels"], out / "regret.png", max_cols=3)]
 
     def headline(self, panel: dict) -> str:
         f, finals = panel["finetuning"], final_regrets(panel)
@@ -125,13 +127,13 @@ class BeyondAlgStar(Kind):
                  "is the one of lowest validation regret (each panel below says on which environments). Below the best "
                  "benchmark: the whole interval of fine-tuned / best lies below 1.", "",
                  "| setting | supervised | fine-tuned | alg-star | best benchmark | fine-tuned / best [paired 90% CI] | "
-                 "fine-tuned / alg-star [paired 90% CI] | fine-tuned − supervised [paired 90% CI] | below the best benchmark |",
-                 "|---|---|---|---|---|---|---|---|---|"]
+                 "fine-tuned − best [paired 90% CI] | fine-tuned / alg-star [paired 90% CI] | fine-tuned − supervised [paired 90% CI] | "
+                 "below the best benchmark |", "|---|---|---|---|---|---|---|---|---|---|"]
         for p in panels:
             f, finals, (best, bench) = p["finetuning"], final_regrets(p), best_benchmark(p)
             ft = f["finetuned"]["label"]
             lines.append(f"| {p['title']} | {finals[SUPERVISED]:.2f} | {finals[ft]:.2f} | {finals['alg-star']:.2f} | {best} {bench:.2f} | "
-                         f"{_ratio(f['versus_best'])} | {_ratio(p['policies'][ft]['ratio_to_alg_star'])} | "
+                         f"{_ratio(f['versus_best'])} | {_difference(f['minus_best'])} | {_ratio(p['policies'][ft]['ratio_to_alg_star'])} | "
                          f"{_difference(f['minus_supervised'])} | {'**yes**' if below_best(p) else 'no'} |")
         lines += ["", "What fine-tuning cost beside pre-training: each fit's CPU-minutes on one thread (its logged CPU time where "
                   "it has one, else its one-thread wall-clock; a shipped reference model's from its card) and steps; the "
@@ -150,10 +152,12 @@ class BeyondAlgStar(Kind):
 
 def finetuning_numbers(finals: dict[str, np.ndarray], finetuned: str, best: str) -> dict:
     """From each policy's final regret per test environment (entry ``i``: environment ``i`` for every
-    policy): fine-tuned / best benchmark, supervised / best benchmark (paired ratios) and fine-tuned −
-    supervised (paired difference), each with its paired bootstrap 90% interval."""
+    policy): fine-tuned / best benchmark, supervised / best benchmark (paired ratios), fine-tuned −
+    supervised and fine-tuned − best benchmark (paired differences), each with its paired bootstrap 90%
+    interval."""
     return {"versus_best": paired_ratio(finals[finetuned], finals[best]), "supervised_versus_best": paired_ratio(finals[SUPERVISED], finals[best]),
-            "minus_supervised": paired_difference(finals[finetuned], finals[SUPERVISED])}
+            "minus_supervised": paired_difference(finals[finetuned], finals[SUPERVISED]),
+            "minus_best": paired_difference(finals[finetuned], finals[best])}
 
 
 def fit_cost(name: str, record: dict) -> dict:
@@ -182,7 +186,7 @@ def verdict_line(panel: dict) -> str:
     ft = f["finetuned"]["label"]
     word, why = ("below", "lies below 1") if below_best(panel) else ("NOT below", "does not lie below 1")
     return (f"fine-tuned OMGPT {finals[ft]:.2f} is {word} the best benchmark ({bench:.2f}, {best}): fine-tuned / {best} "
-            f"{_ratio(f['versus_best'])}, the interval {why}")
+            f"{_ratio(f['versus_best'])}, the interval {why} (fine-tuned − {best} {_difference(f['minus_best'])})")
 
 
 def _ratio(r: dict | None) -> str:
