@@ -96,6 +96,12 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
     assert args[-2:] == ["--model.init_from", str(tmp_path / "a" / "model.ckpt")]
     assert info["init_from"] == keys["linear-bandit-100"] and "--model.init_from" in info["command"]
     assert model_key(child, "cpu", []) != keys["linear-bandit-100-rl"]  # without its parent: another run
+    # a shipped reference model as the parent: the child starts from pretrained/NAME/model.ckpt
+    reference = store.pretrained_model("queueing", exp["models"]["queueing"])
+    store.train_model("queueing-rl", exp["models"]["queueing-rl"], "cpu", tmp_path / "models", [], reference)
+    folder, args, info = fits[-1]
+    assert folder.name == keys["queueing-rl"] and args[-2:] == ["--model.init_from", "pretrained/queueing/model.ckpt"]
+    assert info["init_from"] == "pretrained/queueing"
 
 
 @pytest.mark.parametrize("jobs", [1, 3])
@@ -140,6 +146,22 @@ def test_a_failed_parent_trains_none_of_its_children(monkeypatch):
     with pytest.raises(OMGPTError, match="model 'a' failed"):
         store.train_all({"models": {"a": {}, "a-rl": {"init_from": "a"}}, "scale": "cpu"}, Path("unused"), [], 2)
     assert started == ["a"]
+
+
+def test_a_panel_the_kind_cannot_report_on_is_refused_before_any_training(tmp_path, monkeypatch, capsys):
+    nv = {"task": "newsvendor"}
+    models = {"m": nv, "m-rl": {**nv, "init_from": "m"}, "other": nv}
+    for policies in (["omgpt", "omgpt@m-rl", "erm"],                         # no alg-star
+                     ["omgpt", "omgpt@other", "alg-star", "erm"],           # not a fine-tuning of the panel's model
+                     ["omgpt", "omgpt@m-rl", "omgpt@other", "alg-star", "erm"],  # two models beside the supervised one
+                     ["omgpt", "omgpt@m-rl", "alg-star"]):                  # no benchmark
+        _experiment(tmp_path, monkeypatch, models, [{"title": "p", "model": "m", "policies": policies}], name="beyond-alg-star")
+        assert cli_main(["experiment", "beyond-alg-star", "--out", str(tmp_path / "out"), "--models-dir", str(tmp_path / "models")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all("experiment beyond-alg-star: panel 'p': " in line for line in err), err
+    assert "plays omgpt (the supervised model), exactly one omgpt@NAME (its fine-tuned model) and alg-star" in err[0] == err[2]
+    assert "does not start from the panel's model 'm'" in err[1] and "plays no benchmark" in err[3]
+    assert not (tmp_path / "models").exists() and not (tmp_path / "out").exists()
 
 
 def test_the_fine_tuning_numbers_are_paired_over_the_same_environments():

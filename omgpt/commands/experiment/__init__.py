@@ -226,6 +226,7 @@ def run_all(scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, ru
     models = {}  # key -> (label, model): each distinct model once, a child naming its parent's label here
     for name in names:
         exp = load_experiment(name, scale)
+        kind_of(exp).check_config(exp)  # before hours of training, as run_experiment checks
         keys = experiment_keys(exp, [])
         for label in dependency_order(exp["models"]):
             model = dict(exp["models"][label])
