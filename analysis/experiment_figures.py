@@ -10,6 +10,8 @@ which of them an experiment draws is its kind's choice (``omgpt.commands.experim
   and the distribution of ``TF(H_t) - Alg*(H_t)`` per pool (a histogram; a scatter for 2-D actions).
 * :func:`demand_prediction_figure`: prediction error against the number of observed samples, OMGPT vs
   ridge; :func:`obs_learning_curve_figure`: the observation head's error against training steps.
+* :func:`finetuning_figure`: validation regret against CPU-minutes of fine-tuning on regret, per
+  setting, from the supervised model's validation regret.
 """
 from __future__ import annotations
 
@@ -187,5 +189,32 @@ def obs_learning_curve_figure(result: dict, path: Path) -> Path:
     ax.set(xlabel="training steps", ylabel=f"demand MSE after {T - 1} samples", xscale="log", yscale="log",
            title="the observation head's learning curve")
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def finetuning_figure(panels: list[dict], path: Path, max_cols: int = 3) -> Path:
+    """Per panel (``panel["finetuning"]``, :mod:`omgpt.commands.experiment.kinds.beyond_alg_star`): the
+    fine-tuned model's validation regret against CPU-minutes of fine-tuning (its validation steps at
+    its mean CPU-seconds per step), starting at 0 from the supervised model's validation regret (its
+    kept checkpoint's, on its own fit's validation environments); the kept checkpoint's validation regret
+    dotted."""
+    plt = _plt()
+    cols = min(len(panels), max_cols)
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
+    for i, panel in enumerate(panels):
+        ax = axes[i // cols, i % cols]
+        sup, ft = panel["finetuning"]["supervised"], panel["finetuning"]["finetuned"]
+        per_step = ft["seconds"] / ft["steps"] / 60
+        curve = np.asarray(ft["val_regret"], dtype=float)
+        ax.plot([0.0, *curve[:, 0] * per_step], [sup["best_val_regret"], *curve[:, 1]], marker=".", color="C3", label=ft["label"])
+        ax.plot([0.0], [sup["best_val_regret"]], marker="o", color="C0", ls="", label=f"supervised ({sup['label']})")
+        ax.axhline(ft["best_val_regret"], color="C3", ls=":", lw=1, label="kept checkpoint")
+        ax.set(xlabel="CPU-minutes of fine-tuning", ylabel="validation regret" if i % cols == 0 else None)
+        ax.set_title(panel["title"], fontsize=9)
+        ax.legend(fontsize=6)
+    for j in range(len(panels), rows * cols):
+        axes[j // cols, j % cols].axis("off")
     fig.tight_layout()
     return save_figure(fig, path)

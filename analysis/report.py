@@ -86,6 +86,22 @@ def paired_ratio(values: np.ndarray, reference: np.ndarray, seed: int = 0) -> di
     return {"mean": float(values.mean() / reference.mean()), "ci90": ci, "runs": runs}
 
 
+def paired_difference(values: np.ndarray, reference: np.ndarray, seed: int = 0) -> dict:
+    """``mean(values - reference)`` over the same environments (entry ``i`` of both is environment ``i``),
+    with the paired bootstrap 90% interval of :func:`paired_ratio` (the same resampled environments for
+    both, here the mean of their differences). Returns ``{"mean", "ci90", "runs"}``; ``ci90`` is ``None``
+    for a single environment."""
+    values, reference = np.asarray(values, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if values.shape != reference.shape or values.ndim != 1:
+        raise ValueError(f"paired_difference needs two equal-length vectors, got {values.shape} and {reference.shape}")
+    diff = values - reference
+    ci = None
+    if len(diff) >= 2:
+        idx = np.random.default_rng(seed).integers(0, len(diff), size=(BOOTSTRAP_SAMPLES, len(diff)))
+        ci = [float(v) for v in np.percentile(diff[idx].mean(axis=1), [5, 95])]
+    return {"mean": float(diff.mean()), "ci90": ci, "runs": len(diff)}
+
+
 def ratios_to_alg_star(histories: dict[str, History]) -> dict[str, dict]:
     """Every other policy's :func:`paired_ratio` of final regrets to ``alg-star``'s (empty without it)."""
     if "alg-star" not in histories:

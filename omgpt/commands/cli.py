@@ -177,7 +177,7 @@ def experiment(
         train_only: train the models and stop
         redraw: draw the figures and write report.md again from OUT/experiment.json (nothing re-run)
     """
-    from omgpt.commands.experiment import available, redraw_experiment, run_all, run_experiment
+    from omgpt.commands.experiment import available, redraw_experiment, report_folder, run_all, run_experiment
     from omgpt.commands.experiment.config import catalogue
 
     if list:
@@ -194,7 +194,10 @@ def experiment(
             raise OMGPTError("omgpt experiment --all: runs every experiment at its own settings; give no name, --out, --horizon or --fit-config")
         if redraw:  # every report in results/ drawn again
             for each in available():
-                redraw_experiment(each, scale)
+                if (report_folder(each, scale, None) / "experiment.json").is_file():
+                    redraw_experiment(each, scale)
+                else:  # configured, not run yet: nothing to draw
+                    print(f"{each}: no report yet (omgpt experiment {each})")
         else:
             run_all(scale, models_dir, jobs, runs, seed, device, train_only)
         return

@@ -15,7 +15,8 @@ draws -- each an evaluation of one or more of those models and the benchmarks on
    process), in a content-addressed folder ``MODELS_DIR/<task>-<hash of its fit arguments>``: a model
    is trained once and shared by every experiment that asks for the same run (the main results'
    pricing model is also the distribution-shift and the LSTM comparison's transformer); an
-   interrupted fit resumes from its ``last.ckpt``;
+   interrupted fit resumes from its ``last.ckpt``; a model that starts from another's weights
+   (``init_from``, e.g. a regret fine-tuning) is trained after it;
 2. evaluates every panel on ``runs`` fresh test environments (common random numbers across policies,
    as ``omgpt evaluate``), OMGPT acting with the checkpoint of best validation regret;
 3. writes ``OUT/experiment.json`` (every number, the curves included), the figures as PNG, and
@@ -36,7 +37,8 @@ drawn, each panel's headline, the checks of the paper's claim beyond the per-pan
 section of its own -- is one plug-in, a subclass of :class:`~omgpt.commands.experiment.registry.Kind`
 in ``kinds/``: ``curves`` (regret curves, one figure per panel ``figure_file``), ``prior-benefit``,
 ``advantage`` and ``model-size`` (reward improvement rate on a grid), ``alg-star-match`` (``TF - Alg*``
-along the model's own histories) and ``demand-prediction`` (observation head vs ridge regression). An
+along the model's own histories), ``demand-prediction`` (observation head vs ridge regression),
+``real-demand`` and ``beyond-alg-star`` (supervised against regret-fine-tuned OMGPT). An
 experiment runs the kind registered under its own name, else the one its config's ``figure:`` names.
 
 Adding an experiment kind: write ``omgpt/commands/experiment/kinds/<name>.py`` holding a subclass of
@@ -56,8 +58,8 @@ from pathlib import Path
 
 from omgpt.errors import OMGPTError
 from omgpt.resources import code_version
-from omgpt.commands.experiment.config import FIGURES, SCALES, at_scale, available, load_experiment, parse_policies
-from omgpt.commands.experiment.models import ROOT, _shown, fit_arguments, model_key, run_key, train_all, train_model
+from omgpt.commands.experiment.config import FIGURES, SCALES, at_scale, available, dependency_order, load_experiment, parse_policies
+from omgpt.commands.experiment.models import ROOT, _shown, experiment_keys, fit_arguments, model_key, run_key, train_all, train_model
 from omgpt.commands.experiment.panels import evaluate_panel, optimal_reward, verdict
 from omgpt.commands.experiment.registry import Kind, all_kinds, draw, kind_of, register
 from omgpt.commands.experiment.report import report, summary_lines
@@ -67,8 +69,8 @@ from omgpt.records import RecordError
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
 
 __all__ = [
-    "FIGURES", "SCALES", "Kind", "all_kinds", "at_scale", "available", "draw", "evaluate_panel", "evaluate_panels",
-    "fit_arguments", "kind_of", "load_experiment", "model_key", "optimal_reward", "parse_policies", "redraw_experiment", "register",
+    "FIGURES", "SCALES", "Kind", "all_kinds", "at_scale", "available", "dependency_order", "draw", "evaluate_panel", "evaluate_panels",
+    "experiment_keys", "fit_arguments", "kind_of", "load_experiment", "model_key", "optimal_reward", "parse_policies", "redraw_experiment", "register", "report_folder",
     "report", "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing", "verdict",
 ]
 
@@ -91,7 +93,8 @@ def run_experiment(
     for cfg in fit_configs:
         if not Path(cfg).is_file():
             raise OMGPTError(f"--fit-config {cfg}: no such file")
-    kind = kind_of(exp)  # an experiment without a kind fails now, not after its training
+    kind = kind_of(exp)  # an experiment without a kind, or a config its kind cannot report on, fails now, not after its training
+    kind.check_config(exp)
     out_dir = report_folder(name, scale, out)
     models_path = Path(models_dir or default_models_dir(scale, quick=bool(fit_configs) or horizon is not None))
     runs = runs or exp.get("runs", 100)
@@ -220,11 +223,16 @@ def run_all(scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, ru
     trained first, each once, in one pool of ``jobs`` workers (experiment by experiment, a worker would
     idle while the last model of each trains); then every experiment evaluates with its trained models."""
     names = list(available())
-    models = {}
+    models = {}  # key -> (label, model): each distinct model once, a child naming its parent's label here
     for name in names:
         exp = load_experiment(name, scale)
-        for label, model in exp["models"].items():
-            models.setdefault(model_key(model, scale, []), (f"{name}/{label}", model))
+        kind_of(exp).check_config(exp)  # before hours of training, as run_experiment checks
+        keys = experiment_keys(exp, [])
+        for label in dependency_order(exp["models"]):
+            model = dict(exp["models"][label])
+            if model.get("init_from"):
+                model["init_from"] = models[keys[model["init_from"]]][0]
+            models.setdefault(keys[label], (f"{name}/{label}", model))
     print(f"omgpt experiment --all, scale {scale}: {len(names)} experiments, {len(models)} distinct models")
     start = time.perf_counter()
     train_all({"models": dict(models.values()), "scale": scale}, Path(models_dir or default_models_dir(scale, quick=False)), [], jobs)

@@ -33,7 +33,9 @@ class ModelSpec:
     arguments (``{"model.n_layer": 2}``) and extra config files layered on the scale's. ``pretrained``
     names a shipped reference model (``pretrained/NAME``, trained with the CPU recipe) that stands in
     for the run: its task, options and horizon must be the spec's. Quick runs (``--horizon``,
-    ``--fit-config``) train as usual."""
+    ``--fit-config``) train as usual. ``init_from`` names another model of the experiment (of the same
+    task, options and horizon) whose kept weights this fit starts from (``--model.init_from``: the
+    regret fine-tuning of docs/finetune.md); that model is trained first."""
 
     task: str
     task_options: dict[str, Any] = field(default_factory=dict)
@@ -41,6 +43,7 @@ class ModelSpec:
     args: dict[str, Any] = field(default_factory=dict)
     configs: list[str] = field(default_factory=list)
     pretrained: Optional[str] = None
+    init_from: Optional[str] = None
 
 
 @dataclass
@@ -150,6 +153,11 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
             m["pretrained"] = None
         if not m["horizon"]:
             raise OMGPTError(f"{path}: model {model_name!r} needs a horizon (its own or the experiment's)")
+    dependency_order(exp["models"], str(path))
+    for model_name, m in exp["models"].items():
+        parent = exp["models"].get(m["init_from"])
+        if parent is not None and [parent[k] for k in ("task", "task_options", "horizon")] != [m[k] for k in ("task", "task_options", "horizon")]:
+            raise OMGPTError(f"{path}: model {model_name!r} starts from {m['init_from']!r}, a model of another task, options or horizon")
     for panel in exp["panels"]:
         model = exp["models"].get(panel["model"])
         if model is None:
@@ -170,6 +178,22 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
             if model_name is not None and model_name not in exp["models"]:
                 raise OMGPTError(f"{path}: panel {panel['title']!r} policy {label!r} names an unknown model")
     return exp
+
+
+def dependency_order(models: dict[str, dict], source: str = "experiment") -> list[str]:
+    """The names of ``models`` with every model after the one it starts from (``init_from``), otherwise
+    in their own order; an ``init_from`` that names no model of ``models``, or a cycle, is one line."""
+    order: list[str] = []
+    for name in models:
+        chain = [name]
+        while (parent := models[chain[-1]].get("init_from")) is not None and parent not in order:
+            if parent not in models:
+                raise OMGPTError(f"{source}: model {chain[-1]!r} has init_from {parent!r}, which names no model of this experiment")
+            if parent in chain:
+                raise OMGPTError(f"{source}: init_from makes a cycle ({' -> '.join(chain[chain.index(parent):] + [parent])}): no model of it can be trained first")
+            chain.append(parent)
+        order += [n for n in reversed(chain) if n not in order]
+    return order
 
 
 def parse_policies(entries: list[str], default_model: str) -> dict[str, tuple[str, str | None]]:

@@ -9,19 +9,24 @@ to keep, so a store of finished models can be committed and carried to another m
 ``run/`` folder (full checkpoints with optimizer state, logs) is only needed to resume an unfinished fit.
 ``done.json`` names its model's checksum, task and options: a record of another model, or of another
 task than its key's, is refused (:func:`omgpt.commands.store.read_record`).
+
+A model may start from another's weights (``init_from``: the regret fine-tuning of docs/finetune.md):
+it is fitted with ``--model.init_from`` its parent's kept ``model.ckpt``, after the parent, and its key
+covers the parent's key (a shipped reference model's with its weights' checksum), so a parent that
+changes trains new children; the key holds no machine path.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import shlex
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import yaml
 
 from omgpt.errors import OMGPTError
-from omgpt.commands.experiment.config import SCALES
+from omgpt.commands.experiment.config import SCALES, dependency_order
 from omgpt.commands.store import read_card, read_record, train
 from omgpt.resources import CHECKOUT, CONFIGS
 
@@ -56,12 +61,34 @@ def run_key(task: str, args: list[str]) -> str:
     return f"{task}-{h.hexdigest()[:10]}"
 
 
-def model_key(model: dict, scale: str, extra_configs: list[str]) -> str:
+def model_key(model: dict, scale: str, extra_configs: list[str], parent_key: str | None = None) -> str:
     """What identifies a model's run: ``pretrained/NAME`` where a reference model stands in for it
-    (not with extra fit configs: quick runs train), else its run folder's ``task-<hash>``."""
+    (not with extra fit configs: quick runs train), else its run folder's ``task-<hash>``; a model that
+    starts from another's weights gives that model's key as ``parent_key``, which the hash covers."""
     if model.get("pretrained") and not extra_configs:
         return f"pretrained/{model['pretrained']}"
-    return run_key(model["task"], fit_arguments(model, scale, extra_configs))
+    return run_key(model["task"], fit_arguments(model, scale, extra_configs) + _init_arguments(parent_key))
+
+
+def _init_arguments(parent_key: str | None) -> list[str]:
+    """What a child's key hashes of its parent: the parent's key (content-addressed already), and for a
+    shipped reference model -- whose key is only its name -- the checksum of its weights, so that a
+    re-shipped reference model trains new children instead of reusing ones fine-tuned from the old."""
+    if parent_key is None:
+        return []
+    if parent_key.startswith("pretrained/"):
+        return ["--model.init_from", f"{parent_key}@{read_card(ROOT / parent_key)['checksum']}"]
+    return ["--model.init_from", parent_key]
+
+
+def experiment_keys(exp: dict, extra_configs: list[str]) -> dict[str, str]:
+    """Every model of ``exp`` -> its key (:func:`model_key`), parents before the children whose keys
+    cover theirs."""
+    keys: dict[str, str] = {}
+    for name in dependency_order(exp["models"]):
+        model = exp["models"][name]
+        keys[name] = model_key(model, exp["scale"], extra_configs, keys[model["init_from"]] if model.get("init_from") else None)
+    return keys
 
 
 def pretrained_model(name: str, model: dict) -> dict:
@@ -83,14 +110,19 @@ def pretrained_model(name: str, model: dict) -> dict:
             "best_val_regret": next(p["regret"] for p in curve if p["step"] == card["steps"])}
 
 
-def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_configs: list[str]) -> dict:
+def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_configs: list[str], parent: dict | None = None) -> dict:
     """Train one model unless its folder already holds a finished run (or a reference model stands
     in for it); returns its record. The run store (:mod:`omgpt.commands.store`) fits, resumes, keeps
-    and records; this names the slot."""
-    key = model_key(model, scale, extra_configs)
+    and records; this names the slot. ``parent``: the record of the model this one starts from
+    (``init_from``), trained already: the fit starts from its kept weights."""
+    key = model_key(model, scale, extra_configs, parent and parent["key"])
     if key.startswith("pretrained/"):
         return pretrained_model(name, model)
     args = fit_arguments(model, scale, extra_configs)
+    info = {"model": name, "key": key}
+    if parent is not None:  # relative to the repository where it is inside (fits run from there): no machine path
+        args += ["--model.init_from", _shown(Path(parent["ckpt"]))]
+        info["init_from"] = parent["key"]
     folder = models_dir / key
     if (folder / "done.json").exists():
         record = read_record(folder, model["task"], model["task_options"])
@@ -98,7 +130,7 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
         print(f"  {name}: reusing {_shown(Path(record['ckpt']))}")
         return record
     print(f"  {name}: training -> {folder} (log: {folder / 'train.log'})", flush=True)
-    record = train(folder, args, {"model": name, "key": key, "command": _fit_command(args)}, f"model {name!r}")
+    record = train(folder, args, {**info, "command": _fit_command(args)}, f"model {name!r}")
     print(f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record['best_val_regret']}", flush=True)
     return record
 
@@ -117,7 +149,19 @@ def _shown(path: Path) -> str:
 
 
 def train_all(exp: dict, models_dir: Path, extra_configs: list[str], jobs: int) -> dict[str, dict]:
-    names = list(exp["models"])
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # each fit on one CPU thread (the run store)
-        futures = {n: pool.submit(train_model, n, exp["models"][n], exp["scale"], models_dir, extra_configs) for n in names}
-        return {n: f.result() for n, f in futures.items()}
+    """Every model of ``exp`` trained (or reused), ``jobs`` fits at once, each on one CPU thread (the run
+    store); a model that starts from another (``init_from``) is started once that one is done. Returns
+    name -> record, in the experiment's order; the first fit that fails stops the run (after the fits
+    already running have ended)."""
+    models = exp["models"]
+    waiting, records, running = dependency_order(models), {}, {}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        while waiting or running:
+            for name in [n for n in waiting if models[n].get("init_from") in (None, *records)]:
+                waiting.remove(name)
+                parent = records.get(models[name].get("init_from"))
+                running[pool.submit(train_model, name, models[name], exp["scale"], models_dir, extra_configs, parent)] = name
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                records[running.pop(future)] = future.result()
+    return {n: records[n] for n in models}

@@ -48,6 +48,10 @@ class Kind:
     rewards: ClassVar[bool] = False  # also record the optimal policy's expected reward (reward improvement rates)
     panel_schema: ClassVar[dict] = PANEL  # what one of its panels holds in experiment.json (omgpt.records)
 
+    def check_config(self, exp: dict) -> None:
+        """What the kind needs of a resolved experiment config beyond its type check, checked before any
+        model is trained (one :class:`~omgpt.errors.OMGPTError` line; default: nothing)."""
+
     def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
         """One panel's numbers for ``experiment.json`` (``models``: each model's record, its ``ckpt`` included)."""
         return self.rollout(panel, models, runs, seed, device)[0]

@@ -9,5 +9,8 @@
   ``model-size``: the same, and its trends across the grid checked;
 * ``alg-star-match``: ``TF - Alg*`` along the model's own histories, and the share of the benchmark's
   gap to ``Alg*`` that OMGPT closes;
-* ``demand-prediction``: the observation head against ridge regression, and its learning curve.
+* ``demand-prediction``: the observation head against ridge regression, and its learning curve;
+* ``real-demand``: cost per day on real demand's held-out windows, with ratios to SAA;
+* ``beyond-alg-star``: the supervised OMGPT against the same model fine-tuned on regret, ``alg-star`` and
+  the best benchmark (paired ratios and differences), and the cost of fine-tuning beside pre-training.
 """

@@ -1,0 +1,209 @@
+"""``beyond-alg-star`` (issue 33, docs/finetune.md): per setting, the supervised OMGPT, the same model
+fine-tuned on the regret of its own rollouts (a model of the experiment whose ``init_from`` is the
+supervised one, fitted with ``configs/finetune/regret.yaml``), ``alg-star`` and the benchmarks (the
+paper's and the tuned constants), all on the same test environments (common random numbers).
+
+Each panel adds, from the final regrets of those environments (paired: the environments are resampled
+together, :func:`omgpt.analysis.report.paired_ratio` / :func:`~omgpt.analysis.report.paired_difference`):
+
+* fine-tuned / best benchmark (the best chosen on validation, as every panel's), with its 90% interval:
+  the verdict is *below the best benchmark* when the whole interval lies below 1; beside it fine-tuned −
+  best benchmark, which stays defined where the ratio does not (queueing's regret can be negative);
+* fine-tuned / ``alg-star`` (the panel's ``ratio_to_alg_star``) and fine-tuned − supervised;
+* the cost of fine-tuning beside that of pre-training (each fit's CPU time and steps, from the models'
+  records) and the fine-tuning's validation curve, for the figure of validation regret against
+  CPU-minutes of fine-tuning.
+
+Everything the report says is in ``experiment.json`` (``panels[i].finetuning``), so ``--redraw`` needs
+nothing else. The claims (the issue's "done when"): where the best benchmark beats ``alg-star`` on the
+test environments, the fine-tuned model is below the best benchmark; elsewhere fine-tuning does not make
+OMGPT worse.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from omgpt.analysis.report import best_benchmark, final_regrets, interval, paired_difference, paired_ratio
+from omgpt.commands.experiment.config import parse_policies
+from omgpt.commands.experiment.panels import NOT_BENCHMARKS
+from omgpt.commands.experiment.registry import INTERVAL, PANEL, Check, Kind, register
+from omgpt.errors import OMGPTError
+from omgpt.records import NUMBER, ListOf, Nullable, RecordError
+
+SUPERVISED = "omgpt"  # the panel's own model: the supervised one
+PAIRED = {"mean": Nullable(NUMBER), "ci90": INTERVAL, "runs": int}
+DIFFERENCE = {"mean": NUMBER, "ci90": INTERVAL, "runs": int}
+FIT = {"label": str, "model": str, "key": str, "steps": int, "seconds": NUMBER, "best_val_regret": NUMBER}
+FINETUNING = {
+    "versus_best": PAIRED, "supervised_versus_best": PAIRED, "minus_supervised": DIFFERENCE, "minus_best": DIFFERENCE,
+    "supervised": FIT, "finetuned": {**FIT, "val_regret": ListOf(ListOf(NUMBER), nonempty=True)},
+}  # fmt: skip
+
+
+@register
+class BeyondAlgStar(Kind):
+    name = "beyond-alg-star"
+    panel_schema = {**PANEL, "best_benchmark": {"name": str}, "finetuning": FINETUNING}
+
+    def check_config(self, exp: dict) -> None:
+        """Each panel plays its (supervised) model as ``omgpt``, exactly one other model -- one that starts
+        from the panel's (``init_from``) -- ``alg-star`` and at least one benchmark."""
+        for panel in exp["panels"]:
+            played = parse_policies(panel["policies"], panel["model"])
+            others = [m for label, (p, m) in played.items() if p == "omgpt" and label != SUPERVISED]
+            where = f"experiment {exp['name']}: panel {panel['title']!r}"
+            if SUPERVISED not in played or "alg-star" not in played or len(others) != 1:
+                raise OMGPTError(f"{where}: plays omgpt (the supervised model), exactly one omgpt@NAME (its fine-tuned model) and alg-star")
+            if exp["models"][others[0]].get("init_from") != panel["model"]:
+                raise OMGPTError(f"{where}: omgpt@{others[0]} does not start from the panel's model {panel['model']!r} (its init_from)")
+            if all(p in NOT_BENCHMARKS for p, _ in played.values()):
+                raise OMGPTError(f"{where}: plays no benchmark")
+
+    def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
+        numbers, histories = self.rollout(panel, models, runs, seed, device)
+        [finetuned] = [label for label in numbers["models_compared"] if label != SUPERVISED]
+        finals = {label: h.cumulative_regret()[:, -1].double().numpy() for label, h in histories.items()}
+        numbers["finetuning"] = {
+            **finetuning_numbers(finals, finetuned, numbers["best_benchmark"]["name"]),
+            "supervised": {"label": SUPERVISED, **fit_cost(panel["model"], models[panel["model"]])},
+            "finetuned": {"label": finetuned, **fit_cost(finetuned, models[finetuned]), "val_regret": models[finetuned]["val_regret"]},
+        }
+        return numbers
+
+    def check_panel(self, panel: dict, path: Path, key: str) -> None:
+        """The regret panel's checks, and every label the fine-tuning numbers name one of its policies."""
+        super().check_panel(panel, path, key)
+        f = panel["finetuning"]
+        named = {"finetuning.supervised.label": f["supervised"]["label"], "finetuning.finetuned.label": f["finetuned"]["label"],
+                 "best_benchmark.name": panel["best_benchmark"]["name"], "policies": "alg-star"}
+        for field, label in named.items():
+            if label not in panel["policies"]:
+                raise RecordError(f"{path}: key '{key}.{field}': {label!r} is not one of the panel's policies")
+        if f["finetuned"]["steps"] <= 0 or any(len(point) != 2 for point in f["finetuned"]["val_regret"]):
+            raise RecordError(f"{path}: key '{key}.finetuning.finetuned': expected steps > 0 and a curve of [step, regret] points")
+
+    def figures(self, result: dict, out: Path) -> list[Path]:
+        from omgpt.analysis.experiment_figures import curves_figure, finetuning_figure
+
+        return [finetuning_figure(result["panels"], out / "finetuning.png"), curves_figure(result["panels"], out / "regret.png", max_cols=3)]
+
+    def headline(self, panel: dict) -> str:
+        f, finals = panel["finetuning"], final_regrets(panel)
+        ft = f["finetuned"]["label"]
+        return (f"fine-tuned {finals[ft]:.2f} against supervised {finals[SUPERVISED]:.2f} "
+                f"(difference {_difference(f['minus_supervised'])}, {_change(f['minus_supervised'])}); {verdict_line(panel)}")
+
+    def claims(self, result: dict) -> list[Check]:
+        beaten, rest = [], []
+        for p in result["panels"]:
+            finals, (_, bench) = final_regrets(p), best_benchmark(p)
+            (beaten if bench < finals["alg-star"] else rest).append(p)
+        checks = []
+        if beaten:
+            rows = []
+            for p in beaten:
+                finals, (best, bench) = final_regrets(p), best_benchmark(p)
+                rows.append(f"{p['title']}: {best} {bench:.2f} against alg-star {finals['alg-star']:.2f}; "
+                            f"fine-tuned / {best} {_ratio(p['finetuning']['versus_best'])}")
+            checks.append(("where the best benchmark beats alg-star, the fine-tuned OMGPT is below it (the paired 90% interval "
+                           "of their ratio lies below 1)", all(below_best(p) for p in beaten),
+                           f"{sum(below_best(p) for p in beaten)} of {len(beaten)} panels; " + "; ".join(rows)))
+        if rest:
+            rows = [f"{p['title']}: fine-tuned − supervised {_difference(p['finetuning']['minus_supervised'])}, "
+                    f"fine-tuned / alg-star {_ratio(p['policies'][p['finetuning']['finetuned']['label']]['ratio_to_alg_star'])}" for p in rest]
+            checks.append(("elsewhere fine-tuning does not make OMGPT worse (the paired 90% interval of fine-tuned − supervised "
+                           "is not above 0)", not any(worse(p) for p in rest),
+                           f"{sum(not worse(p) for p in rest)} of {len(rest)} panels; " + "; ".join(rows)))
+        return checks
+
+    def sections(self, result: dict) -> list[str]:
+        panels = result["panels"]
+        runs = panels[0]["finetuning"]["minus_supervised"]["runs"]
+        lines = ["## Fine-tuning on regret", "",
+                 f"Mean final regret on the {runs:,} test environments of each setting; every ratio and difference is paired "
+                 "(the same environments for both policies, resampled together: bootstrap 90% interval). The best benchmark "
+                 "is the one of lowest validation regret (each panel below says on which environments). Below the best "
+                 "benchmark: the whole interval of fine-tuned / best lies below 1.", "",
+                 "| setting | supervised | fine-tuned | alg-star | best benchmark | fine-tuned / best [paired 90% CI] | "
+                 "fine-tuned − best [paired 90% CI] | fine-tuned / alg-star [paired 90% CI] | fine-tuned − supervised [paired 90% CI] | "
+                 "below the best benchmark |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for p in panels:
+            f, finals, (best, bench) = p["finetuning"], final_regrets(p), best_benchmark(p)
+            ft = f["finetuned"]["label"]
+            lines.append(f"| {p['title']} | {finals[SUPERVISED]:.2f} | {finals[ft]:.2f} | {finals['alg-star']:.2f} | {best} {bench:.2f} | "
+                         f"{_ratio(f['versus_best'])} | {_difference(f['minus_best'])} | {_ratio(p['policies'][ft]['ratio_to_alg_star'])} | "
+                         f"{_difference(f['minus_supervised'])} | {'**yes**' if below_best(p) else 'no'} |")
+        lines += ["", "What fine-tuning cost beside pre-training: each fit's CPU-minutes on one thread (its logged CPU time where "
+                  "it has one, else its one-thread wall-clock; a shipped reference model's from its card) and steps; the "
+                  "validation regret of each kept checkpoint (each on its own fit's validation environments).", "",
+                  "| setting | pre-training: steps, CPU-minutes | fine-tuning: steps, CPU-minutes | CPU-seconds per fine-tuning step | "
+                  "fine-tuning / pre-training | validation regret: supervised -> fine-tuned |", "|---|---|---|---|---|---|"]
+        for p in panels:
+            sup, ft = p["finetuning"]["supervised"], p["finetuning"]["finetuned"]
+            lines.append(f"| {p['title']} | {sup['steps']:,}, {sup['seconds'] / 60:.1f} | {ft['steps']:,}, {ft['seconds'] / 60:.1f} | "
+                         f"{ft['seconds'] / ft['steps']:.2f} | {ft['seconds'] / sup['seconds']:.1%} | "
+                         f"{sup['best_val_regret']:.2f} -> {ft['best_val_regret']:.2f} |")
+        lines += ["", "`finetuning.png`: each fine-tuning's validation regret against its CPU-minutes (the steps at the fit's mean "
+                  "CPU-seconds per step), from the supervised model's validation regret at 0; `regret.png`: the test regret curves.", ""]
+        return lines
+
+
+def finetuning_numbers(finals: dict[str, np.ndarray], finetuned: str, best: str) -> dict:
+    """From each policy's final regret per test environment (entry ``i``: environment ``i`` for every
+    policy): fine-tuned / best benchmark, supervised / best benchmark (paired ratios), fine-tuned −
+    supervised and fine-tuned − best benchmark (paired differences), each with its paired bootstrap 90%
+    interval."""
+    return {"versus_best": paired_ratio(finals[finetuned], finals[best]), "supervised_versus_best": paired_ratio(finals[SUPERVISED], finals[best]),
+            "minus_supervised": paired_difference(finals[finetuned], finals[SUPERVISED]),
+            "minus_best": paired_difference(finals[finetuned], finals[best])}
+
+
+def fit_cost(name: str, record: dict) -> dict:
+    """A model's training as the report shows it: steps, seconds -- the fit's CPU time where its log
+    recorded it, else its one-thread wall-clock (``train_seconds``; a reference model's card CPU time) --
+    and the kept checkpoint's validation regret."""
+    return {"model": name, "key": record["key"], "steps": int(record["steps"]),
+            "seconds": float(record.get("cpu_seconds") or record["train_seconds"]), "best_val_regret": float(record["best_val_regret"])}
+
+
+def below_best(panel: dict) -> bool:
+    """The verdict: the paired 90% interval of fine-tuned / best benchmark lies below 1."""
+    ci = panel["finetuning"]["versus_best"]["ci90"]
+    return ci is not None and ci[1] is not None and ci[1] < 1
+
+
+def worse(panel: dict) -> bool:
+    """Fine-tuning made OMGPT worse: the paired 90% interval of fine-tuned − supervised lies above 0."""
+    ci = panel["finetuning"]["minus_supervised"]["ci90"]
+    return ci is not None and ci[0] > 0
+
+
+def verdict_line(panel: dict) -> str:
+    """The panel's verdict against its best benchmark (chosen on validation), with the paired ratio."""
+    f, finals, (best, bench) = panel["finetuning"], final_regrets(panel), best_benchmark(panel)
+    ft = f["finetuned"]["label"]
+    word, why = ("below", "lies below 1") if below_best(panel) else ("NOT below", "does not lie below 1")
+    return (f"fine-tuned OMGPT {finals[ft]:.2f} is {word} the best benchmark ({bench:.2f}, {best}): fine-tuned / {best} "
+            f"{_ratio(f['versus_best'])}, the interval {why} (fine-tuned − {best} {_difference(f['minus_best'])})")
+
+
+def _ratio(r: dict | None) -> str:
+    if r is None or r["mean"] is None:
+        return "undefined (the reference's mean regret is not positive)"
+    return f"{r['mean']:.2f} {interval(r['ci90'])}"
+
+
+def _difference(d: dict) -> str:
+    ci = d["ci90"]
+    return f"{d['mean']:+.2f}" + (" [undefined]" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]")
+
+
+def _change(d: dict) -> str:
+    ci = d["ci90"]
+    if ci is not None and ci[1] < 0:
+        return "better than the supervised model"
+    if ci is not None and ci[0] > 0:
+        return "worse than the supervised model"
+    return "no difference at 90%"

@@ -1,0 +1,276 @@
+"""``omgpt experiment beyond-alg-star`` (issue 33, docs/finetune.md): models that start from another
+model's weights (``init_from``: trained after it, keyed by it), and the kind that reports the supervised
+OMGPT against its regret-fine-tuned child, ``alg-star`` and the best benchmark -- numbers computed from
+the same test environments' final regrets, the child started from its parent's weights."""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from omgpt.commands.cli import cli_main
+from omgpt.commands.experiment import dependency_order, experiment_keys, load_experiment, model_key
+from omgpt.commands.experiment.kinds.beyond_alg_star import below_best, finetuning_numbers, worse
+from omgpt.errors import OMGPTError
+from omgpt.files import read_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "tests/configs/experiment_tiny.yaml")
+
+
+def _experiment(tmp_path, monkeypatch, models: dict, panels: list | None = None, name: str = "dep") -> str:
+    """An experiment config of these models in a scratch config folder (the real ones untouched)."""
+    from omgpt.commands.experiment import config
+
+    folder = tmp_path / "experiments"
+    folder.mkdir(exist_ok=True)
+    panels = panels or [{"title": "p", "model": next(iter(models)), "policies": ["omgpt", "erm"]}]
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump({"title": "t", "horizon": 6, "models": models, "panels": panels}))
+    monkeypatch.setattr(config, "EXPERIMENTS", folder)
+    return name
+
+
+def test_models_are_ordered_parents_first_and_a_bad_init_from_is_one_line(tmp_path, monkeypatch, capsys):
+    models = {"c": {"init_from": "b"}, "a": {}, "b": {"init_from": "a"}, "d": {"init_from": None}}
+    assert dependency_order(models) == ["a", "b", "c", "d"]
+    with pytest.raises(OMGPTError, match="model 'b' has init_from 'x', which names no model"):
+        dependency_order({"a": {"init_from": "b"}, "b": {"init_from": "x"}})
+    with pytest.raises(OMGPTError, match=r"init_from makes a cycle \(a -> b -> a\)"):
+        dependency_order({"a": {"init_from": "b"}, "b": {"init_from": "a"}})
+    with pytest.raises(OMGPTError, match=r"cycle \(a -> a\)"):
+        dependency_order({"a": {"init_from": "a"}})
+
+    nv = {"task": "newsvendor"}
+    bad = {
+        "unknown": {"m": nv, "m-rl": {**nv, "init_from": "nope"}},
+        "cyclic": {"m": {**nv, "init_from": "m-rl"}, "m-rl": {**nv, "init_from": "m"}},
+        "other-task": {"m": nv, "m-rl": {"task": "newsvendor-censored", "init_from": "m"}},
+    }
+    for name, spec in bad.items():
+        _experiment(tmp_path, monkeypatch, spec, name=name)
+        assert cli_main(["experiment", name, "--train-only", "--models-dir", str(tmp_path / "models")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3, err  # one line each, nothing trained
+    assert "init_from 'nope', which names no model" in err[0] and "init_from makes a cycle" in err[1]
+    assert "model 'm-rl' starts from 'm', a model of another task, options or horizon" in err[2]
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monkeypatch):
+    from omgpt.commands.experiment import models as store
+
+    exp = load_experiment("beyond-alg-star", "cpu")
+    keys = experiment_keys(exp, [])
+    # the supervised models are the other experiments' (trained once, shared)
+    match, main = (experiment_keys(load_experiment(n, "cpu"), []) for n in ("alg-star-match", "main-results"))
+    assert keys["linear-bandit-100"] == match["linear-bandit-100"] and keys["mab-100"] == match["mab-100"]
+    assert keys["queueing"] == main["queueing"] == "pretrained/queueing" and keys["pricing"] == main["pricing"]
+    assert keys["newsvendor"] == "pretrained/newsvendor"
+    assert len(set(keys.values())) == len(keys)
+
+    # a changed parent (here its training length) gives its child, whose own spec is unchanged, a new key
+    changed = {**exp, "models": {**exp["models"], "linear-bandit-100": {**exp["models"]["linear-bandit-100"], "args": {"trainer.max_epochs": 61}}}}
+    again = experiment_keys(changed, [])
+    assert again["linear-bandit-100"] != keys["linear-bandit-100"] and again["linear-bandit-100-rl"] != keys["linear-bandit-100-rl"]
+    assert again["mab-100-rl"] == keys["mab-100-rl"]
+    # a re-shipped reference model (other weights, same name) retrains its children too
+    card = store.read_card
+    monkeypatch.setattr(store, "read_card", lambda folder, *a: {**card(folder, *a), "checksum": "sha256:other"})
+    assert experiment_keys(exp, [])["queueing-rl"] != keys["queueing-rl"]
+    monkeypatch.setattr(store, "read_card", card)
+
+    # the fit starts from the parent's kept model.ckpt, wherever that lies; the slot is the same
+    fits = []
+    monkeypatch.setattr(store, "train", lambda folder, args, info, what: fits.append((folder, args, info)) or {"train_seconds": 1, "best_val_regret": 1})
+    child = exp["models"]["linear-bandit-100-rl"]
+    for where in ("a", "b"):
+        parent = {"key": keys["linear-bandit-100"], "ckpt": str(tmp_path / where / "model.ckpt")}
+        store.train_model("linear-bandit-100-rl", child, "cpu", tmp_path / "models", [], parent)
+    (first, args, info), (second, _, _) = fits
+    assert first == second == tmp_path / "models" / keys["linear-bandit-100-rl"]
+    assert args[-2:] == ["--model.init_from", str(tmp_path / "a" / "model.ckpt")]
+    assert info["init_from"] == keys["linear-bandit-100"] and "--model.init_from" in info["command"]
+    assert model_key(child, "cpu", []) != keys["linear-bandit-100-rl"]  # without its parent: another run
+    # a shipped reference model as the parent: the child starts from pretrained/NAME/model.ckpt
+    reference = store.pretrained_model("queueing", exp["models"]["queueing"])
+    store.train_model("queueing-rl", exp["models"]["queueing-rl"], "cpu", tmp_path / "models", [], reference)
+    folder, args, info = fits[-1]
+    assert folder.name == keys["queueing-rl"] and args[-2:] == ["--model.init_from", "pretrained/queueing/model.ckpt"]
+    assert info["init_from"] == "pretrained/queueing"
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_train_all_starts_a_child_only_after_its_parent_is_trained(jobs, monkeypatch):
+    from omgpt.commands.experiment import models as store
+
+    events, lock = [], threading.Lock()
+    parents_started = threading.Barrier(2, timeout=10) if jobs > 1 else None
+
+    def fake_train(name, model, scale, models_dir, extra, parent=None):
+        with lock:
+            events.append(("start", name, parent and parent["key"]))
+        if parents_started and name in ("a", "b"):
+            parents_started.wait()  # with 3 workers both parents run at once
+        with lock:
+            events.append(("end", name, None))
+        return {"key": f"key-{name}", "ckpt": f"{name}.ckpt"}
+
+    monkeypatch.setattr(store, "train_model", fake_train)
+    models = {"a-rl": {"init_from": "a"}, "a": {}, "b": {}, "b-rl": {"init_from": "b"}, "a-rl-rl": {"init_from": "a-rl"}}
+    records = store.train_all({"models": models, "scale": "cpu"}, Path("unused"), [], jobs)
+    assert list(records) == list(models) and records["a-rl"]["key"] == "key-a-rl"
+    when = {(kind, name): i for i, (kind, name, _) in enumerate(events)}
+    for child, parent in (("a-rl", "a"), ("b-rl", "b"), ("a-rl-rl", "a-rl")):
+        assert when["end", parent] < when["start", child], events
+        assert ("start", child, f"key-{parent}") in events  # given its parent's record
+    assert ("start", "a", None) in events
+
+
+def test_a_failed_parent_trains_none_of_its_children(monkeypatch):
+    from omgpt.commands.experiment import models as store
+
+    started = []
+
+    def fake_train(name, *args):
+        started.append(name)
+        if name == "a":
+            raise OMGPTError("training model 'a' failed")
+        return {"key": name, "ckpt": name}
+
+    monkeypatch.setattr(store, "train_model", fake_train)
+    with pytest.raises(OMGPTError, match="model 'a' failed"):
+        store.train_all({"models": {"a": {}, "a-rl": {"init_from": "a"}}, "scale": "cpu"}, Path("unused"), [], 2)
+    assert started == ["a"]
+
+
+def test_a_panel_the_kind_cannot_report_on_is_refused_before_any_training(tmp_path, monkeypatch, capsys):
+    nv = {"task": "newsvendor"}
+    models = {"m": nv, "m-rl": {**nv, "init_from": "m"}, "other": nv}
+    for policies in (["omgpt", "omgpt@m-rl", "erm"],                         # no alg-star
+                     ["omgpt", "omgpt@other", "alg-star", "erm"],           # not a fine-tuning of the panel's model
+                     ["omgpt", "omgpt@m-rl", "omgpt@other", "alg-star", "erm"],  # two models beside the supervised one
+                     ["omgpt", "omgpt@m-rl", "alg-star"]):                  # no benchmark
+        _experiment(tmp_path, monkeypatch, models, [{"title": "p", "model": "m", "policies": policies}], name="beyond-alg-star")
+        assert cli_main(["experiment", "beyond-alg-star", "--out", str(tmp_path / "out"), "--models-dir", str(tmp_path / "models")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all("experiment beyond-alg-star: panel 'p': " in line for line in err), err
+    assert "plays omgpt (the supervised model), exactly one omgpt@NAME (its fine-tuned model) and alg-star" in err[0] == err[2]
+    assert "does not start from the panel's model 'm'" in err[1] and "plays no benchmark" in err[3]
+    assert not (tmp_path / "models").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_fine_tuning_numbers_are_paired_over_the_same_environments():
+    """Hand-computed: fine-tuned − supervised is the mean of the per-environment differences, its interval
+    the bootstrap of those differences; the ratios are of the means over the same environments."""
+    from omgpt.analysis.report import BOOTSTRAP_SAMPLES
+
+    rng = np.random.default_rng(1)
+    sup = rng.gamma(2.0, 3.0, 200)
+    finals = {"omgpt": sup, "ft": sup - 1.0 + rng.normal(0, 0.5, 200), "best": sup + rng.normal(0, 4.0, 200)}
+    numbers = finetuning_numbers(finals, "ft", "best")
+    diff = finals["ft"] - sup
+    assert numbers["minus_supervised"]["mean"] == pytest.approx(diff.mean())
+    idx = np.random.default_rng(0).integers(0, 200, size=(BOOTSTRAP_SAMPLES, 200))
+    assert numbers["minus_supervised"]["ci90"] == pytest.approx(np.percentile(diff[idx].mean(axis=1), [5, 95]).tolist())
+    # paired: the common part of the regrets cancels, so the interval is far narrower than unpaired ones
+    width = np.subtract(*numbers["minus_supervised"]["ci90"][::-1])
+    assert width < 0.25 < 1.645 * 2 * sup.std() / np.sqrt(200)
+    assert numbers["versus_best"]["mean"] == pytest.approx(finals["ft"].mean() / finals["best"].mean())
+    assert numbers["minus_best"]["mean"] == pytest.approx((finals["ft"] - finals["best"]).mean())
+    assert numbers["supervised_versus_best"]["mean"] == pytest.approx(sup.mean() / finals["best"].mean())
+    assert numbers["versus_best"]["runs"] == numbers["minus_supervised"]["runs"] == 200
+
+    def panel(ratio_ci, diff_ci):
+        return {"finetuning": {"versus_best": {"ci90": ratio_ci}, "minus_supervised": {"ci90": diff_ci}}}
+    assert below_best(panel([0.8, 0.99], [0, 1])) and not below_best(panel([0.8, 1.01], [0, 1]))
+    assert not below_best(panel([0.8, None], [0, 1])) and not below_best(panel(None, None))
+    assert worse(panel(None, [0.01, 1])) and not worse(panel(None, [-0.01, 1])) and not worse(panel(None, None))
+
+
+@pytest.mark.slow
+def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monkeypatch, capsys):
+    """The linear-bandit setting of the real config (its supervised model, without the CPU scale's longer
+    training, and its pathwise child), tiny and at T = 6, through ``omgpt experiment``: the child is
+    trained after its parent and from its weights (two AdamW steps at 1e-4 move no weight by more than
+    ~2e-4, where a fresh network is ~1e-1 away), the report's numbers are those of the per-environment
+    final regrets of the same rollouts, and ``--redraw`` rebuilds the report from experiment.json alone
+    (and refuses a damaged one in one line). The panel plays ``random`` as its benchmark: the tuned
+    LinUCB / LinTS would be tuned first at T = 6, which the test need not wait for."""
+    from omgpt.commands.experiment import config
+    from omgpt.commands.experiment.kinds.beyond_alg_star import BeyondAlgStar
+    from omgpt.module import OMGPTModule
+
+    real = yaml.safe_load((ROOT / "configs/experiments/beyond-alg-star.yaml").read_text())
+    real["models"] = {"linear-bandit-100": {**real["models"]["linear-bandit-100"], "cpu": {}},
+                      "linear-bandit-100-rl": real["models"]["linear-bandit-100-rl"]}
+    real["panels"] = [{**p, "policies": ["omgpt", "omgpt@linear-bandit-100-rl", "alg-star", "random"]}
+                      for p in real["panels"] if p["model"] == "linear-bandit-100"]
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "beyond-alg-star.yaml").write_text(yaml.safe_dump(real))
+    monkeypatch.setattr(config, "EXPERIMENTS", tmp_path / "experiments")
+    played = {}
+
+    def rollout(self, panel, models, runs, seed, device):
+        numbers, histories = super(BeyondAlgStar, self).rollout(panel, models, runs, seed, device)
+        played.update(histories)
+        return numbers, histories
+
+    monkeypatch.setattr(BeyondAlgStar, "rollout", rollout)
+    out, models_dir = tmp_path / "out", tmp_path / "models"
+    args = ["experiment", "beyond-alg-star", "--fit-config", TINY, "--horizon", "6", "--runs", "40", "--out", str(out), "--models-dir", str(models_dir)]
+    assert cli_main(args) == 0
+    console = capsys.readouterr().out
+    assert console.index("linear-bandit-100: training") < console.index("linear-bandit-100-rl: training")
+    result = json.loads((out / "experiment.json").read_text())
+    assert result["figures"] == ["finetuning.png", "regret.png"] and (out / "finetuning.png").stat().st_size > 10_000
+
+    # the child started from its parent's kept weights
+    parent, child = result["models"]["linear-bandit-100"], result["models"]["linear-bandit-100-rl"]
+    assert child["init_from"] == parent["key"] and f"--model.init_from {parent['ckpt']}" in child["command"]
+    theta0, theta = (read_checkpoint(models_dir / r["key"] / "model.ckpt")["state_dict"] for r in (parent, child))
+    moved = max(float((theta[k] - theta0[k]).abs().max()) for k in theta0)
+    assert child["steps"] == 2 and 0 < moved < 5e-4
+    hp = read_checkpoint(models_dir / parent["key"] / "model.ckpt")["hyper_parameters"]
+    fresh = OMGPTModule(**{k: hp[k] for k in ("task", "task_options", "horizon", "n_layer", "n_head", "n_embd", "layout")}).state_dict()
+    assert max(float((fresh[k] - theta0[k]).abs().max()) for k in theta0) > 1e-2  # the bound can tell
+
+    # the numbers are those of the same rollouts' per-environment final regrets
+    [panel] = result["panels"]
+    f, best = panel["finetuning"], panel["best_benchmark"]["name"]
+    final = {k: h.cumulative_regret()[:, -1].double().numpy() for k, h in played.items()}
+    ft, sup = final["linear-bandit-100-rl"], final["omgpt"]
+    assert best == "random" and f["finetuned"]["label"] == "linear-bandit-100-rl" and f["supervised"]["label"] == "omgpt"
+    assert (ft != sup).any()  # the fine-tuned model acts otherwise (continuous actions: any step changes them)
+    assert f["minus_supervised"]["mean"] == pytest.approx((ft - sup).mean(), rel=1e-9, abs=1e-12)
+    assert f["versus_best"]["mean"] == pytest.approx(ft.mean() / final[best].mean())
+    assert f["minus_best"]["mean"] == pytest.approx((ft - final[best]).mean(), rel=1e-9)
+    assert panel["policies"]["linear-bandit-100-rl"]["final_regret"]["mean"] == pytest.approx(ft.mean())
+    assert f["finetuned"]["val_regret"] == child["val_regret"] and f["finetuned"]["steps"] == 2
+    assert f["supervised"]["seconds"] == (parent.get("cpu_seconds") or parent["train_seconds"]) > 0
+
+    report = (out / "report.md").read_text()
+    assert "## Fine-tuning on regret" in report and "![finetuning](finetuning.png)" in report
+    ratio = f["versus_best"]
+    below = ratio["ci90"][1] < 1
+    assert below_best(panel) == below
+    assert (f"is {'below' if below else 'NOT below'} the best benchmark ({final[best].mean():.2f}, random): fine-tuned / random "
+            f"{ratio['mean']:.2f} [{ratio['ci90'][0]:.2f}, {ratio['ci90'][1]:.2f}], the interval {'lies' if below else 'does not lie'} below 1") in report
+    assert "where the best benchmark beats alg-star" not in report  # random does not beat alg-star: no such panel
+    assert "elsewhere fine-tuning does not make OMGPT worse" in report
+
+    (out / "finetuning.png").unlink()
+    assert cli_main(["experiment", "beyond-alg-star", "--redraw", "--out", str(out)]) == 0
+    assert (out / "report.md").read_text() == report and (out / "finetuning.png").is_file()
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
+    result["panels"][0]["finetuning"]["finetuned"]["label"] = "nobody"
+    (damaged / "experiment.json").write_text(json.dumps(result))
+    capsys.readouterr()
+    assert cli_main(["experiment", "beyond-alg-star", "--redraw", "--out", str(damaged)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "finetuning.finetuned.label': 'nobody' is not one of the panel's policies" in err[0]
