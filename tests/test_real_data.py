@@ -116,7 +116,7 @@ def test_time_split_trains_before_the_cut_and_tests_after(table):
     # the statistics are the training rows': standardised features have mean 0 there
     assert abs(data.features[data.part == 0, 3].mean()) < 1e-5
     assert abs(data.features[:, 3].mean()) > 1e-3
-    with pytest.raises(OMGPTError, match="the validation part has no window of 14 days"):
+    with pytest.raises(OMGPTError, match="the validation part has no 14 consecutive days of one series after 7 look-back days"):
         task_of(table, split="time", part="validation")
 
 
@@ -371,7 +371,7 @@ def test_a_bad_table_exits_2_through_evaluate(tmp_path, capsys, change, message)
 
 
 def test_unknown_dataset_and_other_option_errors(table, capsys, tmp_path):
-    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "dataset=bakeries", "--policies", "saa", "--runs", "2",
+    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "dataset=bakeries", "--option", "part=test", "--policies", "saa", "--runs", "2",
                      "--seed", "0", "--out", str(tmp_path / "o"), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "unknown dataset 'bakeries'; available: bakery, yaz" in err
