@@ -83,10 +83,11 @@ def window_cells(task, histories: dict[str, History]) -> dict:
             "group": task.data.table.groups[rows[:, 0]], "block": (days - days.min()) // BLOCK_DAYS}
 
 
-def cluster_bootstrap(cells: dict, reference: str, dates: bool, draws: int = 2000, seed: int = 0) -> dict:
-    """Every policy's scaled cost (total cost over total demand) and per-window mean cost (in units of
+def cluster_bootstrap(cells: dict, reference: str, dates: bool, versus: str | None = None, draws: int = 2000, seed: int = 0) -> dict:
+    """Every policy's scaled cost (total cost over total demand) and mean cost per day (in units of
     each window's level), each with a 90% cluster-bootstrap interval, and the paired ratio of its
-    scaled cost to ``reference``'s on the same draws.
+    scaled cost to ``reference``'s on the same draws; ``versus`` (OMGPT) also gets its ratio to every
+    other policy (``ratio_to``).
 
     The draws resample whole clusters, not windows: the windows' groups (stores) with replacement;
     with ``dates`` also the date blocks, independently (a two-way bootstrap: every window of a drawn
@@ -121,6 +122,10 @@ def cluster_bootstrap(cells: dict, reference: str, dates: bool, draws: int = 200
             "ratio_to_" + reference: None if name == reference else {
                 "mean": float(cost.sum() / cells["cost"][reference].sum()), "ci90": _percentiles(total / ref)},
         }
+    if versus in cells["cost"]:
+        ours = drawn(cells["cost"][versus])
+        out[versus]["ratio_to"] = {name: {"mean": float(cells["cost"][versus].sum() / cost.sum()), "ci90": _percentiles(ours / drawn(cost))}
+                                   for name, cost in cells["cost"].items() if name != versus}
     return out
 
 

@@ -242,7 +242,8 @@ def fitted_gbm(task_name: str, options: tuple, horizon: int, q: float, learning_
                min_samples_leaf: int, l2_regularization: float):
     """The global quantile model at ``q`` for a setting, fitted once per process on the training part
     (:func:`training_days`), boosting up to ``MAX_ITER`` rounds and stopped early when the held-out
-    training windows' pinball loss has not improved for 20 rounds. Returns its prediction function."""
+    training windows' pinball loss has not improved for 20 rounds. Returns the model and the mask of
+    the input columns it reads."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     inputs, targets, held = _training_days(task_name, options, horizon, q)
@@ -251,8 +252,7 @@ def fitted_gbm(task_name: str, options: tuple, horizon: int, q: float, learning_
     model = HistGradientBoostingRegressor(loss="quantile", quantile=q, learning_rate=learning_rate, max_leaf_nodes=max_leaf_nodes,
                                           min_samples_leaf=min_samples_leaf, l2_regularization=l2_regularization, max_iter=MAX_ITER,
                                           early_stopping=True, n_iter_no_change=20, scoring="loss", random_state=0)
-    model.fit(inputs[~held], targets[~held], X_val=inputs[held], y_val=targets[held])
-    return lambda x: model.predict(x[:, seen])
+    return model.fit(inputs[~held], targets[~held], X_val=inputs[held], y_val=targets[held]), seen
 
 
 _training_days = functools.lru_cache(maxsize=4)(training_days)  # every configuration of a setting trains on the same rows
@@ -299,9 +299,9 @@ class GlobalGBM(PastDemand):
         self.l2_regularization = checks.number("l2_regularization", l2_regularization, low=0)
 
     def model(self, q: float):
-        """The fitted boosting's prediction at ``q`` (fitted once per process and setting)."""
+        """The fitted boosting at ``q`` and the input columns it reads (fitted once per process and setting)."""
         options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.task.options().items()))  # a cache key
-        return fitted_gbm(self.task.name, options, self.horizon, q, float(self.learning_rate), int(self.max_leaf_nodes),
+        return fitted_gbm(self.task.name, options, self.task.horizon, q, float(self.learning_rate), int(self.max_leaf_nodes),
                           int(self.min_samples_leaf), float(self.l2_regularization))
 
     def decide(self, t: int, x: Tensor) -> Tensor:
@@ -310,7 +310,8 @@ class GlobalGBM(PastDemand):
         orders = np.empty(self.batch)
         for level in np.unique(q):
             rows = q == level
-            orders[rows] = self.model(float(level))(inputs[rows])
+            model, columns = self.model(float(level))
+            orders[rows] = model.predict(inputs[rows][:, columns])
         return torch.as_tensor(orders, dtype=x.dtype, device=x.device)[:, None]
 
 
