@@ -482,7 +482,7 @@ def test_the_time_split_leaks_nothing_of_later_days(tmp_path):
     the held-out slice it stops on -- and changing the test days changes nothing of the validation
     windows (checkpoints and tuning are chosen there). Within a test window, day t's inputs (OMGPT's
     context, the global model's lags) read no day from t on."""
-    from omgpt.policies.newsvendor_data import gbm_inputs, training_days
+    from omgpt.policies.newsvendor_data import gbm_inputs, part_days
 
     def tables(cut_of):
         base = write_table(tmp_path / "base.csv", shops=4, days=120)
@@ -503,8 +503,8 @@ def test_the_time_split_leaks_nothing_of_later_days(tmp_path):
     # the features are standardised with the training rows' statistics alone: unchanged too
     assert torch.allclose(x_a, x_b)
     options = lambda t: tuple(sorted({**dict(csv=str(t), series="shop", date="day", demand="sales", lookback=7, split="time")}.items()))
-    for x, y in zip(training_days("newsvendor-data", options(base), 10, 0.5), training_days("newsvendor-data", options(changed), 10, 0.5)):
-        assert np.array_equal(x, y, equal_nan=True)
+    trained = [part_days("newsvendor-data", options(t), 10, 0.5) for t in (base, changed)]
+    assert all(np.array_equal(trained[0][k], trained[1][k], equal_nan=True) for k in trained[0])
     base, changed = tables(lambda d: d.test_from)
     a, b = (task_of(t, split="time", horizon=10, part="validation") for t in (base, changed))
     envs = a.sample_envs(a.windows, torch.Generator().manual_seed(0))

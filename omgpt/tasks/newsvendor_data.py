@@ -230,6 +230,14 @@ class NewsvendorData(Task):
         cost = self.outcome_cost(history.actions, history.observations, history.contexts).double().sum(-1)
         return cost * level, history.observations[..., 0].double().sum(-1) * level
 
+    def tuning_score(self, history) -> dict:
+        """What ``omgpt tune`` minimises on this task's validation windows: the scaled cost (total cost
+        over total demand, :meth:`window_totals`) with its standard error by linearisation over windows
+        (``se ≈ sqrt(Σ_w (C_w - R D_w)²) / Σ_w D_w``), in the place of the per-window mean final regret."""
+        cost, demand = self.window_totals(history)
+        ratio = scaled_cost(cost, demand)
+        return {"mean": ratio, "se": float((cost - ratio * demand).pow(2).sum().sqrt() / demand.sum()), "metric": "scaled_cost"}
+
     def test_options(self) -> dict:
         """The test windows, at the default critical ratio where the model was trained on it (bakery's
         range [0.5, 0.9]), else at the middle of its range; the experiment's panels name q explicitly."""

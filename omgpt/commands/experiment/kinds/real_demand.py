@@ -125,7 +125,7 @@ def summary_table(panels: list[dict]) -> list[str]:
                 cells.append("—")
                 continue
             cell = (f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] over {len(values)} splits; " if len(values) > 1 else "")
-            cell += f"{one['scaled_cost']['mean']:.4f} {interval(one['scaled_cost']['ci90'])}"
+            cell += f"{one['scaled_cost']['mean']:.4f} {_span(one['scaled_cost']['ci90'])}"
             if ratios:
                 cell += (f"; × SAA {np.mean(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]" if len(ratios) > 1
                          else f"; {_ratio(one['ratio_to_saa'])} SAA")
@@ -144,10 +144,14 @@ def cost_table(panels: list[dict]) -> list[str]:
         cells = []
         for p in panels:
             c = p["costs"].get(label)
-            cells.append("—" if c is None else f"{c['scaled_cost']['mean']:.4f} {interval(c['scaled_cost']['ci90'])}, "
-                         f"{_ratio(c['ratio_to_saa'])}; {c['cost_per_day']['mean']:.3f} {interval(c['cost_per_day']['ci90'])}")
+            cells.append("—" if c is None else f"{c['scaled_cost']['mean']:.4f} {_span(c['scaled_cost']['ci90'])}, "
+                         f"{_ratio(c['ratio_to_saa'])}; {c['cost_per_day']['mean']:.3f} {_span(c['cost_per_day']['ci90'], 3)}")
         lines.append(f"| {'**omgpt**' if label == 'omgpt' else label} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _span(pair: list[float], digits: int = 4) -> str:
+    return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]"
 
 
 def _ratio(r: dict | None) -> str:
