@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from omgpt.seeding import stream_seed
+from omgpt.seeding import Stream, stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
@@ -37,8 +37,8 @@ def cumulative_regrets(
     out = []
     for i, lo in enumerate(range(0, runs, batch)):
         part = {k: v[lo : lo + batch] for k, v in envs.items()}
-        task_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 1, i))
-        policy_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 2, i))
+        task_gen = torch.Generator(device=device).manual_seed(stream_seed(Stream.TEST_TASK, seed, i))
+        policy_gen = torch.Generator(device=device).manual_seed(stream_seed(Stream.TEST_POLICY, seed, i))
         out.append(rollout(task, part, policy, horizon, task_gen, policy_gen).regrets.sum(1).cpu())
     return torch.cat(out).double()
 
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     task = make_task(a.task)
-    envs = task.sample_envs(a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(a.seed, 0)))
+    envs = task.sample_envs(a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(Stream.TEST_ENVS, a.seed)))
     kind = "plain importance sampling" if a.no_rejuvenate else "resample-move particles"
     print(f"alg-star ({kind}) on {a.task}: {a.runs} runs, T = {a.horizon}, cumulative regret at T (mean ± s.e.)")
     regrets = {}

@@ -17,7 +17,7 @@ import argparse
 
 import torch
 
-from omgpt.seeding import stream_seed
+from omgpt.seeding import Stream, stream_seed
 from omgpt.policies.newsvendor import ERM
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
@@ -32,14 +32,14 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(1)
     task = make_task("newsvendor")
-    envs = task.sample_envs(args.runs, torch.Generator().manual_seed(stream_seed(args.seed, 0)))
+    envs = task.sample_envs(args.runs, torch.Generator().manual_seed(stream_seed(Stream.TEST_ENVS, args.seed)))
     print(f"newsvendor, full prior, {args.runs} runs, horizon {args.horizon}")
     print(f"{'l1':>5}  " + "  ".join(f"t={t:<3d}" for t in range(1, 11)) + "   final regret")
     for l1 in (float(v) for v in args.l1.split(",")):
         history = rollout(
             task, envs, ERM(task, l1=l1), args.horizon,
-            torch.Generator().manual_seed(stream_seed(args.seed, 1)),
-            torch.Generator().manual_seed(stream_seed(args.seed, 2)),
+            torch.Generator().manual_seed(stream_seed(Stream.TEST_TASK, args.seed, 0)),
+            torch.Generator().manual_seed(stream_seed(Stream.TEST_POLICY, args.seed, 0)),
         )
         early = history.suboptimality[:, :10].mean(0)
         final = history.cumulative_regret()[:, -1]

@@ -7,11 +7,10 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from omgpt.datamodules.history import SelfRollouts, history_batch, require_history_datamodule
-from omgpt.seeding import stream_seed
+from omgpt.seeding import Stream, stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 
-ROLLOUT_KEY = 0x5E1F  # stream_seed key of the self-rollout environments
 
 
 class SelfRolloutRefresh(Callback):
@@ -81,7 +80,7 @@ class SelfRolloutRefresh(Callback):
             model = copy.deepcopy(model)
             model.load_state_dict(weights)
         was_training = model.training
-        g = torch.Generator(device=module.device).manual_seed(stream_seed(dm.hparams.seed, ROLLOUT_KEY, epoch, trainer.global_rank))
+        g = torch.Generator(device=module.device).manual_seed(stream_seed(Stream.SELF_ROLLOUT, dm.hparams.seed, epoch, trainer.global_rank))
         policy = make_policy("omgpt", task, model=model, window=module.hparams.get("window"))
         parts = []
         for lo in range(0, self.rollouts, self.rollout_batch):

@@ -24,11 +24,9 @@ from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
-from omgpt.seeding import stream_seed
+from omgpt.seeding import Stream, stream_seed
 from omgpt.tasks import Task, make_episode_task
 
-
-POOL_KEY, MIX_KEY, LOADER_KEY = 0x9001, 0x9002, 0x9003  # stream_seed keys: f~ pool, mixed-phase draws, loaders
 
 
 def history_batch(history: History) -> dict[str, torch.Tensor]:
@@ -89,7 +87,7 @@ class HistoryStream(IterableDataset):
         skip = min(mine, self.skip // n_workers + (worker < self.skip % n_workers))
         if skip == mine:
             return
-        g = torch.Generator().manual_seed(stream_seed(self.seed, self.epoch, self.rank, worker))
+        g = torch.Generator().manual_seed(stream_seed(Stream.TRAINING, self.seed, self.epoch, self.rank, worker))
         batches = self._sampled(mine, g) if self.source is not None else self._generated(mine, g)
         for batch in itertools.islice(batches, skip, None):
             yield {k: v[:, : self.horizon] if v.dim() > 1 else v for k, v in batch.items()}
@@ -207,7 +205,7 @@ class HistoryDataModule(L.LightningDataModule):
         hp = self.hparams
         if stage == "fit" and hp.history_pool and self.pool is None:
             checks.memory(checks.history_bytes(self.task, hp.history_pool, self.horizon), f"a pool of {hp.history_pool} histories of {self.horizon} steps")
-            g = torch.Generator().manual_seed(stream_seed(hp.seed, POOL_KEY))
+            g = torch.Generator().manual_seed(stream_seed(Stream.F_TILDE_POOL, hp.seed))
             self.pool = generate_histories(self.task, hp.history_pool, self.horizon, hp.data_policy, hp.data_policy_options or {}, g)
             self.pool["self_rollout"] = torch.zeros(hp.history_pool, dtype=torch.bool)
 
@@ -239,7 +237,7 @@ class HistoryDataModule(L.LightningDataModule):
         hp = self.hparams
         own = dict(mixed.histories, self_rollout=torch.ones(len(mixed.histories["targets"]), dtype=torch.bool))
         n_fresh = round(mixed.kappa / (1 - mixed.kappa) * len(own["targets"])) if mixed.kappa < 1 else 0
-        g = torch.Generator().manual_seed(stream_seed(hp.seed, MIX_KEY, epoch, self._rank()))
+        g = torch.Generator().manual_seed(stream_seed(Stream.MIXED_PHASE, hp.seed, epoch, self._rank()))
         if self.pool is not None:
             idx = torch.randint(len(self.pool["targets"]), (n_fresh,), generator=g)
             fresh = {k: v[idx] for k, v in self.pool.items()}
@@ -270,4 +268,4 @@ class HistoryDataModule(L.LightningDataModule):
         # A DataLoader draws its workers' base seed from this generator each time it is iterated; by
         # default that is torch's global RNG, which would then drift with the number of loaders
         # built (one more on resume) and change the dropout masks of a resumed run.
-        return torch.Generator().manual_seed(stream_seed(self.hparams.seed, LOADER_KEY, epoch, self._rank()))
+        return torch.Generator().manual_seed(stream_seed(Stream.LOADER, self.hparams.seed, epoch, self._rank()))

@@ -15,7 +15,7 @@ from omgpt import checks
 from omgpt.policies import make_policy
 from omgpt.policies.tuned import plays_as_base
 from omgpt.rollout import History, rollout
-from omgpt.seeding import stream_seed
+from omgpt.seeding import evaluation_streams, stream_seed
 from omgpt.tasks import Task
 
 
@@ -36,7 +36,8 @@ def evaluate_policies(
     one = task.sample_envs(1, torch.Generator(device=device).manual_seed(0))
     checks.memory(runs * sum(v.element_size() * v.numel() for v in one.values()), f"drawing {runs} test environments", device)
     checks.memory(len(policies) * checks.history_bytes(task, runs, horizon), f"keeping {len(policies)} policies' histories of {runs} runs x {horizon} steps")
-    env_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 0))
+    env_stream, task_stream, policy_stream = evaluation_streams(seed)
+    env_gen = torch.Generator(device=device).manual_seed(stream_seed(env_stream, seed))
     envs = task.sample_envs(runs, env_gen)
     chunks = [(lo, min(runs, lo + batch_size)) for lo in range(0, runs, batch_size)]
     results: dict[str, list[History]] = {name: [] for name in policies}
@@ -51,8 +52,8 @@ def evaluate_policies(
         bar.set_postfix_str(name)
         for i, (lo, hi) in enumerate(chunks):
             part = {k: v[lo:hi] for k, v in envs.items()}
-            task_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 1, i))
-            policy_gen = torch.Generator(device=device).manual_seed(stream_seed(seed, 2, i))
+            task_gen = torch.Generator(device=device).manual_seed(stream_seed(task_stream, seed, i))
+            policy_gen = torch.Generator(device=device).manual_seed(stream_seed(policy_stream, seed, i))
             history = rollout(task, part, policy, horizon, task_gen, policy_gen).to("cpu")
             # A NaN here (a diverged checkpoint, an option the task cannot use) would be averaged
             # into the report as a number, or written as invalid JSON: refuse it.

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from omgpt import seeding
-from omgpt.seeding import stream_seed
+from omgpt.seeding import Stream, stream_seed
 from omgpt import checks
 from omgpt.checkpoints import all_finite, check_resumable, check_weights, resume_after_last_batch
 from omgpt.errors import OMGPTError
@@ -30,7 +30,7 @@ POSITIVE_INT, UNIT = dict(integer=True, low=1), dict(low=0, high=1, high_open=Tr
 
 def validation_envs(task: Task, runs: int, val_seed: int) -> dict[str, Tensor]:
     """The fixed validation environments: drawn once from their own seed, never the test ones."""
-    return task.sample_envs(runs, torch.Generator().manual_seed(stream_seed(val_seed, 0)))
+    return task.sample_envs(runs, torch.Generator().manual_seed(stream_seed(Stream.VALIDATION_ENVS, val_seed)))
 
 
 def validation_rollout(task: Task, envs: dict[str, Tensor], idx: Tensor, policy, horizon: int, val_seed: int, device="cpu") -> History:
@@ -38,7 +38,7 @@ def validation_rollout(task: Task, envs: dict[str, Tensor], idx: Tensor, policy,
     module validates on, so that any other policy (``alg-star``, a benchmark) can be measured on the
     very same episodes."""
     part = {k: v[idx].to(device) for k, v in envs.items()}
-    g = torch.Generator(device=device).manual_seed(stream_seed(val_seed, 1, int(idx[0])))
+    g = torch.Generator(device=device).manual_seed(stream_seed(Stream.VALIDATION_PLAY, val_seed, int(idx[0])))
     return rollout(task, part, policy, horizon, g)
 
 
@@ -183,7 +183,7 @@ class OMGPTModule(L.LightningModule):
         W, T = self.hparams.window, batch["features"].shape[1]
         if W is None or T <= W:
             return batch
-        g = torch.Generator().manual_seed(stream_seed(torch.initial_seed(), self.global_step, batch_idx, self.global_rank))
+        g = torch.Generator().manual_seed(stream_seed(Stream.WINDOW_SLICE, torch.initial_seed(), self.global_step, batch_idx, self.global_rank))
         s = int(torch.randint(T - W + 1, (), generator=g))
         sliced = {k: v[:, s : s + W] if v.dim() > 1 else v for k, v in batch.items()}
         if s > 0:
