@@ -635,3 +635,34 @@ def test_no_window_says_why(tmp_path):
     with pytest.raises(OMGPTError, match="look-back days without demand") as error:
         task_of(table, split="time", part="validation", horizon=5)
     assert "shorter --horizon" not in str(error.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 31: the headline metric and its clustered intervals.
+def test_the_cluster_bootstrap_resamples_stores_not_windows():
+    """The scaled cost is total cost over total demand; its interval resamples whole stores (and, on
+    the time split, weeks): copying every window of a store ten times -- windows that tell nothing new
+    -- leaves every interval exactly as it was, where a bootstrap over windows would shrink it ~3x."""
+    from omgpt.analysis.real_demand import cluster_bootstrap
+
+    rng = np.random.default_rng(0)
+    W, T = 12, 14
+    demand = rng.uniform(1, 20, (W, T))
+    cells = {"cost": {"saa": demand * rng.uniform(0.1, 0.3, (W, 1)), "omgpt": demand * rng.uniform(0.05, 0.3, (W, 1))},
+             "demand": demand, "level": demand.mean(1), "group": np.repeat(["a", "b", "c", "d"], 3),
+             "block": np.tile(np.arange(T) // 7, (W, 1))}
+    out = cluster_bootstrap(cells, "saa", dates=False, versus="omgpt")
+    assert out["omgpt"]["scaled_cost"]["mean"] == pytest.approx(cells["cost"]["omgpt"].sum() / demand.sum())
+    assert out["omgpt"]["ratio_to_saa"]["mean"] == pytest.approx(cells["cost"]["omgpt"].sum() / cells["cost"]["saa"].sum())
+    assert out["omgpt"]["ratio_to"]["saa"] == out["omgpt"]["ratio_to_saa"] and out["saa"]["ratio_to_saa"] is None
+    copies = {k: np.repeat(v, 10, axis=0) for k, v in cells.items() if k != "cost"}
+    copies["cost"] = {k: np.repeat(v, 10, axis=0) for k, v in cells["cost"].items()}
+    again = cluster_bootstrap(copies, "saa", dates=False, versus="omgpt")
+    for name in ("saa", "omgpt"):
+        assert np.allclose(again[name]["scaled_cost"]["ci90"], out[name]["scaled_cost"]["ci90"])
+    lo, hi = out["omgpt"]["scaled_cost"]["ci90"]
+    assert lo < out["omgpt"]["scaled_cost"]["mean"] < hi
+    # on the time split the weeks are resampled too: a cost that only varies between weeks gets an interval
+    by_week = dict(cells, group=np.repeat(["a"], W), cost={"saa": demand * (1 + cells["block"]), "omgpt": demand * (1 + cells["block"])})
+    assert np.ptp(cluster_bootstrap(by_week, "saa", dates=False)["saa"]["scaled_cost"]["ci90"]) == 0
+    assert np.ptp(cluster_bootstrap(by_week, "saa", dates=True)["saa"]["scaled_cost"]["ci90"]) > 0.1

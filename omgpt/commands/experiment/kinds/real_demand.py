@@ -44,7 +44,7 @@ class RealDemand(Kind):
         numbers, histories = self.rollout(panel, models, min(runs, task.windows), seed, device)  # each test window once
         cells = window_cells(task, histories)
         dates = task.data.split == "time"
-        numbers["windows"] = task.windows
+        numbers["windows"], numbers["played"] = task.windows, int(len(cells["group"]))
         numbers["clusters"] = {"groups": int(len(np.unique(cells["group"]))), "date_blocks": int(len(np.unique(cells["block"]))) if dates else None}
         numbers["costs"] = cluster_bootstrap(cells, REFERENCE, dates, versus="omgpt", seed=seed)
         shown = {label: histories[label] for label in SERIES_POLICIES if label in histories}
