@@ -93,8 +93,8 @@ def test_the_rule_keeps_the_checkpoint_each_committed_record_and_card_names(done
     its validation regret the record's."""
     record = json.loads(done.read_text())
     named = record["kept_checkpoint"]
-    epoch, _, ucb = store.KEPT_NAME.fullmatch(Path(named).stem).groups()
-    later = f"epoch{int(epoch) + 1:03d}-ucb{float(ucb) + 0.01:.2f}.ckpt"
+    epoch, tag, ucb = store.KEPT_NAME.fullmatch(Path(named).stem).groups()
+    later = f"epoch{int(epoch) + 1:03d}-{tag}{float(ucb) + 0.01:.5f}.ckpt"
     for name in (named, later, "last.ckpt"):
         (tmp_path / "checkpoints").mkdir(exist_ok=True)
         (tmp_path / "checkpoints" / name).touch()
