@@ -276,7 +276,7 @@ class OMGPTModule(L.LightningModule):
           weighs each draw's log-probability by its regret to go less the other rollouts' mean.
         """
         hp, task = self.hparams, self.task
-        seed = stream_seed(torch.initial_seed(), REGRET_KEY, self.global_step, self.global_rank)
+        seed = stream_seed(Stream.REGRET_ROLLOUT, torch.initial_seed(), self.global_step, self.global_rank)
         envs = {k: v.to(self.device) for k, v in task.sample_envs(hp.rollout_envs, torch.Generator().manual_seed(seed)).items()}
         task_noise = lambda: torch.Generator(device=self.device).manual_seed(seed)  # noqa: E731 -- the same for every rollout
         if hp.estimator == "pathwise":
@@ -286,7 +286,7 @@ class OMGPTModule(L.LightningModule):
         regrets, log_probs = [], []
         for k in range(hp.group_size):
             policy = make_policy("omgpt", task, model=self.model, explore_std=None if task.discrete else hp.explore_std)
-            own = torch.Generator(device=self.device).manual_seed(stream_seed(seed, k))  # the head's draws
+            own = torch.Generator(device=self.device).manual_seed(stream_seed(Stream.REGRET_HEAD, seed, k))  # the head's draws
             history = rollout(task, envs, policy, hp.horizon, task_noise(), policy_generator=own)
             regrets.append(history.regrets)
             log_probs.append(self.log_prob(history, policy.samples))
@@ -454,7 +454,6 @@ class OMGPTModule(L.LightningModule):
 
 TARGETS = ("optimal_action", "cost")
 OBJECTIVES, ESTIMATORS = ("imitation", "regret"), ("pathwise", "score")
-REGRET_KEY = 0x4E6E7  # stream_seed key of the regret objective's rollouts
 
 
 def score_function_loss(regrets: Tensor, log_probs: Tensor) -> Tensor:

@@ -37,6 +37,8 @@ class Stream(enum.IntEnum):
     TUNING_ENVS = 12  # a benchmark's tuning environments (evaluate_policies on a validation seed): (seed,)
     TUNING_TASK = 13  # (seed, chunk)
     TUNING_POLICY = 14  # (seed, chunk)
+    REGRET_ROLLOUT = 15  # regret fine-tuning's own rollouts: (global seed, step, rank)
+    REGRET_HEAD = 16  # the stochastic head's draws in them: (that rollout's seed, group member)
 
 
 def stream_entropy(domain: Stream, *keys: int) -> list[int]:
