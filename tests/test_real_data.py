@@ -466,12 +466,47 @@ def test_the_global_model_needs_one_critical_ratio_and_takes_a_model_s_options(t
     from omgpt.policies.newsvendor_data import MAX_ITER, gbm_inputs
 
     policy = make_policy("gbm", task, task.horizon)
-    model, columns = policy.model(0.75)
+    fitted = policy.model(0.75)
+    model = fitted.model
     assert 0 < model.n_iter_ < MAX_ITER and len(model.validation_score_) == model.n_iter_ + 1
     policy.reset(history.envs, task.horizon, torch.Generator())
     seen, _ = policy.demands(0)
-    by_hand = model.predict(gbm_inputs(history.contexts[:, 0], seen)[:, columns])
+    by_hand = model.predict(fitted.bins.codes(gbm_inputs(history.contexts[:, 0], seen)[:, fitted.columns]))
     assert np.allclose(history.actions[:, 0, 0].numpy(), by_hand, rtol=1e-5) and np.isfinite(history.actions).all()
+
+
+def test_the_boosting_on_bins_found_once_grows_the_trees_it_grows_on_raw_values():
+    """``gbm`` bins its inputs once per setting (:class:`Bins`) instead of at each of its 64 tuned fits.
+    Where every column has fewer than 256 distinct values (scikit-learn's exact binning: midpoints) the
+    boosting on the codes is the boosting on the raw values, prediction for prediction, missing values,
+    weights and early stopping included; on a column of many values the edges are weighted quantiles
+    (no edge inside a range of zero-weight rows) and the codes keep the values' order."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from omgpt.policies.newsvendor_data import BINS, Bins
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 200, size=(3000, 4)).astype(float) * rng.choice([0.5, 3.0, 7.25, 11.0], 4)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    y = np.nan_to_num(x[:, 0]) * 0.01 + np.nan_to_num(x[:, 1]) * 0.002 + rng.standard_normal(3000)
+    w = rng.uniform(0.1, 3.0, 3000)
+    train, held = slice(0, 2500), slice(2500, None)
+    bins = Bins(x[train], w[train])
+    fits = [HistGradientBoostingRegressor(loss="quantile", quantile=0.75, max_iter=300, early_stopping=True, n_iter_no_change=5,
+                                          scoring="loss", random_state=0) for _ in range(2)]
+    fits[0].fit(x[train], y[train], sample_weight=w[train], X_val=x[held], y_val=y[held], sample_weight_val=w[held])
+    codes = bins.codes(x)
+    fits[1].fit(codes[train], y[train], sample_weight=w[train], X_val=codes[held], y_val=y[held], sample_weight_val=w[held])
+    assert 5 < fits[0].n_iter_ == fits[1].n_iter_ < 300
+    fresh = rng.uniform(-10, 2500, size=(500, 4))  # values between and beyond the training values
+    assert np.array_equal(fits[0].predict(fresh), fits[1].predict(bins.codes(fresh)))
+
+    many = rng.standard_normal(20000)
+    weight = np.where(many < 0, 0.0, 1.0)  # the negative half weighs nothing
+    edges = Bins(many[:, None], weight).edges[0]
+    assert len(edges) <= BINS - 2 and np.all(np.diff(edges) > 0) and edges[0] >= 0
+    order = np.argsort(many)
+    assert np.all(np.diff(Bins(many[:, None], np.ones_like(many)).codes(many[order, None])[:, 0]) >= 0)
 
 
 # --------------------------------------------------------------------------------------------------
