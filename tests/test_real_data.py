@@ -309,7 +309,33 @@ def test_qr_fai_and_the_hindsight_rule_by_hand(tmp_path):
     assert hindsight.regrets[0].sum() <= play(task, "saa").regrets[0].sum() + 1e-6
 
 
-@pytest.mark.slow
+def test_qr_batched_solver_reaches_the_lp_optimum_of_each_window_and_day(table):
+    """``qr`` solves every window's regression of a day at once (interior point, the default) and gets
+    the optimal value of one HiGHS LP per window and day: the penalised pinball loss at its
+    coefficients is the LP's on every window at several days. (The orders may differ where the optimum
+    is not unique: this table's deterministic demand has ties.)"""
+    from omgpt.policies.newsvendor import batched_quantile_regression, quantile_regression
+    from omgpt.policies.newsvendor_data import regressors
+
+    task = task_of(table, part="train", horizon=30, critical_ratio=0.75)
+    played = play(task, "qr", l1=1.0)
+    assert torch.isfinite(played.actions).all()
+    with pytest.raises(OMGPTError, match="unknown solver"):
+        make_policy("qr", task, task.horizon, solver="simplex")
+    for t in (8, 20, 29):
+        past, demand = regressors(played.contexts[:, :t]).double(), played.observations[:, :t, 0].double()
+        beta = batched_quantile_regression(past, demand, torch.full((past.shape[0],), 0.75), 1.0).numpy()
+        for i in range(0, past.shape[0], 7):
+            design = np.hstack([np.ones((t, 1)), past[i].numpy()])
+
+            def objective(b):
+                r = demand[i].numpy() - design @ b
+                return np.maximum(0.75 * r, -0.25 * r).sum() + 1.0 * np.abs(b[1:]).sum()
+
+            exact = quantile_regression(past[i].numpy(), demand[i].numpy(), 0.75, 1.0)
+            assert objective(beta[i]) == pytest.approx(objective(exact), rel=1e-6)  # HiGHS stops within ~1e-7
+
+
 def test_the_global_model_learns_a_promotion_from_the_training_series(tmp_path):
     table = write_table(tmp_path / "promo.csv", shops=8, days=120, demand=lambda s, d, p: 10 + 30 * p + (d * 7 + s) % 3)
     task = task_of(table, part="test", horizon=20, lookback=14, critical_ratio=0.5)
