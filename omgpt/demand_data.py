@@ -428,6 +428,8 @@ def masked_quantile(values: Tensor, q: Tensor, mask: Tensor | None = None) -> Te
     the smallest value ``v`` with at least a share ``q`` of the row's values ``<= v`` (the inverted
     empirical CDF) -- exactly a minimiser of the row's summed pinball loss at ``q``, i.e. the order
     SAA places. A row without values gives NaN."""
+    if values.shape[-1] == 0:
+        return values.new_full((values.shape[0],), math.nan)
     if mask is not None:
         values = torch.where(mask, values, torch.full_like(values, math.inf))
     ordered = values.sort(dim=-1).values

@@ -54,11 +54,18 @@ def regressors(x: Tensor) -> Tensor:
 
 
 class PastDemand(HistoryPolicy):
-    """A history policy that also holds the look-back demands, ``(B, lookback)`` in level units."""
+    """A history policy that also holds the look-back demands, ``(B, lookback)`` in level units.
+
+    Played by an :class:`~omgpt.agent.Agent` given no ``envs`` (no window of the data set: a
+    practitioner's own series), the look-back is empty and the policy starts from the window's own
+    days; until it has seen any it orders the context's look-back quantile, which ``X_t`` carries."""
 
     def reset(self, envs, horizon, generator):
         super().reset(envs, horizon, generator)
-        past, weekday = self.task.lookback_demand(envs)
+        if "row" in envs:
+            past, weekday = self.task.lookback_demand(envs)
+        else:
+            past, weekday = torch.zeros(self.batch, 0), torch.zeros(self.batch, 0, dtype=torch.long)
         self.past, self.past_weekday = past.to(self.device), weekday.to(self.device)
 
     def demands(self, t: int) -> tuple[Tensor, Tensor]:
@@ -89,7 +96,7 @@ class SAA(PastDemand):
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         seen, _ = self.demands(t)
-        return masked_quantile(seen[:, -self.days :], x[:, Q])[:, None]
+        return or_lookback(masked_quantile(seen[:, -self.days :], x[:, Q]), x)[:, None]
 
 
 @register_policy("saa-weekday", tasks=(NewsvendorData,))
@@ -111,7 +118,12 @@ class WeekdaySAA(PastDemand):
         seen, weekday = self.demands(t)
         same = last(weekday == weekday_of(x)[:, None], self.weeks)
         q = x[:, Q]
-        return torch.where(same.any(-1), masked_quantile(seen, q, same), masked_quantile(seen, q))[:, None]
+        return or_lookback(torch.where(same.any(-1), masked_quantile(seen, q, same), masked_quantile(seen, q)), x)[:, None]
+
+
+def or_lookback(orders: Tensor, x: Tensor) -> Tensor:
+    """``orders``, or the context's look-back quantile where no demand was seen (NaN)."""
+    return torch.where(orders.isnan(), x[:, LOOKBACK_QUANTILE], orders)
 
 
 @register_policy("qr", tasks=(NewsvendorData,))
@@ -211,7 +223,7 @@ def lag_features(seen: Tensor) -> Tensor:
     seen. ``(B, len(LAGS) + len(MEANS))``."""
     short = max(max(LAGS), max(MEANS)) - seen.shape[1]
     if short > 0:
-        seen = torch.cat([torch.full_like(seen[:, :1], float("nan")).expand(-1, short), seen], dim=1)
+        seen = torch.cat([seen.new_full((seen.shape[0], short), float("nan")), seen], dim=1)
     return torch.cat([seen[:, [-k for k in LAGS]], *(seen[:, -k:].nanmean(-1, keepdim=True) for k in MEANS)], dim=-1)
 
 
