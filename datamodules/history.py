@@ -120,8 +120,10 @@ def require_history_datamodule(trainer, who: str) -> "HistoryDataModule":
     return dm
 
 
-class ValidationSeeds(Dataset):
-    """Indices of the fixed validation environments; the module rolls them out (online evaluation)."""
+class ValidationEnvIndices(Dataset):
+    """The indices ``0 .. runs-1`` of the fixed validation environments, batched and split across ranks
+    by the DataLoader. They are not seeds: the module draws the environments once from its ``val_seed``
+    (:func:`omgpt.module.validation_envs`) and rolls out the ones a batch names (online evaluation)."""
 
     def __init__(self, runs: int):
         self.runs = runs
@@ -262,7 +264,7 @@ class HistoryDataModule(L.LightningDataModule):
         return at[1] if at is not None and at[0] == epoch else 0
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(ValidationSeeds(self.hparams.val_runs), batch_size=self.hparams.val_batch_size, shuffle=False, generator=self._loader_generator(2**31))
+        return DataLoader(ValidationEnvIndices(self.hparams.val_runs), batch_size=self.hparams.val_batch_size, shuffle=False, generator=self._loader_generator(2**31))
 
     def _loader_generator(self, epoch: int) -> torch.Generator:
         # A DataLoader draws its workers' base seed from this generator each time it is iterated; by

@@ -138,6 +138,23 @@ def test_commands_are_typed_functions_behind_jsonargparse_with_the_command_lines
 def test_help_lists_every_command_with_its_functions_summary(capsys):
     assert cli_main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("fit", "validate", "evaluate", "demo", "experiment", "bench", "probe", "tsne", "manipulate"):
+    for name in ("fit", "validate", "evaluate", "demand-prediction", "demo", "experiment", "bench", "probe", "tsne",
+                 "tsne-training", "manipulate"):
         assert f"\n  {name:<10} " in out, name
     assert "Roll out OMGPT and benchmarks on test environments" in out
+    assert "demand predictions against ridge regression" in out and "several checkpoints of one training" in out
+
+
+@pytest.mark.parametrize("argv, new", [
+    (["evaluate", "--demand-prediction", "--ckpt", "x.ckpt"], "omgpt demand-prediction"),
+    (["evaluate", "--ckpt", "x.ckpt", "--demand_prediction=true"], "omgpt demand-prediction"),
+    (["tsne", "--mode", "training", "--ckpt", "a.ckpt", "--ckpt", "b.ckpt"], "omgpt tsne-training"),
+    (["tsne", "--mode=layers", "--ckpt", "a.ckpt"], "omgpt tsne-training"),
+])
+def test_the_second_commands_once_behind_flags_are_named_by_their_old_spelling(argv, new, tmp_path, capsys):
+    """``omgpt evaluate --demand-prediction`` and ``omgpt tsne --mode training`` became commands of their
+    own: the old spelling is one line naming the new command, before any work."""
+    assert cli_main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("omgpt: error:") and new in err[0], err
+    assert not (tmp_path / "out").exists()

@@ -331,12 +331,15 @@ def test_a_tuning_records_the_code_version_of_each_policys_entry(tmp_path, monke
 
 
 def test_the_demand_prediction_report_records_the_code_version(tmp_path):
-    """``omgpt evaluate --demand-prediction`` (its summary.json sibling always did); an untrained
+    """``omgpt demand-prediction`` (as ``omgpt evaluate``'s summary.json always did); an untrained
     pricing model with an observation head is enough to write the report."""
     from tests.test_agent import tiny_checkpoint
 
     ckpt = tiny_checkpoint(tmp_path / "obs.ckpt", task="pricing", obs_head=True)
     out = tmp_path / "demand"
-    assert cli_main(["evaluate", "--demand-prediction", "--ckpt", str(ckpt), "--runs", "2", "--horizon", "4", "--out", str(out), "--no-progress"]) == 0
+    assert cli_main(["demand-prediction", "--ckpt", str(ckpt), "--runs", "2", "--horizon", "4", "--out", str(out), "--no-progress"]) == 0
     report = json.loads((out / "demand_prediction.json").read_text())
     assert report["code_version"] == code_version() and report["task"] == "pricing" and report["task_options"] == {}
+    # a command of its own, with its own files: omgpt evaluate does not replace its folder
+    assert cli_main(["evaluate", "--task", "pricing", "--policies", "oracle", "--runs", "2", "--horizon", "4", "--out", str(out), "--no-progress"]) == 2
+    assert json.loads((out / "demand_prediction.json").read_text()) == report

@@ -149,7 +149,7 @@ def test_probe_and_tsne_commands(pricing_ckpt, tmp_path, capsys):
 
     out = tmp_path / "ood"
     first = pricing_ckpt.parent / "epoch000.ckpt" if (pricing_ckpt.parent / "epoch000.ckpt").exists() else pricing_ckpt
-    assert cli_main(["tsne", "--mode", "training", "--ckpt", str(first), "--ckpt", str(pricing_ckpt), "--sequences", "8", "--steps", "6", "--out", str(out)]) == 0
+    assert cli_main(["tsne-training", "--ckpt", str(first), "--ckpt", str(pricing_ckpt), "--sequences", "8", "--steps", "6", "--out", str(out)]) == 0
     result = json.loads((out / "training_ood.json").read_text())
     assert result["groups"][-1] == "Alg*" and len(result["names"]) == 8 * len(result["groups"])
     assert result["distance_to_alg_star"]["Alg*"] == 0.0

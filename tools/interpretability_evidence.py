@@ -7,7 +7,7 @@ horizon (100, as the paper's X_100), on two kinds of histories: ``omgpt`` (playe
 its test-time situation) and the run's pre-training data policy, read from RUN_DIR/config.yaml
 (``random`` with prices uniform on [0, 3] in pricing_mixed.yaml). Equivalent CLI calls for the first kind:
 ``omgpt probe --ckpt RUN_DIR/checkpoints/last.ckpt --out DIR`` and ``omgpt tsne --ckpt … --out DIR``;
-the training-OOD map is ``omgpt tsne --mode training --ckpt epoch000.ckpt --ckpt … --out DIR``.
+the training-OOD map is ``omgpt tsne-training --ckpt epoch000.ckpt --ckpt … --out DIR``.
 
 References, on the same test histories (what a good estimator can get out of the history at all):
 

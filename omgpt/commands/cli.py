@@ -1,5 +1,5 @@
 """Command line: ``omgpt fit|validate`` (LightningCLI, :mod:`omgpt.commands.lightning_cli`) and ``omgpt evaluate|
-demo|experiment|bench|probe|tsne|manipulate``.
+demand-prediction|demo|tune|experiment|bench|probe|tsne|tsne-training|manipulate``.
 
 Errors a user can cause end with one line on stderr and exit code 2, never a traceback: every value is
 checked by :mod:`omgpt.checks` before the work starts, every file is written by :mod:`omgpt.files`.
@@ -38,7 +38,6 @@ def evaluate(
     batch_size: PositiveInt = 50,
     device: Device = "cpu",
     no_progress: bool = False,
-    demand_prediction: bool = False,
     force: bool = False,
     jobs: PositiveInt = 1,
 ) -> None:
@@ -57,25 +56,60 @@ def evaluate(
         batch_size: runs rolled out together
         device: torch device, e.g. cuda
         no_progress: hide the progress bar
-        demand_prediction: instead: the observation head's demand predictions vs ridge regression (pricing, §5.1.6)
         force: run work estimated past a million steps of the rollout loop (policies x batches x horizon)
         jobs: processes playing the policies' batches of runs at once, one torch thread each (the same numbers as one process)
     """
-    from omgpt.commands.evaluate import run_demand_prediction, run_evaluation
+    from omgpt.commands.evaluate import run_evaluation
 
-    if demand_prediction:
-        run_demand_prediction(
-            ckpt=ckpt, task_options=task_options(option), runs=runs, horizon=horizon, window=window,
-            seed=seed, out=out, policy=policies or "omgpt", batch_size=batch_size, device=device,
-            progress=not no_progress, task_name=task, force=force, jobs=jobs,
-        )
-        return
     if not policies:
         raise OMGPTError("omgpt evaluate: --policies is required (e.g. --policies omgpt,oracle,erm,fai)")
     run_evaluation(
         task_name=task, task_options=task_options(option), policies=[n.strip() for n in policies.split(",") if n.strip()],
         ckpt=ckpt, runs=runs, horizon=horizon, window=window, seed=seed, out=out, batch_size=batch_size, device=device,
         progress=not no_progress, force=force, jobs=jobs,
+    )
+
+
+def demand_prediction(
+    ckpt: str,
+    task: Optional[str] = None,
+    option: Optional[list[str]] = None,
+    policy: str = "omgpt",
+    runs: PositiveInt = 100,
+    horizon: Optional[PositiveInt] = None,
+    window: Optional[PositiveInt] = None,
+    seed: Seed = 0,
+    out: str = "runs/demand-prediction",
+    batch_size: PositiveInt = 50,
+    device: Device = "cpu",
+    no_progress: bool = False,
+    force: bool = False,
+    jobs: PositiveInt = 1,
+) -> None:
+    """The observation head's demand predictions against ridge regression on the same samples (paper §5.1.6).
+
+    Args:
+        ckpt: checkpoint of an OMGPT pre-trained with --model.obs_head true (pricing)
+        task: task name, which must be the checkpoint's (default: the checkpoint's task)
+        option: task option override KEY=VALUE, repeatable (e.g. demand_types=square for a mixed-demand checkpoint)
+        policy: who plays the histories both predictors learn from (default: the model itself)
+        runs: test environments
+        horizon: steps per run (default: the checkpoint's horizon)
+        window: OMGPT context window W (default: whole history)
+        seed: seed of the test environments and their noise
+        out: output folder (demand_prediction.json, demand_prediction.png), written as a whole
+        batch_size: runs rolled out together
+        device: torch device, e.g. cuda
+        no_progress: hide the progress bar
+        force: run work estimated past a million steps of the rollout loop (batches x horizon)
+        jobs: processes playing the batches of runs at once, one torch thread each (the same numbers as one process)
+    """
+    from omgpt.commands.evaluate import run_demand_prediction
+
+    run_demand_prediction(
+        ckpt=ckpt, task_options=task_options(option), runs=runs, horizon=horizon, window=window,
+        seed=seed, out=out, policy=policy, batch_size=batch_size, device=device,
+        progress=not no_progress, task_name=task, force=force, jobs=jobs,
     )
 
 
@@ -217,11 +251,12 @@ def _imported(module: str, attr: str) -> Callable[[], Callable[..., Any]]:
 # Every command but LightningCLI's: its function (resolved on use) and its positional parameters.
 FUNCTIONS: dict[str, tuple[Callable[[], Callable[..., Any]], tuple[str, ...]]] = {
     "evaluate": (lambda: evaluate, ()),
+    "demand-prediction": (lambda: demand_prediction, ()),
     "demo": (lambda: demo, ()),
     "tune": (lambda: tune, ()),
     "experiment": (lambda: experiment, ("name",)),
     "bench": (_imported("omgpt.commands.bench", "bench_command"), ()),
-    **{n: (_imported("omgpt.commands.interpret", f"{n}_command"), ()) for n in ("probe", "tsne", "manipulate")},
+    **{n: (_imported("omgpt.commands.interpret", f"{n.replace('-', '_')}_command"), ()) for n in ("probe", "tsne", "tsne-training", "manipulate")},
 }
 COMMANDS = {name: (lambda argv, name=name: command(FUNCTIONS[name][0](), f"omgpt {name}", FUNCTIONS[name][1])(argv))
             for name in FUNCTIONS}
@@ -236,12 +271,17 @@ def usage() -> str:
     docstring (``omgpt COMMAND --help``: its options, from the same docstring)."""
     summaries = {**LIGHTNING_SUMMARIES, **{name: summary(get()) for name, (get, _) in FUNCTIONS.items()}}
     lines = [f"usage: omgpt {{{','.join(summaries)}}} ...", ""]
-    lines += [f"  {name:<10} {text}" for name, text in summaries.items()]
+    width = max(10, *map(len, summaries))
+    lines += [f"  {name:<{width}} {text}" for name, text in summaries.items()]
     return "\n".join(lines + ["", "omgpt COMMAND --help lists the options of a command.",
                                f"{', '.join(THREADED)} also take --threads N (torch threads; or {threads.ENV}=N)."])
 
 
-THREADED = ("fit", "validate", "demo", "evaluate", "tune", "experiment")  # take --threads N (omgpt.threads)
+THREADED = ("fit", "validate", "demo", "evaluate", "demand-prediction", "tune", "experiment")  # take --threads N (omgpt.threads)
+MOVED = {  # (command, option) -> the command it became: its old spelling is one line naming the new one
+    ("evaluate", "--demand-prediction"): "is now its own command: omgpt demand-prediction (one --policy, not --policies)",
+    ("tsne", "--mode"): "is gone: omgpt tsne maps one checkpoint's layers; omgpt tsne-training compares several checkpoints' histories",
+}
 INTERRUPTED = 128 + signal.SIGINT  # the shell's exit code for a command ended by Ctrl-C: 130
 
 
@@ -261,6 +301,7 @@ def cli_main(args: ArgsType = None) -> int:
             if args is None:
                 sys.argv[1:] = argv  # LightningCLI reads the command line itself
             threads.configure(count, announce=not {"-h", "--help", "--list"} & set(argv))  # not over a listing
+        _refuse_moved(argv)
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
         if argv[0] not in LIGHTNING_COMMANDS:
@@ -278,6 +319,13 @@ def cli_main(args: ArgsType = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: what was being written is cleaned up by now (omgpt.files); no traceback
         print("omgpt: interrupted", file=sys.stderr)
         return INTERRUPTED
+
+
+def _refuse_moved(argv: list[str]) -> None:
+    for token in argv[1:]:
+        option = token.partition("=")[0].replace("_", "-")
+        if (argv[0], option) in MOVED:
+            raise OMGPTError(f"omgpt {argv[0]} {option} {MOVED[argv[0], option]}")
 
 
 def _error(message: str) -> int:

@@ -1,9 +1,9 @@
-"""``omgpt evaluate``: roll out OMGPT and the benchmarks on the same fresh test environments
+"""``omgpt evaluate`` and ``omgpt demand-prediction``: roll out OMGPT and the benchmarks on the same fresh test environments
 (:func:`omgpt.evaluation.evaluate_policies`: common random numbers), from a test seed only
 (:mod:`omgpt.seeding`: validation seeds are for choices, never for reported numbers).
 
-:func:`run_demand_prediction` is the paper's demand-prediction study (§5.1.6): a checkpoint's
-observation head against ridge regression, per number of observed samples.
+:func:`run_demand_prediction` (``omgpt demand-prediction``) is the paper's demand-prediction study
+(§5.1.6): a checkpoint's observation head against ridge regression, per number of observed samples.
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from omgpt.resources import code_version
 from omgpt.rollout import History, mean_observations
 from omgpt.tasks import TASKS, Task, make_episode_task, make_task
 
-EVALUATE_FILES = REPORT_FILES + DEMAND_FILES  # what `omgpt evaluate` writes into --out, with or without --demand-prediction
 
 def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str | None, device: str):
     """``(task name, task options, trained model or None, default horizon)``; a checkpoint supplies
@@ -105,7 +104,7 @@ def run_evaluation(
     what = f"evaluating {len(policies)} policies on {runs} runs x {horizon} steps"
     checks.memory(len(policies) * checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
     checks.rollout_time(checks.loop_steps(len(policies), runs, horizon, batch_size), what, force)
-    with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
+    with output_folder(out, REPORT_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
         summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
                                task_options=task.options())
@@ -175,7 +174,7 @@ def run_demand_prediction(
     what = f"demand prediction on {runs} runs x {horizon} steps"
     checks.memory(checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
     checks.rollout_time(checks.loop_steps(1, runs, horizon, batch_size), what, force)
-    with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
+    with output_folder(out, DEMAND_FILES, "omgpt demand-prediction") as folder:
         history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress, jobs)[policy]
         predictions = {
             "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),

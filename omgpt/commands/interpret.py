@@ -1,4 +1,4 @@
-"""``omgpt probe | tsne | manipulate``: the interpretability experiments of paper §5.3 on a checkpoint.
+"""``omgpt probe | tsne | tsne-training | manipulate``: the interpretability experiments of paper §5.3 on a checkpoint.
 
 Each command writes a PNG and a JSON into ``--out`` and prints where; bad input (missing or foreign
 checkpoint, a step beyond the model's horizon, a label the task does not have, ...) ends with one line
@@ -8,7 +8,7 @@ checkpoint, a step beyond the model's horizon, a label the task does not have, .
   -> ``probe.png``, ``probe.json`` (per-layer normalised held-out errors; ``analysis.probing``).
 * ``omgpt tsne --ckpt C [--samples 500 --step T --label type|action|model --layers 0,1,4 --out DIR]``
   -> ``tsne.png``, ``tsne.json`` (t-SNE of every layer; ``analysis.tsne``).
-  ``omgpt tsne --mode training --ckpt C1 --ckpt C2 … [--sequences 30 --steps 20 --no-alg-star]``
+* ``omgpt tsne-training --ckpt C1 --ckpt C2 … [--sequences 30 --steps 20 --no-alg-star --out DIR]``
   -> ``training_ood.png``, ``training_ood.json`` (histories of each checkpoint vs Alg*, appendix B).
 * ``omgpt manipulate --ckpt C [--n 1000 --step 50 --low 0 --high 10 --columns state|all|0,2 --out DIR]``
   -> ``manipulation.png``, ``manipulation.json`` (``analysis.manipulation``).
@@ -17,43 +17,47 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Optional
 
 from omgpt.commands.args import Device, Number, PositiveFloat, PositiveInt, Seed, task_options
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json
 
+if TYPE_CHECKING:
+    from omgpt.model import TrainedModel
 
-def _load(path: str, device: str = "cpu"):
+
+def _trained_model(path: str, device: str = "cpu") -> TrainedModel:
     """``(model, task, hparams)`` of a checkpoint (:func:`omgpt.model.load_model`: no Lightning)."""
     from omgpt.model import load_model
 
     return load_model(path, map_location=device)
 
 
-def _task(module, options: list[str]):
+def _task(trained: TrainedModel, options: list[str]):
     """The checkpoint's task, with test-time ``--option key=value`` overrides (e.g. a noise level)
     that keep the token sizes the model reads and writes."""
     if not options:
-        return module.task
+        return trained.task
     from omgpt.commands.evaluate import check_token_sizes
     from omgpt.tasks import make_episode_task
 
     overrides = task_options(options)
-    task = make_episode_task(module.hparams["task"], {**(module.hparams.get("task_options") or {}), **overrides}, module.hparams["horizon"])
-    check_token_sizes(task, overrides, module.model)
+    task = make_episode_task(trained.hparams["task"], {**(trained.hparams.get("task_options") or {}), **overrides}, trained.hparams["horizon"])
+    check_token_sizes(task, overrides, trained.model)
     return task
 
 
-def _step(module, step: int | None) -> int:
-    horizon = module.model.cfg.max_steps
+def _step(trained: TrainedModel, step: int | None) -> int:
+    horizon = trained.model.cfg.max_steps
     step = horizon if step is None else step
     if not 1 <= step <= horizon:
         raise OMGPTError(f"--step must be in 1..{horizon} (the checkpoint's horizon), got {step}")
     return step
 
 
-TSNE_FILES = ("tsne.png", "tsne.json", "training_ood.png", "training_ood.json")  # both modes of `omgpt tsne`
+TSNE_FILES = ("tsne.png", "tsne.json")  # what `omgpt tsne` writes into --out
+TSNE_TRAINING_FILES = ("training_ood.png", "training_ood.json")  # what `omgpt tsne-training` writes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -83,10 +87,10 @@ def probe_command(
     """
     from omgpt.analysis.probing import plot_probes, run_probes
 
-    module = _load(ckpt, device)
-    task, step = _task(module, option), _step(module, step)
+    trained = _trained_model(ckpt, device)
+    task, step = _task(trained, option), _step(trained, step)
     with output_folder(out, ("probe.png", "probe.json"), "omgpt probe") as folder:
-        result = run_probes(module.model, task, n_train, n_test, step, policy, seed)
+        result = run_probes(trained.model, task, n_train, n_test, step, policy, seed)
         result["ckpt"] = str(ckpt)
         plot_probes(result, folder / "probe.png")
         write_json(result, folder / "probe.json")
@@ -115,54 +119,44 @@ def _parse_layers(text: str | None, n: int) -> list[int] | None:
 
 def tsne_command(
     ckpt: list[str],
-    mode: Literal["layers", "training"] = "layers",
     samples: PositiveInt = 500,
     step: Optional[int] = None,
     label: Optional[str] = None,
     layers: Optional[str] = None,
     policy: str = "omgpt",
     perplexity: PositiveFloat = 30.0,
-    sequences: PositiveInt = 30,
-    steps: PositiveInt = 20,
-    no_alg_star: bool = False,
     option: Optional[list[str]] = None,
     seed: Seed = 0,
     device: Device = "cpu",
     out: str = "runs/tsne",
 ) -> int:
-    """t-SNE of every layer (paper §5.3) or of histories across checkpoints (appendix B).
+    """t-SNE of every layer's embedding (paper §5.3); across checkpoints: omgpt tsne-training.
 
     Args:
-        ckpt: checkpoint; repeat it for --mode training (oldest first)
-        mode: layers: one checkpoint's embeddings; training: histories of several checkpoints vs Alg*
-        samples: layers: histories (paper: 500, half of each demand type)
-        step: layers: the feature token of X_step (default: the horizon)
-        label: layers: colour by 'type' (mixed demand types; default there), 'action' (a*_t, default otherwise) or 'model' (the model's read-out)
-        layers: layers: which layers, e.g. 0,1,2,10,11,12 (default: all)
-        policy: layers: who plays the histories (default: the model itself)
+        ckpt: checkpoint of a trained OMGPT (one; omgpt tsne-training compares several)
+        samples: histories (paper: 500, half of each demand type)
+        step: the feature token of X_step, 1-based (default: the horizon)
+        label: colour by 'type' (mixed demand types; default there), 'action' (a*_t, default otherwise) or 'model' (the model's read-out)
+        layers: which layers, e.g. 0,1,2,10,11,12 (default: all)
+        policy: who plays the histories (default: the model itself)
         perplexity: t-SNE perplexity (capped below a third of the points)
-        sequences: training: sequences per checkpoint (paper: 30)
-        steps: training: steps stacked into a point (paper: 20)
-        no_alg_star: training: leave Alg* out
         option: task option override KEY=VALUE, repeatable
         seed: seed of the environments and their noise
         device: torch device, e.g. cuda
         out: output folder, written as a whole
     """
-    if mode == "training":
-        return _training_ood(ckpt, option, sequences, steps, perplexity, no_alg_star, seed, device, Path(out))
     if len(ckpt) != 1:
-        raise OMGPTError("--mode layers takes exactly one --ckpt (use --mode training for several)")
+        raise OMGPTError("omgpt tsne takes exactly one --ckpt (omgpt tsne-training compares several)")
     from omgpt.analysis.capture import collect
     from omgpt.analysis.tsne import plot_tsne_layers, tsne_layers
 
-    module = _load(ckpt[0], device)
-    task, step = _task(module, option), _step(module, step)
-    layer_list = _parse_layers(layers, module.model.cfg.n_layer)
+    trained = _trained_model(ckpt[0], device)
+    task, step = _task(trained, option), _step(trained, step)
+    layer_list = _parse_layers(layers, trained.model.cfg.n_layer)
     if label not in (None, "type", "action", "model"):
         raise OMGPTError(f"--label must be 'type', 'action' or 'model', got {label!r}")
     with output_folder(out, TSNE_FILES, "omgpt tsne") as folder:
-        data = collect(module.model, task, samples, step, policy, seed=seed)
+        data = collect(trained.model, task, samples, step, policy, seed=seed)
         label = label or ("type" if data.hidden_type is not None else "action")
         if label == "type":
             if data.hidden_type is None:
@@ -187,22 +181,46 @@ def tsne_command(
     return 0
 
 
-def _training_ood(ckpt: list[str], option, sequences: int, steps: int, perplexity: float, no_alg_star: bool, seed: int, device: str, out: Path) -> int:
+def tsne_training_command(
+    ckpt: list[str],
+    sequences: PositiveInt = 30,
+    steps: PositiveInt = 20,
+    no_alg_star: bool = False,
+    perplexity: PositiveFloat = 30.0,
+    option: Optional[list[str]] = None,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    out: str = "runs/tsne-training",
+) -> int:
+    """t-SNE of the histories played by several checkpoints of one training, against Alg*'s (appendix B).
+
+    Args:
+        ckpt: checkpoint, repeated: one per stage of a training (oldest first), all of one task
+        sequences: sequences per checkpoint (paper: 30)
+        steps: steps stacked into a point (paper: 20)
+        no_alg_star: leave Alg* out
+        perplexity: t-SNE perplexity (capped below a third of the points)
+        option: task option override KEY=VALUE, repeatable
+        seed: seed of the environments and their noise
+        device: torch device, e.g. cuda
+        out: output folder, written as a whole
+    """
     from omgpt.analysis.tsne import plot_training_ood, training_ood
 
-    modules = [(Path(c).stem, _load(c, device)) for c in ckpt]
-    names = [n for n, _ in modules]
+    trained = [(Path(c).stem, _trained_model(c, device)) for c in ckpt]
+    names = [n for n, _ in trained]
     if len(set(names)) != len(names):  # e.g. last.ckpt of two runs: fall back to the full paths
         names = [str(c) for c in ckpt]
-    tasks = {(m.hparams["task"], json.dumps(m.hparams.get("task_options") or {}, sort_keys=True)) for _, m in modules}
+    tasks = {(m.hparams["task"], json.dumps(m.hparams.get("task_options") or {}, sort_keys=True)) for _, m in trained}
     if len(tasks) > 1:
         raise OMGPTError(f"the checkpoints were trained on different tasks: {sorted(tasks)}")
-    task = _task(modules[0][1], option)
-    models = [(n, m.model) for n, (_, m) in zip(names, modules)]
-    with output_folder(out, TSNE_FILES, "omgpt tsne") as folder:
+    task = _task(trained[0][1], option)
+    models = [(n, m.model) for n, (_, m) in zip(names, trained)]
+    with output_folder(out, TSNE_TRAINING_FILES, "omgpt tsne-training") as folder:
         result = training_ood(models, task, sequences, steps, seed, alg_star=not no_alg_star, perplexity=perplexity)
         plot_training_ood(result, folder / "training_ood.png")
         write_json({k: v for k, v in result.items() if k != "points"} | {"ckpts": list(ckpt), "task": task.name}, folder / "training_ood.json")
+    out = Path(out)
     for name in result["groups"]:
         d = result["distance_to_alg_star"].get(name)
         print(f"  {name:<24} mean |a - a*| {result['mean_suboptimality'][name]:.3f}" + (f"   distance to Alg* {d:.2f}" if d is not None else ""))
@@ -242,11 +260,11 @@ def manipulate_command(
     """
     from omgpt.analysis.manipulation import manipulate, plot_manipulation
 
-    module = _load(ckpt, device)
-    task = _task(module, option)
-    step = _step(module, min(step, module.model.cfg.max_steps) if step >= 1 else step)
+    trained = _trained_model(ckpt, device)
+    task = _task(trained, option)
+    step = _step(trained, min(step, trained.model.cfg.max_steps) if step >= 1 else step)
     with output_folder(out, ("manipulation.png", "manipulation.json"), "omgpt manipulate") as folder:
-        result = manipulate(module.model, task, n, step, low, high, columns, policy, seed)
+        result = manipulate(trained.model, task, n, step, low, high, columns, policy, seed)
         plot_manipulation(result, folder / "manipulation.png")
         summary = {k: v for k, v in result.items() if k != "arrays"} | {"ckpt": str(ckpt)}
         write_json(summary, folder / "manipulation.json")
