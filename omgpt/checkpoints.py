@@ -1,14 +1,63 @@
-"""Reading a Lightning checkpoint back into :class:`~omgpt.module.OMGPTModule`: what a checkpoint must be
-to be resumed, validated or loaded (the settings it was trained with, tensors of the right shapes, finite
-weights), and the one patch of Lightning's loop state that makes a step checkpoint resume exactly.
-The module calls these from ``on_load_checkpoint``; :func:`omgpt.module.load_module` from its loader."""
+"""Checkpoint files: read safely, exported slim, and checked against the model that loads them.
+
+* :func:`read_checkpoint` is the one checkpoint reader: always ``weights_only=True`` (whatever the
+  torch version's default), so a checkpoint holds tensors and plain data, never code; every failure is
+  an :class:`OMGPTError` (one line). :class:`omgpt.checkpoint_io.SafeCheckpointIO` makes it Lightning's
+  reader too, so ``omgpt fit|validate`` resume (``--ckpt_path`` paths and the ``last``/``best``/``hpc``
+  aliases alike) through it. It needs no Lightning: :func:`omgpt.load_model` and :class:`omgpt.Agent`
+  read checkpoints without importing it.
+* :func:`export_weights` writes a checkpoint's weights and hyper-parameters alone (atomically).
+* What a checkpoint must be to be resumed, validated or loaded into :class:`~omgpt.module.OMGPTModule`
+  (the settings it was trained with, tensors of the right shapes, finite weights), and the one patch of
+  Lightning's loop state that makes a step checkpoint resume exactly. The module calls these from
+  ``on_load_checkpoint``; :func:`omgpt.module.load_module` from its loader.
+"""
 from __future__ import annotations
+
+import os
+import pickle
+import re
+from pathlib import Path
+from typing import Any
 
 import torch
 
 from omgpt.errors import OMGPTError
+from omgpt.files import atomic_write
 
 
+def read_checkpoint(path: str | Path, map_location: Any = "cpu", mmap: bool = False) -> dict:
+    """A Lightning checkpoint, read with ``weights_only=True`` always: tensors and plain data only, so
+    a malicious file cannot run code. Missing, truncated, unsafe or foreign files raise
+    :class:`OMGPTError` naming the file."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise OMGPTError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"GLOBAL (\S+)", str(e))  # weights_only refused to build this Python object
+        if found:
+            raise OMGPTError(f"refusing to load checkpoint {path}: it would call {found.group(1)}; a checkpoint holds only tensors and plain data") from None
+        raise OMGPTError(f"cannot read checkpoint {path} (UnpicklingError); is the file complete?") from None
+    except Exception as e:  # truncated, corrupted, or not a torch file at all
+        raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise OMGPTError(f"{path} is not a Lightning checkpoint (no state_dict)")
+    return ckpt
+
+
+def export_weights(ckpt: str | Path, out: str | Path) -> Path:
+    """Weights and hyper-parameters of a Lightning checkpoint, nothing else (no optimizer state, so it
+    stays small enough to commit), written atomically to ``out``; ``omgpt evaluate --ckpt`` reads it."""
+    full = read_checkpoint(ckpt)
+    slim = {"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"], "global_step": full.get("global_step")}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write(out, lambda f: torch.save(slim, f))
+
+
+# --------------------------------------------------------------------------------------------------
+# What a checkpoint must be to be resumed, validated or loaded.
 def check_resumable(checkpoint: dict, settings: dict, path: str | None = None) -> None:
     """A fit resumed, or a validation run, from ``checkpoint`` must use the model settings it was
     trained with (``settings``: this run's ``model`` arguments): the weights only fit those, and a

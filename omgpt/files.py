@@ -1,5 +1,4 @@
-"""Files written so that a crash or a concurrent run never leaves a damaged one, and checkpoints read so
-that a file cannot run code.
+"""Files written so that a crash or a concurrent run never leaves a damaged one.
 
 * :func:`atomic_write` is the one way every output and every checkpoint reaches the disk: the bytes
   go to a temporary file of a unique name in the target's own folder (so the final rename never
@@ -10,13 +9,10 @@ that a file cannot run code.
 * :func:`output_folder` builds a command's output folder (``--out``) as a unit: everything is written
   into a sibling temporary folder, which then takes the folder's place. Two commands writing the same
   ``--out`` each install a complete folder; the last one wins.
-* :func:`holding` keeps a run folder to one live process (a lock held for the process's life, so a
-  killed holder does not block).
-* :func:`read_checkpoint` is the one checkpoint reader: always ``weights_only=True`` (whatever the
-  torch version's default), so a checkpoint holds tensors and plain data, never code; every failure is
-  an :class:`OMGPTError` (one line). :class:`SafeCheckpointIO` puts both into Lightning, so ``omgpt
-  fit|validate`` save and resume (``--ckpt_path`` paths and the ``last``/``best``/``hpc``
-  aliases alike) through them.
+
+Beside it: :mod:`omgpt.locks` keeps a run folder to one live process; :mod:`omgpt.checkpoints` reads
+checkpoints so that a file cannot run code (and writes the slim ones through :func:`atomic_write`);
+:mod:`omgpt.checkpoint_io` puts both into Lightning.
 """
 from __future__ import annotations
 
@@ -26,15 +22,12 @@ import fnmatch
 import json
 import math
 import os
-import pickle
 import re
 import shutil
 import socket
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
-
-import torch
 
 from omgpt.errors import OMGPTError
 
@@ -220,124 +213,3 @@ def writable_file(path: str | Path, option: str) -> Path:
     except OSError as e:
         raise OMGPTError(f"cannot write {option} {path}: {e.strerror or e}") from None
     return path
-
-
-# --------------------------------------------------------------------------------------------------
-# Run folders.
-def lock_file(folder: str | Path) -> Path:
-    """The lock of ``folder``: beside it, not in it (Lightning's CSV logger warns that it will delete
-    "previous log files" of a folder that is not empty when it starts, and a fit's lock is there first)."""
-    folder = Path(folder)
-    return folder.with_name(f".{folder.name}.lock")
-
-
-@contextlib.contextmanager
-def holding(folder: str | Path, refusal: str, wait: bool = False) -> Iterator[Path]:
-    """``with holding(run_dir, "choose another version"):`` -- ``folder`` is this process's until the
-    block ends; a second process asking for it gets :class:`OMGPTError` (naming the holder's pid, then
-    ``refusal``) instead of interleaving its files with the first's. With ``wait``, the second process
-    waits for the first to finish instead (a short read-merge-write of a shared file: a tuned file).
-
-    The lock is an ``fcntl`` lock on :func:`lock_file`: the kernel releases it when its process ends,
-    however it ends, so the file a killed process leaves blocks no one. (Without ``fcntl`` -- Windows
-    -- the folder is not locked.)"""
-    folder = Path(folder)
-    try:
-        import fcntl
-    except ImportError:
-        yield folder
-        return
-    path = lock_file(folder)
-    made = [p for p in path.parents if not p.exists()]  # removed again if left empty
-    path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise OMGPTError(f"{folder} is in use by another live process (pid {holder}); {refusal}") from None
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)  # the holder released and removed the file between our open and our lock: again
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        yield folder
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)  # while still locked: a process waiting on this file sees it gone and retries
-        os.close(fd)
-        for p in made:
-            with contextlib.suppress(OSError):
-                p.rmdir()  # only if empty: a run that wrote nothing leaves no folder
-
-
-# --------------------------------------------------------------------------------------------------
-# Checkpoints.
-def read_checkpoint(path: str | Path, map_location: Any = "cpu", mmap: bool = False) -> dict:
-    """A Lightning checkpoint, read with ``weights_only=True`` always: tensors and plain data only, so
-    a malicious file cannot run code. Missing, truncated, unsafe or foreign files raise
-    :class:`OMGPTError` naming the file."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise OMGPTError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as e:
-        found = re.search(r"GLOBAL (\S+)", str(e))  # weights_only refused to build this Python object
-        if found:
-            raise OMGPTError(f"refusing to load checkpoint {path}: it would call {found.group(1)}; a checkpoint holds only tensors and plain data") from None
-        raise OMGPTError(f"cannot read checkpoint {path} (UnpicklingError); is the file complete?") from None
-    except Exception as e:  # truncated, corrupted, or not a torch file at all
-        raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise OMGPTError(f"{path} is not a Lightning checkpoint (no state_dict)")
-    return ckpt
-
-
-def export_weights(ckpt: str | Path, out: str | Path) -> Path:
-    """Weights and hyper-parameters of a Lightning checkpoint, nothing else (no optimizer state, so it
-    stays small enough to commit), written atomically to ``out``; ``omgpt evaluate --ckpt`` reads it."""
-    full = read_checkpoint(ckpt)
-    slim = {"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"], "global_step": full.get("global_step")}
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write(out, lambda f: torch.save(slim, f))
-
-
-def _safe_checkpoint_io() -> type:
-    from lightning.fabric.plugins import TorchCheckpointIO
-
-    class SafeCheckpointIO(TorchCheckpointIO):
-        """Lightning's checkpoint IO through :func:`atomic_write` and :func:`read_checkpoint` (local files)."""
-
-        def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
-            if storage_options is not None:
-                raise TypeError(f"{type(self).__name__} takes no storage_options")
-            try:
-                atomic_write(path, lambda f: torch.save(checkpoint, f))
-            except (OSError, RuntimeError) as e:  # a full disk: torch says "PytorchStreamWriter failed writing file"
-                reason = e.strerror if isinstance(e, OSError) and e.strerror else (str(e).strip().splitlines() or [type(e).__name__])[0]
-                raise OMGPTError(f"cannot save checkpoint {path} (disk full?): {reason}; "
-                                 f"any earlier {Path(path).name} is unchanged") from None
-
-        def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict:
-            # weights_only is True whatever the caller asks: no path loads a checkpoint that can run code.
-            return read_checkpoint(path, map_location)
-
-    SafeCheckpointIO.__module__, SafeCheckpointIO.__qualname__ = __name__, "SafeCheckpointIO"
-    return SafeCheckpointIO
-
-
-def __getattr__(name: str):
-    # SafeCheckpointIO subclasses a Lightning class, so it is built on first use: reading a checkpoint
-    # (omgpt.load_model, omgpt.Agent) never imports Lightning.
-    if name == "SafeCheckpointIO":
-        globals()[name] = cls = _safe_checkpoint_io()
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

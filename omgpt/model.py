@@ -57,7 +57,7 @@ from torch import Tensor, nn
 
 from omgpt import checks
 from omgpt.errors import OMGPTError
-from omgpt.files import read_checkpoint
+from omgpt.checkpoints import read_checkpoint
 from omgpt.tasks import make_episode_task
 from omgpt.tasks.base import Scaling, Task
 
@@ -509,7 +509,7 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
     loads a model, from a config (the checkpoint's hyper-parameters) and a state dict (its ``model.``
     tensors). A folder stands for its ``model.ckpt`` (``pretrained/<name>/``).
 
-    The file is read by :func:`omgpt.files.read_checkpoint`, weights-only: a checkpoint cannot run code.
+    The file is read by :func:`omgpt.checkpoints.read_checkpoint`, weights-only: a checkpoint cannot run code.
     A missing, truncated, foreign or malicious file, settings the network does not take, tensors that do
     not fit them and non-finite weights (a diverged fit) each raise a one-line :class:`OMGPTError`.
     The global RNG is left as it was (building the network draws initial weights, which the

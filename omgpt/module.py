@@ -15,9 +15,8 @@ from torch import Tensor
 from omgpt import seeding
 from omgpt.seeding import Stream, stream_seed
 from omgpt import checks
-from omgpt.checkpoints import _comparable, all_finite, check_resumable, check_weights, resume_after_last_batch
+from omgpt.checkpoints import _comparable, all_finite, check_resumable, check_weights, read_checkpoint, resume_after_last_batch
 from omgpt.errors import OMGPTError
-from omgpt.files import read_checkpoint
 from omgpt.metrics import MeanCurve
 from omgpt.model import BACKBONES, ModelConfig, build_model
 from omgpt.policies import make_policy
@@ -525,7 +524,7 @@ def check_target(task: Task, target: str | None) -> str:
 
 
 def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTModule:
-    """Load a trained module from a Lightning checkpoint, safely (:func:`omgpt.files.read_checkpoint`:
+    """Load a trained module from a Lightning checkpoint, safely (:func:`omgpt.checkpoints.read_checkpoint`:
     a downloaded checkpoint cannot run code). A folder stands for its ``model.ckpt``
     (``pretrained/<name>/``). Missing, unreadable, foreign or diverged checkpoints -- hyper-parameters
     this module does not take, tensors of the wrong shape, non-finite weights -- raise

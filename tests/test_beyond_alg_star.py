@@ -17,7 +17,7 @@ from omgpt.commands.cli import cli_main
 from omgpt.commands.experiment import dependency_order, experiment_keys, load_experiment, model_key
 from omgpt.commands.experiment.kinds.beyond_alg_star import below_best, finetuning_numbers, worse
 from omgpt.errors import OMGPTError
-from omgpt.files import read_checkpoint
+from omgpt.checkpoints import read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests/configs/experiment_tiny.yaml")

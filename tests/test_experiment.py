@@ -23,7 +23,7 @@ from omgpt.commands.experiment import (
     run_key,
 )
 from omgpt.commands.experiment.kinds.alg_star_match import alg_star_match
-from omgpt.files import read_checkpoint
+from omgpt.checkpoints import read_checkpoint
 from omgpt.module import OMGPTModule
 from omgpt.policies import POLICIES, make_policy
 from omgpt.rollout import rollout

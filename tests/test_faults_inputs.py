@@ -28,7 +28,8 @@ from lightning.pytorch.callbacks import Callback
 
 from omgpt import tuning
 from omgpt.commands.cli import cli_main
-from omgpt.files import atomic_write, lock_file
+from omgpt.files import atomic_write
+from omgpt.locks import lock_file
 from omgpt.records import RecordError
 from omgpt.resources import code_version
 from tests.test_safety import fit_args, one_line_error

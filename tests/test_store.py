@@ -15,7 +15,7 @@ import torch
 from omgpt.commands import store
 from omgpt.commands.cli import cli_main
 from omgpt.commands.experiment import load_experiment, model_key
-from omgpt.files import read_checkpoint
+from omgpt.checkpoints import read_checkpoint
 from omgpt.records import RecordError
 from tools import recipe, reference_models
 

@@ -195,7 +195,7 @@ def test_no_code_path_chooses_on_a_test_seed(tmp_path, capsys):
         assert seed is None or seed in seeding.VALIDATION_SEEDS, path
     # What every shipped model was actually chosen on: the val_seed its checkpoint records (the configs
     # above set none, so that loop alone would pass whatever the fits used).
-    from omgpt.files import read_checkpoint
+    from omgpt.checkpoints import read_checkpoint
 
     models = sorted(CHECKOUT.glob("pretrained/*/model.ckpt")) + sorted(CHECKOUT.glob("results/models/*/model.ckpt"))
     assert len(models) >= 7

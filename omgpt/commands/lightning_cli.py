@@ -17,7 +17,9 @@ from lightning.pytorch.cli import ArgsType, LightningCLI
 
 from omgpt import checks
 from omgpt.errors import OMGPTError
-from omgpt.files import SafeCheckpointIO, holding, read_checkpoint
+from omgpt.checkpoint_io import SafeCheckpointIO
+from omgpt.checkpoints import read_checkpoint
+from omgpt.locks import holding
 from omgpt.records import read_text
 from omgpt.resources import CONFIGS
 

@@ -15,7 +15,7 @@
   ModelCheckpoint keeps one such file, but a fit resumed under another spelling of its folder does not
   get its best-so-far back and keeps a second; then the rule still picks the lower one (never "the
   last file by name").
-* :func:`keep` exports the kept checkpoint's weights (:func:`omgpt.files.export_weights`);
+* :func:`keep` exports the kept checkpoint's weights (:func:`omgpt.checkpoints.export_weights`);
   :func:`train` does all of it for a store slot and writes its record, ``done.json``.
 
 Records guard themselves. A store record (``done.json``) and a model card (``card.json``) are read only
@@ -42,7 +42,8 @@ from pathlib import Path
 
 from omgpt import records, threads
 from omgpt.errors import OMGPTError
-from omgpt.files import export_weights, read_checkpoint, write_json
+from omgpt.checkpoints import export_weights, read_checkpoint
+from omgpt.files import write_json
 from omgpt.records import ANY, NUMBER, ListOf, MapOf, Optional, RecordError
 from omgpt.resources import CHECKOUT
 

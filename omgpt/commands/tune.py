@@ -17,7 +17,8 @@ from pathlib import Path
 from omgpt import seeding
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
-from omgpt.files import holding, writable_file, write_json
+from omgpt.files import writable_file, write_json
+from omgpt.locks import holding
 from omgpt.policies import POLICIES, make_policy
 from omgpt.resources import code_version
 from omgpt.tasks import make_episode_task
