@@ -8,21 +8,21 @@ the run, or a silently wrong result.
   (``--option noise=1e-3`` arrives from YAML as the string ``"1e-3"``) and finite, whatever their
   names (:func:`omgpt.tasks.make_task`, :func:`omgpt.policies.make_policy`);
 * :func:`device` -- a torch device that exists here;
-* :func:`memory` -- an estimate of what an allocation needs against what the device has free, with the
-  estimates of what a rollout (:func:`history_bytes`) and an evaluation's report (:func:`report_bytes`)
-  hold;
+* :func:`memory` -- an estimate of what an allocation needs against what the device has free (probed
+  by :func:`omgpt.machine.free_memory`), with the estimates of what a rollout (:func:`history_bytes`)
+  and an evaluation's report (:func:`report_bytes`) hold;
 * :func:`rollout_time` -- the rollout loop's steps (:func:`loop_steps`) against :data:`MAX_LOOP_STEPS`.
 """
 from __future__ import annotations
 
 import inspect
 import math
-import os
 from typing import Any, Callable
 
 import torch
 
 from omgpt.errors import OMGPTError
+from omgpt.machine import free_memory  # looked up here by memory(): a test stands in for it as checks.free_memory
 
 SEED_MAX = 2**32 - 1  # what Lightning's seed_everything and numpy accept
 
@@ -210,49 +210,6 @@ def device(name: str, what: str = "--device") -> torch.device:
     elif dev.type != "cpu":
         raise OMGPTError(f"{what} {name}: only cpu, cuda and mps are supported")
     return dev
-
-
-def free_memory(dev: torch.device | str) -> int | None:
-    """Bytes that can be allocated on ``dev`` now (``None`` where that cannot be told). On the CPU, the
-    smaller of the machine's available RAM and what the process's address-space limit leaves."""
-    dev = torch.device(dev)
-    if dev.type == "cuda":
-        return torch.cuda.mem_get_info(dev)[0]
-    if dev.type != "cpu":
-        return None
-    known = [n for n in (_available_ram(), _address_space_left()) if n is not None]
-    return min(known) if known else None
-
-
-def _available_ram() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _address_space_left() -> int | None:
-    """What ``ulimit -v`` (``RLIMIT_AS``) leaves: the limit less the address space the process maps
-    already (its ``VmSize``; torch's libraries alone map a good part of a few GiB). With a limit
-    set, an allocation past it fails, or the process is killed, however much RAM is free."""
-    try:
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if limit == resource.RLIM_INFINITY:
-            return None
-        with open("/proc/self/statm") as f:
-            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (ImportError, OSError, ValueError, IndexError):  # no resource module (Windows), no /proc (macOS)
-        return None
-    return max(limit - mapped, 0)
 
 
 def memory(nbytes: float, what: str, dev: torch.device | str = "cpu") -> None:

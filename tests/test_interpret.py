@@ -176,6 +176,7 @@ def test_manipulate_command(nonperishable_ckpt, tmp_path):
         (["tsne", "--ckpt", "{pricing}", "--label", "colour"], "--label must be"),
         (["tsne", "--ckpt", "{pricing}", "--layers", "0,7"], "--layers must lie in 0..2"),
         (["tsne", "--ckpt", "{nonperishable}", "--label", "type"], "mixed demand types"),
+        (["tsne-training", "--ckpt", "{pricing}", "--ckpt", "{nonperishable}"], "trained on different tasks"),
         (["manipulate", "--ckpt", "{nonperishable}", "--columns", "9"], "context columns must lie in"),
         (["manipulate", "--ckpt", "{pricing}", "--columns", "state"], "no state column"),
         (["manipulate", "--ckpt", "{pricing}", "--low", "3", "--high", "1"], "low < high"),
