@@ -256,7 +256,8 @@ FUNCTIONS: dict[str, tuple[Callable[[], Callable[..., Any]], tuple[str, ...]]] =
     "tune": (lambda: tune, ()),
     "experiment": (lambda: experiment, ("name",)),
     "bench": (_imported("omgpt.commands.bench", "bench_command"), ()),
-    **{n: (_imported("omgpt.commands.interpret", f"{n.replace('-', '_')}_command"), ()) for n in ("probe", "tsne", "tsne-training", "manipulate")},
+    **{n: (_imported("omgpt.commands.interpret", f"{n.replace('-', '_')}_command"), ())
+       for n in ("probe", "tsne", "tsne-training", "manipulate")},
 }
 COMMANDS = {name: (lambda argv, name=name: command(FUNCTIONS[name][0](), f"omgpt {name}", FUNCTIONS[name][1])(argv))
             for name in FUNCTIONS}

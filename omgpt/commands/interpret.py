@@ -1,4 +1,5 @@
-"""``omgpt probe | tsne | tsne-training | manipulate``: the interpretability experiments of paper §5.3 on a checkpoint.
+"""``omgpt probe | tsne | tsne-training | manipulate``: the interpretability experiments of paper §5.3 (and
+appendix B) on checkpoints.
 
 Each command writes a PNG and a JSON into ``--out`` and prints where; bad input (missing or foreign
 checkpoint, a step beyond the model's horizon, a label the task does not have, ...) ends with one line
