@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from omgpt.files import save_figure
@@ -57,3 +58,76 @@ def draw_series_orders(data: dict, path: str | Path, title: str = "") -> Path:
     save_figure(fig, path)
     plt.close(fig)
     return Path(path)
+
+
+# --------------------------------------------------------------------------------------------------
+# The headline metric and its clustered intervals.
+BLOCK_DAYS = 7  # the time split's date blocks: a week, so each block holds every weekday once
+
+
+def window_cells(task, histories: dict[str, History]) -> dict:
+    """What the cluster bootstrap needs from one panel's histories (the same windows for every policy):
+    each policy's cost per window and day and the demand, in the series' own units ``(W, T)``; each
+    window's cluster -- its group (bakery: store) -- and each day's date block (``BLOCK_DAYS`` days
+    counted from the earliest day played)."""
+    first = next(iter(histories.values()))
+    for name, h in histories.items():
+        if not torch.equal(h.envs["row"], first.envs["row"]):
+            raise ValueError(f"{name} played other windows than {next(iter(histories))}: play every policy on the same windows")
+    level = first.envs["level"].double()[:, None]
+    cost = {name: task.outcome_cost(h.actions, h.observations, h.contexts).double() * level for name, h in histories.items()}
+    demand = first.observations[..., 0].double() * level
+    rows = first.envs["row"].numpy()[:, None] + np.arange(first.horizon)
+    days = task.data.table.dates[rows].astype("int64")
+    return {"cost": {k: v.numpy() for k, v in cost.items()}, "demand": demand.numpy(), "level": level[:, 0].numpy(),
+            "group": task.data.table.groups[rows[:, 0]], "block": (days - days.min()) // BLOCK_DAYS}
+
+
+def cluster_bootstrap(cells: dict, reference: str, dates: bool, versus: str | None = None, draws: int = 2000, seed: int = 0) -> dict:
+    """Every policy's scaled cost (total cost over total demand) and mean cost per day (in units of
+    each window's level), each with a 90% cluster-bootstrap interval, and the paired ratio of its
+    scaled cost to ``reference``'s on the same draws; ``versus`` (OMGPT) also gets its ratio to every
+    other policy (``ratio_to``).
+
+    The draws resample whole clusters, not windows: the windows' groups (stores) with replacement;
+    with ``dates`` also the date blocks, independently (a two-way bootstrap: every window of a drawn
+    store, every day of a drawn week; a cell's weight is the product of its store's and its block's
+    multiplicities). Windows of one store share its customers, and one week's days share its weather
+    and holidays across every series: resampling windows one by one would treat them as independent
+    and give intervals far narrower than a handful of stores can support."""
+    rng = np.random.default_rng(seed)
+    groups, window_group = np.unique(cells["group"], return_inverse=True)
+    blocks, day_block = np.unique(cells["block"], return_inverse=True)
+    W, B = len(cells["group"]), len(blocks)
+    store = rng.multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=draws)[:, window_group]  # (draws, W)
+    week = rng.multinomial(B, np.full(B, 1 / B), size=draws) if dates else np.ones((draws, B))  # (draws, B)
+    one_hot = np.zeros((W, cells["demand"].shape[1], B))
+    np.put_along_axis(one_hot, day_block.reshape(W, -1)[..., None], 1.0, axis=-1)
+
+    def by_block(values):  # (W, T) -> (W, B): each window's sum over each date block
+        return np.einsum("wt,wtb->wb", values, one_hot)
+
+    def drawn(values):  # the statistic sum(weight * values) for every draw, (draws,)
+        return np.einsum("dw,wb,db->d", store, by_block(values), week)
+
+    demand, days = drawn(cells["demand"]), drawn(np.ones_like(cells["demand"]))
+    ref = drawn(cells["cost"][reference])
+    out = {}
+    for name, cost in cells["cost"].items():
+        total = drawn(cost)
+        per_level = cost / cells["level"][:, None]  # the secondary metric: cost per day in units of the window's level
+        out[name] = {
+            "scaled_cost": {"mean": float(cost.sum() / cells["demand"].sum()), "ci90": _percentiles(total / demand)},
+            "cost_per_day": {"mean": float(per_level.mean()), "ci90": _percentiles(drawn(per_level) / days)},
+            "ratio_to_" + reference: None if name == reference else {
+                "mean": float(cost.sum() / cells["cost"][reference].sum()), "ci90": _percentiles(total / ref)},
+        }
+    if versus in cells["cost"]:
+        ours = drawn(cells["cost"][versus])
+        out[versus]["ratio_to"] = {name: {"mean": float(cells["cost"][versus].sum() / cost.sum()), "ci90": _percentiles(ours / drawn(cost))}
+                                   for name, cost in cells["cost"].items() if name != versus}
+    return out
+
+
+def _percentiles(values: np.ndarray) -> list[float]:
+    return [float(v) for v in np.percentile(values, [5, 95])]

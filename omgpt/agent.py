@@ -30,10 +30,12 @@ plays, already projected onto the action set, and it is the one the policy then 
 the environment play another, give it to ``observe(outcome, action=...)``.
 
 Policies that read the hidden environment (``oracle``, ``noisy-oracle``), or a public part of the
-episode's record that the contexts do not carry (``ada`` reads the revenue task's type table; the data
-benchmarks ``saa``, ``gbm``, ... read which window of the data set is played, for the demand before it)
-need it: ``reset(envs=...)``, e.g. a Gymnasium environment's ``env.unwrapped.envs``. Without it, their
-first read is a one-line :class:`OMGPTError` saying which of the two it is.
+episode's record that the contexts do not carry (``ada`` reads the revenue task's type table; the
+``hindsight-linear`` yardstick reads the data window's future) need it: ``reset(envs=...)``, e.g. a
+Gymnasium environment's ``env.unwrapped.envs``. Without it, their first read is a one-line
+:class:`OMGPTError` saying which of the two it is. The data benchmarks (``saa``, ``gbm``, ...) read the
+demand before a data set's window when given its ``envs``; without them (a practitioner's own series)
+they start from the window's own days and the look-back summaries in the contexts.
 """
 from __future__ import annotations
 

@@ -16,7 +16,21 @@ Encoding. Text columns (and the columns named ``categorical``) are one-hot encod
 in the training part (a level first seen later encodes as all zeros); numeric columns are
 standardised with the training part's mean and standard deviation. Every user error -- a missing
 column, a non-numeric value in a numeric column, missing or negative demand, a duplicated date, a
-series too short for one window, an unknown dataset -- is one :class:`OMGPTError` line.
+series too short for one window, an unknown dataset, an empty ``csv=`` -- is one :class:`OMGPTError` line.
+
+Checked as data, before anything is built (each refusal names the column and the file's row):
+
+* Every value -- demand and numeric features -- is finite and at most ``MAX_VALUE`` (10^12) in size:
+  beyond that it is a unit or parsing error (a day's demand of a trillion units), and float32 features
+  and levels would lose the other rows' precision (one 1e300 value makes a standard deviation of inf
+  and its whole column zeros).
+* A series' dates are consecutive days: the task reads row ``t + 1`` as the day after row ``t``, so a
+  gap (a closed week left out of the file) is refused, naming the series and the dates; fill it in the
+  file (with the demand of the missing days, 0 if the store was closed).
+* A text column with more than ``MAX_LEVELS`` (64) distinct values is not a category (an id, free
+  text) and is refused; a column named ``categorical`` may have up to ``MAX_CATEGORICAL_LEVELS``
+  (1,000) levels, and the one-hot's memory is estimated before it is built.
+* Levels (the look-back mean) are computed series by series: one series' values never enter another's.
 
 Splits (:class:`DemandData`), with the training part's statistics only:
 
@@ -47,6 +61,8 @@ from omgpt.errors import OMGPTError
 PARTS = ("train", "validation", "test")
 SPLITS = ("series", "time")
 MAX_LEVELS = 64  # a text column with more distinct values is not a category (an id, free text): refused
+MAX_CATEGORICAL_LEVELS = 1000  # a column named categorical: more levels is a one-hot no model learns from
+MAX_VALUE = 1e12  # demand and numeric features beyond this size are unit or parsing errors: refused
 WEEKDAYS = 7
 
 
@@ -158,6 +174,8 @@ def load_table(dataset: str | None = None, csv: str | None = None, series=None, 
     file's modification time included), since every part of a run builds its task."""
     if (dataset is None) == (csv is None):
         raise OMGPTError("a demand table is one of --option dataset=NAME (" + ", ".join(sorted(DATASETS)) + ") or --option csv=PATH, not both")
+    if csv is not None and not str(csv).strip():
+        raise OMGPTError("--option csv= is empty; give the path of a CSV table (or leave csv out for --option dataset=NAME)")
     if dataset is not None:
         if dataset not in DATASETS:
             raise OMGPTError(f"unknown dataset {dataset!r}; available: {', '.join(sorted(DATASETS))} (or --option csv=PATH)")
@@ -195,6 +213,7 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
     _refuse_rows(what, f"demand column {demand!r}", values.isna().to_numpy(), "missing values")
     _refuse_rows(what, f"demand column {demand!r}", ~np.isfinite(values.to_numpy(dtype=float)), "non-finite values")
     _refuse_rows(what, f"demand column {demand!r}", values.to_numpy(dtype=float) < 0, "negative values")
+    _refuse_rows(what, f"demand column {demand!r}", values.to_numpy(dtype=float) > MAX_VALUE, f"values above {MAX_VALUE:.0e} (a unit or parsing error?)")
     dates = pd.to_datetime(frame[date], errors="coerce")
     _refuse_rows(what, f"date column {date!r}", dates.isna().to_numpy(), "values that are not dates")
 
@@ -207,6 +226,12 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
     if same.any():
         i = int(np.flatnonzero(same)[0])
         raise OMGPTError(f"{what}: series {ids[i]!r} has two rows for {dates[i]}; one row per series and date")
+    gap = (ids[1:] == ids[:-1]) & (dates[1:] - dates[:-1] > np.timedelta64(1, "D"))
+    if gap.any():
+        i = int(np.flatnonzero(gap)[0])
+        missing = int((dates[i + 1] - dates[i]).astype(int)) - 1
+        raise OMGPTError(f"{what}: series {ids[i]!r} jumps from {dates[i]} to {dates[i + 1]} ({missing} missing days; {int(gap.sum())} gaps "
+                         f"in all); rows are read as consecutive days: add the missing dates to the file (demand 0 where closed)")
 
     numeric, categorical_out = {}, {}
     used = set(series) | {date, demand} | set(drop) | set(group)
@@ -219,6 +244,9 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
             raise OMGPTError(f"{what}: feature column {column!r} has missing values (first in row {i + 2} of the file); fill or drop it (--option drop={column})")
         if column in categorical or not _numeric_kind(col):
             levels = col.astype(str).to_numpy()
+            if column in categorical and len(set(levels)) > MAX_CATEGORICAL_LEVELS:  # before the one-hot is built
+                raise OMGPTError(f"{what}: categorical column {column!r} has {len(set(levels))} levels, too many to one-hot encode "
+                                 f"(at most {MAX_CATEGORICAL_LEVELS}); leave it out of --option categorical= or drop it")
             if column not in categorical:
                 parsed = pd.to_numeric(col, errors="coerce")
                 if parsed.notna().mean() >= 0.5:  # a numeric column with stray text: a data error, not a category
@@ -228,7 +256,10 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
                     raise OMGPTError(f"{what}: feature column {column!r} has {len(set(levels))} distinct text values, too many to one-hot encode (at most {MAX_LEVELS}); drop it (--option drop={column})")
             categorical_out[str(column)] = levels
         else:
-            numeric[str(column)] = col.to_numpy(dtype=float)
+            raw = frame[column].to_numpy(dtype=float)
+            _refuse_rows(what, f"feature column {column!r}", ~np.isfinite(raw), "non-finite values")
+            _refuse_rows(what, f"feature column {column!r}", np.abs(raw) > MAX_VALUE, f"values beyond ±{MAX_VALUE:.0e} (a unit or parsing error?)")
+            numeric[str(column)] = raw[order]
     return DemandTable(ids, groups, dates, values.to_numpy(dtype=float)[order], numeric, categorical_out, what)
 
 
@@ -278,7 +309,7 @@ class DemandData:
         self.position = np.arange(len(table.series)) - np.repeat(starts, self.series_rows)
         self.demand = table.demand
         self.weekday = ((table.dates.astype("int64") + 3) % WEEKDAYS).astype(np.int64)  # 1970-01-01 was a Thursday
-        self.lookback_mean = self._lookback_mean(starts)
+        self.lookback_mean = self._lookback_mean()
         self.validation_from = self.test_from = None
         self.part = self._time_parts(validation_share, test_share) if split == "time" else self._series_parts(validation_share, test_share, split_seed)
         train = self.part == 0
@@ -287,12 +318,13 @@ class DemandData:
         logs = np.log(scales) if len(scales) else np.zeros(1)
         self.log_scale_loc, self.log_scale_std = float(logs.mean()), float(logs.std()) or 1.0
 
-    def _lookback_mean(self, starts: np.ndarray) -> np.ndarray:
-        """Mean demand of the ``lookback`` rows before each row within its series (NaN before that)."""
-        csum = np.r_[0.0, np.cumsum(self.demand)]
-        idx = np.arange(len(self.demand))
-        out = (csum[idx] - csum[np.maximum(idx - self.lookback, 0)]) / self.lookback
-        return np.where(self.position >= self.lookback, out, np.nan)
+    def _lookback_mean(self) -> np.ndarray:
+        """Mean demand of the ``lookback`` rows before each row within its series (NaN before that),
+        series by series: no running sum crosses from one series into the next."""
+        import pandas as pd
+
+        demand = pd.Series(self.demand)
+        return demand.groupby(self.series_index).transform(lambda s: s.shift(1).rolling(self.lookback).mean()).to_numpy(dtype=float, copy=True)
 
     def _series_parts(self, validation_share: float, test_share: float, seed: int) -> np.ndarray:
         groups = np.unique(self.table.groups)
@@ -315,6 +347,10 @@ class DemandData:
         return np.where(dates >= self.test_from, 2, np.where(dates >= self.validation_from, 1, 0))
 
     def _encode(self, train: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+        from omgpt import checks
+
+        width = sum(len(set(levels[train])) for levels in self.table.categorical.values()) + len(self.table.numeric)
+        checks.memory(4 * len(self.demand) * width, f"{self.table.source}: the encoded features ({len(self.demand)} rows x {width} columns)")
         columns, names = [], []
         for name, levels in self.table.categorical.items():
             for level in sorted(set(levels[train])):
@@ -327,7 +363,7 @@ class DemandData:
         features = np.stack(columns, axis=1) if columns else np.zeros((len(self.demand), 0), np.float32)
         return features, tuple(names)
 
-    def windows(self, part: str, horizon: int, stride: int = 1) -> np.ndarray:
+    def windows(self, part: str, horizon: int, stride: int = 1, need_level: bool = True) -> np.ndarray:
         """The first rows of the windows of ``part``: ``horizon`` consecutive days of one series whose
         every day is in the part, with ``lookback`` days before it in the series and positive demand
         among them (the level is unknown otherwise: a store before it opened), starting every
@@ -337,7 +373,8 @@ class DemandData:
         in_part = np.r_[(self.part == p).astype(np.int64), 0]
         run = np.convolve(in_part, np.ones(horizon, dtype=np.int64), "full")[horizon - 1 : horizon - 1 + n]  # days in part from each row
         rows_left = np.repeat(self.series_rows, self.series_rows) - self.position
-        ok = (run == horizon) & (rows_left >= horizon) & (self.position >= self.lookback) & (self.lookback_mean > 0)
+        ok = (run == horizon) & (rows_left >= horizon) & (self.position >= self.lookback)
+        ok &= (self.lookback_mean > 0) if need_level else True
         if not ok.any():
             return np.zeros(0, dtype=np.int64)
         first = ok & ~np.r_[False, ok[:-1]]  # the first start of each run of possible starts
@@ -345,6 +382,17 @@ class DemandData:
         run_start = np.flatnonzero(first)[np.maximum(run_id - 1, 0)]
         keep = ok & ((np.arange(n) - run_start) % stride == 0)
         return np.flatnonzero(keep)
+
+    def no_window(self, part: str, horizon: int) -> str:
+        """Why ``part`` has no window of ``horizon`` days (:meth:`windows` is empty), for the error."""
+        where = f"{self.table.source}: the {part} part"
+        if not (self.part == PARTS.index(part)).any():
+            return f"{where} has no rows ({self.describe()}); use other shares"
+        if len(self.windows(part, horizon, need_level=False)) == 0:
+            return (f"{where} has no {horizon} consecutive days of one series after {self.lookback} look-back days "
+                    f"({self.describe()}); use a shorter --horizon, a shorter --option lookback or other shares")
+        return (f"{where}: every window of {horizon} days has {self.lookback} look-back days without demand, so no level "
+                f"to measure it in (a series before it opened); the part's series sold nothing before its windows")
 
     def check_lengths(self, horizon: int) -> None:
         """Every series must hold at least one window: ``lookback + horizon`` days."""
@@ -380,6 +428,8 @@ def masked_quantile(values: Tensor, q: Tensor, mask: Tensor | None = None) -> Te
     the smallest value ``v`` with at least a share ``q`` of the row's values ``<= v`` (the inverted
     empirical CDF) -- exactly a minimiser of the row's summed pinball loss at ``q``, i.e. the order
     SAA places. A row without values gives NaN."""
+    if values.shape[-1] == 0:
+        return values.new_full((values.shape[0],), math.nan)
     if mask is not None:
         values = torch.where(mask, values, torch.full_like(values, math.inf))
     ordered = values.sort(dim=-1).values

@@ -183,6 +183,9 @@ class OMGPTModule(L.LightningModule):
         # the task knows its expected observation)
         tracked = obs_head and window is None and type(self.task).mean_observation is not Task.mean_observation
         self.val_obs = MeanCurve(horizon) if tracked else None
+        # tasks that score a part by total cost over total demand (real demand: the scaled pinball loss,
+        # ruled by the windows with most demand, not by a few tiny-level ones) log it as val/scaled_cost
+        self.val_totals = MeanCurve(2) if hasattr(self.task, "window_totals") else None
         self._val_envs = None
         self._anchor: list[Tensor] | None = None  # the init_from weights θ₀ (fine-tuning's trust region)
 
@@ -363,6 +366,8 @@ class OMGPTModule(L.LightningModule):
         history = validation_rollout(task, self._val_envs, batch.cpu(), policy, self.hparams.horizon, self.hparams.val_seed, self.device)
         self.val_regret.update(history.cumulative_regret())
         self.val_subopt.update(history.suboptimality)
+        if self.val_totals is not None:
+            self.val_totals.update(torch.stack(task.window_totals(history), dim=-1))
         if self.val_obs is not None:  # squared error against the expected observation, raw units
             predicted = self.model.predict_observations(*history.tokens())
             self.val_obs.update((predicted - mean_observations(task, history)).pow(2).sum(-1))
@@ -386,6 +391,10 @@ class OMGPTModule(L.LightningModule):
         # the paper authors' checkpoint rule: lowest mean + one standard deviation across environments
         self.log("val/regret_ucb", regret[-1] + self.val_regret.std()[-1], sync_dist=True)
         self.log("val/suboptimality", subopt[-1], sync_dist=True)
+        if self.val_totals is not None:  # means of (cost, demand) per window: their ratio is the sums'
+            cost, demand = self.val_totals.compute().double()
+            self.log("val/scaled_cost", (cost / demand).float(), sync_dist=True)
+            self.val_totals.reset()
         if hasattr(self, "_fit_start"):  # time the run has trained, for plots against time
             wall, cpu = self.trained_minutes()
             self.log("time/wall_minutes", wall, sync_dist=True)

@@ -170,6 +170,7 @@ def _shown(path: Path) -> str:
 # --------------------------------------------------------------------------------------------------
 # Grids.
 WIDEN_STEPS = 3  # at most this many steps past each end of a declared grid (a x3 grid: 27x further out)
+ZERO_STEP = 3.0  # the widening ratio past the upper end of a grid whose other values are 0
 
 
 class Grid(tuple):
@@ -200,9 +201,12 @@ def extension(values: tuple, side: str) -> tuple[list, bool]:
     end, inner = (ordered[0], ordered[1]) if side == "low" else (ordered[-1], ordered[-2])
     if end == limit or end <= 0:  # already on the range's end (0: a penalty switched off)
         return [], True
+    # a grid that starts at 0 (a penalty switched off, e.g. gbm's L2 (0, 3)) has no geometric step at
+    # its upper end: it widens by ZERO_STEP, the usual ratio of the project's grids
+    ratio = end / inner if inner > 0 else ZERO_STEP
     out = []
     for k in range(1, WIDEN_STEPS + 1):
-        value = end * (end / inner) ** k
+        value = end * ratio**k
         value = round(value) if integer else float(f"{value:.3g}")
         if limit is not None and (value <= limit if side == "low" else value >= limit):
             if limit not in out and limit != end:

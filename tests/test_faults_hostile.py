@@ -175,12 +175,33 @@ def test_agent_reset_with_unequal_batches_is_one_line():
     assert agent.batch == 3
 
 
-def test_an_agent_without_envs_says_what_a_data_benchmark_reads():
-    """The data benchmarks read the window's public look-back, not a hidden parameter: the error said
-    they read "the hidden environment", as the oracles do."""
+def test_an_agent_without_envs_plays_a_data_benchmark_from_the_window_s_own_days():
+    """The data benchmarks read the window's public look-back, not a hidden parameter. An agent given no
+    ``envs`` (a practitioner's own series) plays them from an empty look-back: the first order is the
+    context's look-back quantile, then SAA orders the quantile of the demands it has been told. The
+    hindsight yardstick, which reads the window's future, and the oracles are still refused in one line."""
+    from omgpt.tasks.newsvendor_data import LOOKBACK_QUANTILE, Q
+
     agent = Agent.from_policy("saa", "newsvendor-data")
+    agent.reset()
+    x = np.zeros(agent.policy.task.context_dim, np.float32)
+    x[Q], x[LOOKBACK_QUANTILE] = 0.75, 1.3
+    assert agent.act(x)[0] == pytest.approx(1.3)
+    for demand in (0.5, 2.0, 1.0, 4.0):  # the 0.75-quantile of the four: the third smallest, 2.0
+        agent.observe(np.array([demand], np.float32))
+        order = agent.act(x)[0]
+    assert order == pytest.approx(2.0)
+    for name in ("saa-weekday", "qr", "fai-data"):
+        other = Agent.from_policy(name, "newsvendor-data")
+        other.reset()
+        assert other.act(x)[0] == pytest.approx(1.3), name
+    from omgpt.policies.newsvendor_data import LAGS, MEANS, lag_features  # gbm's lags of nothing seen: missing
+
+    assert lag_features(torch.zeros(2, 0)).isnan().all() and lag_features(torch.zeros(2, 0)).shape == (2, len(LAGS) + len(MEANS))
     with pytest.raises(OMGPTError) as error:
-        agent.reset()
+        hindsight = Agent.from_policy("hindsight-linear", "newsvendor-data")
+        hindsight.reset()
+        hindsight.act(x)
     line = one_line(error)
     assert "hidden" not in line and "which window of the data set it plays" in line and "reset(envs=" in line, line
     oracle = Agent.from_policy("oracle", "newsvendor")

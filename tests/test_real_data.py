@@ -116,7 +116,7 @@ def test_time_split_trains_before_the_cut_and_tests_after(table):
     # the statistics are the training rows': standardised features have mean 0 there
     assert abs(data.features[data.part == 0, 3].mean()) < 1e-5
     assert abs(data.features[:, 3].mean()) > 1e-3
-    with pytest.raises(OMGPTError, match="the validation part has no window of 14 days"):
+    with pytest.raises(OMGPTError, match="the validation part has no 14 consecutive days of one series after 7 look-back days"):
         task_of(table, split="time", part="validation")
 
 
@@ -255,7 +255,7 @@ def small_series_task(tmp_path, demand, **options):
     """Three one-shop groups of 30 days; the test shop's demand is ``demand`` (a list) and the others
     follow the same pattern scaled, windows of 5 days after a 7-day look-back, one test window."""
     path = write_table(tmp_path / "hand.csv", shops=3, days=len(demand), demand=lambda s, d, p: demand[d] * (1 + s))
-    return task_of(path, horizon=5, lookback=7, part="test", stride=100, **options)
+    return task_of(path, **{"horizon": 5, "lookback": 7, "part": "test", "stride": 100, **options})
 
 
 def play(task, name, **options):
@@ -309,7 +309,33 @@ def test_qr_fai_and_the_hindsight_rule_by_hand(tmp_path):
     assert hindsight.regrets[0].sum() <= play(task, "saa").regrets[0].sum() + 1e-6
 
 
-@pytest.mark.slow
+def test_qr_batched_solver_reaches_the_lp_optimum_of_each_window_and_day(table):
+    """``qr`` solves every window's regression of a day at once (interior point, the default) and gets
+    the optimal value of one HiGHS LP per window and day: the penalised pinball loss at its
+    coefficients is the LP's on every window at several days. (The orders may differ where the optimum
+    is not unique: this table's deterministic demand has ties.)"""
+    from omgpt.policies.newsvendor import batched_quantile_regression, quantile_regression
+    from omgpt.policies.newsvendor_data import regressors
+
+    task = task_of(table, part="train", horizon=30, critical_ratio=0.75)
+    played = play(task, "qr", l1=1.0)
+    assert torch.isfinite(played.actions).all()
+    with pytest.raises(OMGPTError, match="unknown solver"):
+        make_policy("qr", task, task.horizon, solver="simplex")
+    for t in (8, 20, 29):
+        past, demand = regressors(played.contexts[:, :t]).double(), played.observations[:, :t, 0].double()
+        beta = batched_quantile_regression(past, demand, torch.full((past.shape[0],), 0.75), 1.0).numpy()
+        for i in range(0, past.shape[0], 7):
+            design = np.hstack([np.ones((t, 1)), past[i].numpy()])
+
+            def objective(b):
+                r = demand[i].numpy() - design @ b
+                return np.maximum(0.75 * r, -0.25 * r).sum() + 1.0 * np.abs(b[1:]).sum()
+
+            exact = quantile_regression(past[i].numpy(), demand[i].numpy(), 0.75, 1.0)
+            assert objective(beta[i]) == pytest.approx(objective(exact), rel=1e-6)  # HiGHS stops within ~1e-7
+
+
 def test_the_global_model_learns_a_promotion_from_the_training_series(tmp_path):
     table = write_table(tmp_path / "promo.csv", shops=8, days=120, demand=lambda s, d, p: 10 + 30 * p + (d * 7 + s) % 3)
     task = task_of(table, part="test", horizon=20, lookback=14, critical_ratio=0.5)
@@ -371,7 +397,7 @@ def test_a_bad_table_exits_2_through_evaluate(tmp_path, capsys, change, message)
 
 
 def test_unknown_dataset_and_other_option_errors(table, capsys, tmp_path):
-    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "dataset=bakeries", "--policies", "saa", "--runs", "2",
+    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "dataset=bakeries", "--option", "part=test", "--policies", "saa", "--runs", "2",
                      "--seed", "0", "--out", str(tmp_path / "o"), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "unknown dataset 'bakeries'; available: bakery, yaz" in err
@@ -461,4 +487,243 @@ def test_the_global_model_needs_one_critical_ratio_and_takes_a_model_s_options(t
     with pytest.raises(OMGPTError, match="gbm is fitted at one critical ratio.*--option critical_ratio=Q"):
         make_policy("gbm", task_of(table, critical_ratio=[0.5, 0.9], part="test"))
     task = task_of(table, critical_ratio=[0.75, 0.75], part="test")
-    play(task, "gbm")
+    history = play(task, "gbm")
+    # it orders the prediction of a boosting stopped early on held-out training windows
+    from omgpt.policies.newsvendor_data import MAX_ITER, gbm_inputs
+
+    policy = make_policy("gbm", task, task.horizon)
+    fitted = policy.model(0.75)
+    model = fitted.model
+    assert 0 < model.n_iter_ < MAX_ITER and len(model.validation_score_) == model.n_iter_ + 1
+    policy.reset(history.envs, task.horizon, torch.Generator())
+    seen, _ = policy.demands(0)
+    by_hand = model.predict(fitted.bins.codes(gbm_inputs(history.contexts[:, 0], seen)[:, fitted.columns]))
+    assert np.allclose(history.actions[:, 0, 0].numpy(), by_hand, rtol=1e-5) and np.isfinite(history.actions).all()
+
+
+def test_the_boosting_on_bins_found_once_grows_the_trees_it_grows_on_raw_values():
+    """``gbm`` bins its inputs once per setting (:class:`Bins`) instead of at each of its 64 tuned fits.
+    Where every column has fewer than 256 distinct values (scikit-learn's exact binning: midpoints) the
+    boosting on the codes is the boosting on the raw values, prediction for prediction, missing values,
+    weights and early stopping included; on a column of many values the edges are weighted quantiles
+    (no edge inside a range of zero-weight rows) and the codes keep the values' order."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from omgpt.policies.newsvendor_data import BINS, Bins
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 200, size=(3000, 4)).astype(float) * rng.choice([0.5, 3.0, 7.25, 11.0], 4)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    y = np.nan_to_num(x[:, 0]) * 0.01 + np.nan_to_num(x[:, 1]) * 0.002 + rng.standard_normal(3000)
+    w = rng.uniform(0.1, 3.0, 3000)
+    train, held = slice(0, 2500), slice(2500, None)
+    bins = Bins(x[train], w[train])
+    fits = [HistGradientBoostingRegressor(loss="quantile", quantile=0.75, max_iter=300, early_stopping=True, n_iter_no_change=5,
+                                          scoring="loss", random_state=0) for _ in range(2)]
+    fits[0].fit(x[train], y[train], sample_weight=w[train], X_val=x[held], y_val=y[held], sample_weight_val=w[held])
+    codes = bins.codes(x)
+    fits[1].fit(codes[train], y[train], sample_weight=w[train], X_val=codes[held], y_val=y[held], sample_weight_val=w[held])
+    assert 5 < fits[0].n_iter_ == fits[1].n_iter_ < 300
+    fresh = rng.uniform(-10, 2500, size=(500, 4))  # values between and beyond the training values
+    assert np.array_equal(fits[0].predict(fresh), fits[1].predict(bins.codes(fresh)))
+
+    many = rng.standard_normal(20000)
+    weight = np.where(many < 0, 0.0, 1.0)  # the negative half weighs nothing
+    edges = Bins(many[:, None], weight).edges[0]
+    assert len(edges) <= BINS - 2 and np.all(np.diff(edges) > 0) and edges[0] >= 0
+    order = np.argsort(many)
+    assert np.all(np.diff(Bins(many[:, None], np.ones_like(many)).codes(many[order, None])[:, 0]) >= 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 31: the time split leaks nothing; QR's regression path; every bakery day fits the action range.
+def test_the_time_split_leaks_nothing_of_later_days(tmp_path):
+    """Changing every day from the validation cut on (demand and features) changes nothing that is
+    trained on -- the training windows OMGPT sees, the global model's training rows, their lags and
+    the held-out slice it stops on -- and changing the test days changes nothing of the validation
+    windows (checkpoints and tuning are chosen there). Within a test window, day t's inputs (OMGPT's
+    context, the global model's lags) read no day from t on."""
+    from omgpt.policies.newsvendor_data import gbm_inputs, part_days
+
+    def tables(cut_of):
+        base = write_table(tmp_path / "base.csv", shops=4, days=120)
+        frame = pd.read_csv(base)
+        cut = cut_of(task_of(base, split="time", horizon=10).data)
+        later = pd.to_datetime(frame["day"]) >= pd.Timestamp(cut)
+        frame.loc[later, "sales"] = frame.loc[later, "sales"] * 3 + 7
+        frame.loc[later, "temp"] = -frame.loc[later, "temp"]
+        frame.to_csv(tmp_path / "changed.csv", index=False)
+        return base, tmp_path / "changed.csv"
+
+    base, changed = tables(lambda d: d.validation_from)
+    a, b = (task_of(t, split="time", horizon=10, critical_ratio=0.5) for t in (base, changed))
+    assert torch.equal(a.starts, b.starts)
+    envs = a.sample_envs(a.windows, torch.Generator().manual_seed(0))
+    x_a, x_b = (torch.stack([t.sample_context(envs, d, None) for d in range(10)], 1) for t in (a, b))
+    assert torch.equal(window_demands(a, envs, 10), window_demands(b, envs, 10))
+    # the features are standardised with the training rows' statistics alone: unchanged too
+    assert torch.allclose(x_a, x_b)
+    options = lambda t: tuple(sorted({**dict(csv=str(t), series="shop", date="day", demand="sales", lookback=7, split="time")}.items()))
+    trained = [part_days("newsvendor-data", options(t), 10, 0.5) for t in (base, changed)]
+    assert all(np.array_equal(trained[0][k], trained[1][k], equal_nan=True) for k in trained[0])
+    base, changed = tables(lambda d: d.test_from)
+    a, b = (task_of(t, split="time", horizon=10, part="validation") for t in (base, changed))
+    envs = a.sample_envs(a.windows, torch.Generator().manual_seed(0))
+    assert torch.equal(window_demands(a, envs, 10), window_demands(b, envs, 10))
+    assert torch.allclose(*(torch.stack([t.sample_context(envs, d, None) for d in range(10)], 1) for t in (a, b)))
+    # a test window's day t: the global model's inputs from the look-back and days before t only
+    test = task_of(base, split="time", horizon=10, part="test")
+    envs = test.sample_envs(test.windows, torch.Generator().manual_seed(0))
+    past, _ = test.lookback_demand(envs)
+    days = window_demands(test, envs, 10)
+    for t in range(10):
+        seen = torch.cat([past, days[:, :t]], 1)
+        spoiled = torch.cat([seen, days[:, t:] * 0 + 1e6], 1)[:, : seen.shape[1]]  # nothing from t on is there to read
+        x = test.sample_context(envs, t, None)
+        assert np.array_equal(gbm_inputs(x, seen), gbm_inputs(x, spoiled), equal_nan=True)
+
+
+def test_qr_plays_its_regression_once_it_has_min_samples_days(tmp_path):
+    """Past ``min_samples`` window days QR orders its quantile regression of the window's past days on
+    their contexts, evaluated at today's context (before: the look-back quantile)."""
+    from omgpt.policies.newsvendor import quantile_regression
+    from omgpt.policies.newsvendor_data import regressors
+
+    demand = [4.0] * 7 + [2.0, 6.0, 3.0, 7.0, 2.0, 6.0, 2.5, 6.5, 2.0, 6.0, 3.0, 7.0] + [4.0] * 11
+    task = small_series_task(tmp_path, demand, critical_ratio=0.75, horizon=12)
+    history = play(task, "qr", l1=0.1)
+    x, o = history.contexts[0].double(), history.observations[0, :, 0].double()
+    assert torch.allclose(history.actions[0, :7, 0], history.contexts[0, :7, LOOKBACK_QUANTILE])
+    for t in range(7, 12):
+        beta = quantile_regression(regressors(x[:t]).numpy(), o[:t].numpy(), 0.75, 0.1)
+        assert history.actions[0, t, 0].item() == pytest.approx(beta[0] + beta[1:] @ regressors(x[t]).numpy(), rel=1e-4, abs=1e-5)
+    assert not torch.allclose(history.actions[0, 7:, 0], history.contexts[0, 7:, LOOKBACK_QUANTILE]), "the regression, not the look-back"
+
+
+@pytest.mark.slow
+def test_every_bakery_day_fits_the_action_range():
+    """ACTION_HIGH's bound, measured: over every window of 100 days of bakery -- every start, so every
+    window of every part of every split -- the largest day in units of its window's level is 177.3
+    (below ACTION_HIGH = 200): the hindsight order is the demand itself, and regret is the cost."""
+    pytest.importorskip("ddop")
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from omgpt.tasks.newsvendor_data import ACTION_HIGH
+
+    data = make_task("newsvendor-data", dataset="bakery", part="test").data
+    largest = sliding_window_view(data.demand, 100).max(-1)
+    rows_left = np.repeat(data.series_rows, data.series_rows) - data.position
+    ok = (data.position >= data.lookback) & (data.lookback_mean > 0) & (rows_left >= 100)
+    ratio = largest[ok[: len(largest)]] / data.lookback_mean[: len(largest)][ok[: len(largest)]]
+    assert round(float(ratio.max()), 1) == 177.3 and ratio.max() < ACTION_HIGH
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 34: real-demand input validated as data.
+def test_evaluate_on_a_data_task_names_a_held_out_part(table, tmp_path, capsys):
+    base = ["evaluate", "--task", "newsvendor-data", "--option", f"csv={table}", "--option", "series=shop", "--option", "date=day",
+            "--option", "demand=sales", "--option", "horizon=14", "--option", "lookback=7", "--policies", "saa", "--runs", "2",
+            "--seed", "0", "--no-progress"]
+    for extra, message in (([], "needs --option part=test"), (["--option", "part=train"], "--option part=train: the training windows")):
+        code = cli_main([*base, *extra, "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+        assert not (tmp_path / "o").exists()
+    assert cli_main([*base, "--option", "part=test", "--out", str(tmp_path / "o")]) == 0
+
+
+def test_an_empty_csv_option_is_refused(tmp_path, capsys):
+    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "csv=", "--option", "part=test", "--policies", "saa",
+                     "--runs", "2", "--seed", "0", "--out", str(tmp_path / "o"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--option 'csv=': no value" in err, err
+    with pytest.raises(OMGPTError, match="csv= is empty"):
+        make_task("newsvendor-data", csv=" ", part="test")
+
+
+def _gap(f):
+    f.drop(f[(f.shop == "s3") & pd.to_datetime(f.day).between(START + pd.Timedelta(days=30), START + pd.Timedelta(days=59))].index, inplace=True)
+
+
+def _huge_demand(f):
+    f.loc[10, "sales"] = 1e17
+
+
+def _huge_feature(f):
+    f.loc[12, "temp"] = 1e300
+
+
+def _inf_feature(f):
+    f.loc[12, "temp"] = np.inf
+
+
+DATA_ERRORS = [
+    (_gap, "series 's3' jumps from 2021-02-02 to 2021-03-05 \(30 missing days; 1 gaps in all\)"),
+    (_huge_demand, "demand column 'sales' has 1 values above 1e\+12 .*first in row 12 of the file"),
+    (_huge_feature, "feature column 'temp' has 1 values beyond ±1e\+12 .*first in row 14 of the file"),
+    (_inf_feature, "feature column 'temp' has 1 non-finite values \(first in row 14 of the file\)"),
+]
+
+
+@pytest.mark.parametrize("change, message", DATA_ERRORS, ids=["date-gap", "1e17-demand", "1e300-feature", "inf-feature"])
+def test_absurd_data_is_refused_naming_row_and_column(tmp_path, change, message):
+    with pytest.raises(OMGPTError, match=message):
+        task_of(broken(tmp_path, change))
+
+
+def test_levels_are_computed_series_by_series(tmp_path):
+    """One huge (but admitted) series leaves every other series' levels exactly as they are without it:
+    no running sum crosses series (a 1e17 demand once moved other series' levels by 7.8%)."""
+    small = task_of(write_table(tmp_path / "small.csv", demand=lambda s, d, p: 10.13 + 3.7 * s + 0.31 * (d % 7) + 0.07 * p)).data
+    frame = pd.read_csv(tmp_path / "small.csv")
+    frame.loc[frame.shop == "s0", "sales"] *= 1e10  # s0 sorts first: its sums came before everyone's
+    frame.to_csv(tmp_path / "big.csv", index=False)
+    big = task_of(tmp_path / "big.csv").data
+    others = big.series_index != 0
+    assert np.array_equal(small.lookback_mean[others], big.lookback_mean[others], equal_nan=True)
+
+
+def test_a_categorical_column_with_too_many_levels_is_refused_before_the_one_hot(tmp_path, monkeypatch):
+    monkeypatch.setattr(dd, "MAX_CATEGORICAL_LEVELS", 50, raising=False)
+    table = write_table(tmp_path / "codes.csv", extra={"code": np.arange(6 * 80) % 60})
+    with pytest.raises(OMGPTError, match="categorical column 'code' has 60 levels, too many to one-hot encode \(at most 50\)"):
+        task_of(table, categorical="code")
+
+
+def test_no_window_says_why(tmp_path):
+    """A part whose look-backs hold no demand is told so, not told to shorten the horizon."""
+    table = write_table(tmp_path / "closed.csv", demand=lambda s, d, p: 0.0 if d < 70 else 5.0)
+    with pytest.raises(OMGPTError, match="look-back days without demand") as error:
+        task_of(table, split="time", part="validation", horizon=5)
+    assert "shorter --horizon" not in str(error.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 31: the headline metric and its clustered intervals.
+def test_the_cluster_bootstrap_resamples_stores_not_windows():
+    """The scaled cost is total cost over total demand; its interval resamples whole stores (and, on
+    the time split, weeks): copying every window of a store ten times -- windows that tell nothing new
+    -- leaves every interval exactly as it was, where a bootstrap over windows would shrink it ~3x."""
+    from omgpt.analysis.real_demand import cluster_bootstrap
+
+    rng = np.random.default_rng(0)
+    W, T = 12, 14
+    demand = rng.uniform(1, 20, (W, T))
+    cells = {"cost": {"saa": demand * rng.uniform(0.1, 0.3, (W, 1)), "omgpt": demand * rng.uniform(0.05, 0.3, (W, 1))},
+             "demand": demand, "level": demand.mean(1), "group": np.repeat(["a", "b", "c", "d"], 3),
+             "block": np.tile(np.arange(T) // 7, (W, 1))}
+    out = cluster_bootstrap(cells, "saa", dates=False, versus="omgpt")
+    assert out["omgpt"]["scaled_cost"]["mean"] == pytest.approx(cells["cost"]["omgpt"].sum() / demand.sum())
+    assert out["omgpt"]["ratio_to_saa"]["mean"] == pytest.approx(cells["cost"]["omgpt"].sum() / cells["cost"]["saa"].sum())
+    assert out["omgpt"]["ratio_to"]["saa"] == out["omgpt"]["ratio_to_saa"] and out["saa"]["ratio_to_saa"] is None
+    copies = {k: np.repeat(v, 10, axis=0) for k, v in cells.items() if k != "cost"}
+    copies["cost"] = {k: np.repeat(v, 10, axis=0) for k, v in cells["cost"].items()}
+    again = cluster_bootstrap(copies, "saa", dates=False, versus="omgpt")
+    for name in ("saa", "omgpt"):
+        assert np.allclose(again[name]["scaled_cost"]["ci90"], out[name]["scaled_cost"]["ci90"])
+    lo, hi = out["omgpt"]["scaled_cost"]["ci90"]
+    assert lo < out["omgpt"]["scaled_cost"]["mean"] < hi
+    # on the time split the weeks are resampled too: a cost that only varies between weeks gets an interval
+    by_week = dict(cells, group=np.repeat(["a"], W), cost={"saa": demand * (1 + cells["block"]), "omgpt": demand * (1 + cells["block"])})
+    assert np.ptp(cluster_bootstrap(by_week, "saa", dates=False)["saa"]["scaled_cost"]["ci90"]) == 0
+    assert np.ptp(cluster_bootstrap(by_week, "saa", dates=True)["saa"]["scaled_cost"]["ci90"]) > 0.1

@@ -277,6 +277,7 @@ def test_a_grids_end_extends_geometrically_within_the_constants_range():
     assert tuning.extension(days, "low") == ([7, 4, 2], False) and tuning.extension(days, "high") == ([], True)
     assert tuning.extension(tuning.Grid(2, 4, 8, ALL, highest=ALL), "low") == ([1], True)  # integers stop at 1
     assert tuning.extension((0.0, 0.1, 2.0), "low") == ([], True)  # a penalty at 0 has nothing below it
+    assert tuning.extension((0.0, 3.0), "high") == ([9.0, 27.0, 81.0], False)  # from 0 there is no geometric step: x3 (ZERO_STEP)
     assert tuning.extension(tuning.Grid(7, 31, lowest=2), "low") == ([2], True)
     assert tuning.extension((0.3,), "low") == ([], False)  # one value: held fixed
 

@@ -181,13 +181,14 @@ def _training_seconds(record: dict) -> float:
 
 
 def real_demand_table() -> str:
-    """``omgpt experiment real-demand``'s cost table (``results/real-demand/experiment.json``)."""
-    from omgpt.commands.experiment.kinds.real_demand import cost_table
+    """``omgpt experiment real-demand``'s headline table (``results/real-demand/experiment.json``): per
+    split and q, the cost per unit demanded across split seeds and with its cluster interval."""
+    from omgpt.commands.experiment.kinds.real_demand import summary_table
 
     path = ROOT / "results" / "real-demand" / "experiment.json"
     if not path.is_file():
         return "(not run yet: `omgpt experiment real-demand`)"
-    return "\n".join(cost_table(json.loads(path.read_text())["panels"]))
+    return "\n".join(summary_table(json.loads(path.read_text())["panels"]))
 
 
 TABLES = {"real-demand": real_demand_table, "recipe": recipe_table, "tuning": tuning_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}

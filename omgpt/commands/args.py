@@ -145,6 +145,8 @@ def task_options(pairs: Optional[list[str]]) -> dict:
         if "=" not in pair:
             raise OMGPTError(f"--option expects KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
+        if not value.strip():  # YAML would read it as null, and the task would silently take its default
+            raise OMGPTError(f"--option {pair!r}: no value; give one or leave the option out")
         try:
             out[key.strip()] = yaml.safe_load(value)  # the values themselves are checked by make_task
         except yaml.YAMLError:

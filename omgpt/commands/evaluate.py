@@ -89,7 +89,11 @@ def run_evaluation(
     if window is not None and "omgpt" not in policies:  # the benchmarks read the whole history
         raise OMGPTError(f"--window applies to the omgpt policy only, and --policies {','.join(policies)} has none")
     seeding.check_test_seed(seed, "--seed")
+    given = task_options  # what the user named, before a checkpoint's own options fill in the rest
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
+    check = getattr(TASKS[task_name].cls, "check_evaluation_options", None)  # data tasks: an explicit, held-out part
+    if check is not None:
+        check(given)
     horizon = horizon or default_horizon
     task = make_episode_task(task_name, task_options, horizon)
     gpt_options = omgpt_options(task, task_options, model, horizon, window) if model is not None else {}

@@ -49,9 +49,12 @@ from omgpt.resources import CHECKOUT
 ROOT = CHECKOUT  # fits run from the repository (their configs are given relative to it)
 
 # ModelCheckpoint's file name for the checkpoints it keeps: "epoch{epoch:03d}-ucb{val/regret_ucb:.2f}"
-# (configs/trainer/callback/checkpoint.yaml); other files in checkpoints/ (last.ckpt, step checkpoints
-# of configs/trainer/fault_tolerant.yaml) are never the kept model.
-KEPT_NAME = re.compile(r"epoch(\d+)-ucb(-?\d+(?:\.\d+)?)")
+# (configs/trainer/callback/checkpoint.yaml), or "epoch{epoch:03d}-spl{val/scaled_cost:.5f}" where a
+# config selects on the task's scaled cost (real demand: configs/pretrained/bakery.yaml); the tag names
+# the rule. Other files in checkpoints/ (last.ckpt, step checkpoints of configs/trainer/fault_tolerant.yaml)
+# are never the kept model.
+KEPT_NAME = re.compile(r"epoch(\d+)-(ucb|spl)(-?\d+(?:\.\d+)?)")
+SELECTED_BY = {"ucb": "val/regret_ucb", "spl": "val/scaled_cost"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -125,7 +128,7 @@ def clocks(rows: list[dict]) -> dict[str, float]:
     return last
 
 
-def training_summary(rows: list[dict], kept_step: int) -> dict:
+def training_summary(rows: list[dict], kept_step: int, selected_by: str = "val/regret_ucb") -> dict:
     """A store record's training fields: the validation regret curve, the validation regret of the
     kept checkpoint (at ``kept_step``), the steps trained, the run's own clocks in seconds, and the
     observation head's curve where it has one."""
@@ -138,7 +141,7 @@ def training_summary(rows: list[dict], kept_step: int) -> dict:
     if kept_step not in regret:
         raise OMGPTError(f"the kept checkpoint's step {kept_step} has no validation in the run's metrics")
     curve = [[step, value] for step, value in sorted(regret.items())]
-    summary = {"val_regret": curve, "best_val_regret": regret[kept_step], "steps": curve[-1][0], "selected_by": "val/regret_ucb"}
+    summary = {"val_regret": curve, "best_val_regret": regret[kept_step], "steps": curve[-1][0], "selected_by": selected_by}
     # CPU seconds: with one thread, what the fit takes on an idle core, however many fits shared the machine
     clock = clocks(rows)
     summary.update({key: round(60 * clock[unit], 1) for key, unit in (("train_seconds", "wall"), ("cpu_seconds", "cpu")) if unit in clock})
@@ -150,12 +153,15 @@ def training_summary(rows: list[dict], kept_step: int) -> dict:
 # --------------------------------------------------------------------------------------------------
 # The kept checkpoint.
 def kept_checkpoint(run: Path) -> Path:
-    """The checkpoint the run keeps: of those ModelCheckpoint saved, the lowest ``val/regret_ucb``
-    (which its name carries), the later epoch on a tie."""
-    saved = [(float(m.group(2)), -int(m.group(1)), p) for p in (run / "checkpoints").glob("*.ckpt") if (m := KEPT_NAME.fullmatch(p.stem))]
+    """The checkpoint the run keeps: of those ModelCheckpoint saved, the lowest value of the rule its
+    name carries (``val/regret_ucb``, or ``val/scaled_cost``), the later epoch on a tie."""
+    saved = [(m.group(2), float(m.group(3)), -int(m.group(1)), p) for p in (run / "checkpoints").glob("*.ckpt") if (m := KEPT_NAME.fullmatch(p.stem))]
     if not saved:
-        raise OMGPTError(f"{run / 'checkpoints'}: no checkpoint kept by val/regret_ucb (epochNNN-ucbX.ckpt); has the fit run and validated?")
-    return min(saved)[2]
+        raise OMGPTError(f"{run / 'checkpoints'}: no checkpoint kept by val/regret_ucb or val/scaled_cost (epochNNN-ucbX.ckpt, "
+                         f"epochNNN-splX.ckpt); has the fit run and validated?")
+    if len({tag for tag, *_ in saved}) > 1:  # two rules' files: values of different metrics do not compare
+        raise OMGPTError(f"{run / 'checkpoints'}: checkpoints kept by two rules ({', '.join(sorted(p.name for *_, p in saved))}); keep one rule per run")
+    return min(s[1:] for s in saved)[2]
 
 
 def keep(run: Path, model: Path) -> tuple[Path, int]:
@@ -175,7 +181,7 @@ def train(folder: Path, args: list[str], info: dict, what: str) -> dict:
             "--trainer.logger.init_args.version", run.name]
     seconds = fit(args, run, folder / "train.log", what)
     kept, step = keep(run, model)
-    summary = training_summary(metric_rows(run), step)
+    summary = training_summary(metric_rows(run), step, SELECTED_BY[KEPT_NAME.fullmatch(kept.stem).group(2)])
     # this process's wall-clock, unless the run's own clock (summed over resumes) says more
     seconds = max(seconds, summary.pop("train_seconds", 0.0))
     record = stamp({**info, "ckpt": model.name, "kept_checkpoint": kept.name, "train_seconds": seconds, **summary}, model)

@@ -1,19 +1,24 @@
-"""``real-demand``: OMGPT on real demand (issue 27, docs/real-demand.md): the data-driven newsvendor on ddop's bakery
+"""``real-demand``: OMGPT on real demand (issues 27 and 31, docs/real-demand.md): the data-driven newsvendor on ddop's bakery
 table, every test window of the held-out part played once by OMGPT (pre-trained on the training
 windows on its own cost, no oracle), the practitioner's benchmarks tuned on the validation windows, and
 the hindsight-best linear rule as a yardstick.
 
-Each panel reports the mean cost per day (in units of each window's level, its mean daily demand
-before the window) with a 90% interval over windows, and every policy's ratio to SAA with a paired
-bootstrap 90% interval (the same windows for both). One figure shows every panel's costs; another one
-held-out series' demand against each policy's orders. The report also carries the measurement behind
-the choice of target: cost-trained vs ``a*``-trained on the synthetic newsvendor, where ``alg-star``
-is the bar (``results/target-cost-vs-a-star/``).
+The headline metric is the **scaled pinball loss**: total cost over total demand of the panel's
+windows, in the series' own units -- cost per unit demanded, as M5-style scaled metrics do. The mean
+cost per day in units of each window's level stays as a secondary column (a few windows whose level is
+tiny, a series reopening after a closure, rule it). Every interval is a 90% **cluster bootstrap**
+(:func:`omgpt.analysis.real_demand.cluster_bootstrap`): held-out stores resample stores; later dates
+resample series and weeks. Every ratio (to SAA, and OMGPT's to each benchmark) is paired on the same
+draws. The series split is repeated over several split seeds, each with its own model; the report
+gives the mean and range across seeds beside each seed's clustered interval. One figure shows every
+panel's scaled cost; another one held-out series' demand against each policy's orders. The report also
+carries the measurement behind the choice of target (``results/target-cost-vs-a-star/``).
 """
 from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +29,7 @@ from omgpt.commands.experiment.registry import Kind, register
 REFERENCE = "saa"  # what the ratios are to: the data-driven newsvendor's textbook policy
 SERIES_POLICIES = ("omgpt", "saa-tuned", "saa-weekday-tuned", "gbm-tuned")  # the held-out series figure
 TARGET_STUDY = Path("results") / "target-cost-vs-a-star"
+SPLIT_TITLE = re.compile(r"(.*) \(split (\d+)\), (q = .*)")  # "Held-out stores (split 3), q = 0.5"
 
 
 @register
@@ -31,17 +37,16 @@ class RealDemand(Kind):
     name = "real-demand"
 
     def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
-        from omgpt.analysis.real_demand import series_orders
-        from omgpt.analysis.report import paired_ratio
+        from omgpt.analysis.real_demand import cluster_bootstrap, series_orders, window_cells
         from omgpt.tasks import make_episode_task
 
-        windows = make_episode_task(panel["task"], panel["task_options"], panel["horizon"]).windows
-        numbers, histories = self.rollout(panel, models, min(runs, windows), seed, device)  # each test window once
-        cost = {label: h.cumulative_regret()[:, -1].double().numpy() / panel["horizon"] for label, h in histories.items()}
-        numbers["windows"] = windows
-        numbers["cost_per_day"] = {
-            label: {"mean": float(c.mean()), "ci90": _ci90(c), "ratio_to_saa": paired_ratio(c, cost[REFERENCE]) if label != REFERENCE else None}
-            for label, c in cost.items()}
+        task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
+        numbers, histories = self.rollout(panel, models, min(runs, task.windows), seed, device)  # each test window once
+        cells = window_cells(task, histories)
+        dates = task.data.split == "time"
+        numbers["windows"], numbers["played"] = task.windows, int(len(cells["group"]))
+        numbers["clusters"] = {"groups": int(len(np.unique(cells["group"]))), "date_blocks": int(len(np.unique(cells["block"]))) if dates else None}
+        numbers["costs"] = cluster_bootstrap(cells, REFERENCE, dates, versus="omgpt", seed=seed)
         shown = {label: histories[label] for label in SERIES_POLICIES if label in histories}
         numbers["series"] = {**series_orders(shown, 0), "window": 0}
         return numbers
@@ -54,41 +59,99 @@ class RealDemand(Kind):
         return [_cost_figure(result["panels"], out / "cost.png"), draw_series_orders(first["series"], out / "held_out_series.png", title)]
 
     def headline(self, panel: dict) -> str:
-        cost = panel["cost_per_day"]
-        bench = {k: cost[k]["mean"] for k in panel["benchmarks"] if k in cost}
+        costs, bench = panel["costs"], _benchmarks(panel)
         best = min(bench, key=bench.get)
-        ours = cost["omgpt"]
-        return (f"OMGPT {ours['mean']:.3f} per day, {_ratio(ours['ratio_to_saa'])} SAA; best benchmark {best} "
-                f"{bench[best]:.3f} ({_ratio(cost[best]['ratio_to_saa'])}); {super().headline(panel)}")
+        ours = costs["omgpt"]
+        return (f"OMGPT {ours['scaled_cost']['mean']:.4f} per unit demanded, {_ratio(ours['ratio_to_saa'])} SAA; best benchmark {best} "
+                f"{bench[best]:.4f}; OMGPT / {best} {_ratio(ours['ratio_to'][best])}; "
+                f"OMGPT is {'below' if ours['scaled_cost']['mean'] < bench[best] else 'NOT below'} every benchmark")
+
+    def claims(self, result: dict) -> list:
+        """Per split and q: is OMGPT's scaled cost below every benchmark's, in how many split seeds, and
+        does the clustered interval of its ratio to the best benchmark lie below 1."""
+        checks = []
+        for (split, q), panels in _groups(result["panels"]).items():
+            below = [p["costs"]["omgpt"]["scaled_cost"]["mean"] < min(_benchmarks(p).values()) for p in panels]
+            sure = [p["costs"]["omgpt"]["ratio_to"][min(_benchmarks(p), key=_benchmarks(p).get)]["ci90"][1] < 1 for p in panels]
+            checks.append((f"{split}, {q}: OMGPT's cost per unit demanded below every benchmark's", all(below),
+                           f"below in {sum(below)} of {len(panels)} split(s); the 90% cluster interval of OMGPT / best benchmark "
+                           f"below 1 in {sum(sure)}"))
+        return checks
 
     def sections(self, result: dict) -> list[str]:
-        lines = ["## Cost per day on the held-out windows", "",
-                 "Mean cost per day in units of each window's level (its mean daily demand over the 28 days before it), "
-                 "[90% interval over windows]; × SAA: the paired ratio to SAA's cost on the same windows [paired bootstrap 90% CI]. "
+        lines = ["## Cost per unit demanded on the held-out windows", "",
+                 "The scaled pinball loss: total cost over total demand of the panel's test windows (each window in its series' own units), "
+                 "[90% cluster-bootstrap interval: held-out stores resample stores, later dates resample series and weeks]. "
+                 "Across split seeds: the mean and the range [min, max] of the per-seed values. "
                  "`hindsight-linear` is a yardstick, not a policy: quantile regression fitted on the test window itself.", ""]
+        lines += summary_table(result["panels"])
+        lines += ["", "### Every panel", "",
+                  "Each cell: cost per unit demanded [90% cluster CI]; ratio to SAA [paired cluster CI]; mean cost per day in units of "
+                  "each window's level (the secondary metric) [90% cluster CI].", ""]
         lines += cost_table(result["panels"])
-        lines += ["", "`cost.png`: these costs; `held_out_series.png`: one held-out series (the first test window of the "
-                  "first panel), its demand and the orders of OMGPT and the tuned benchmarks, in the series' own units.", ""]
+        lines += ["", "`cost.png`: the cost per unit demanded of every panel; `held_out_series.png`: one held-out series (the first "
+                  "test window of the first panel), its demand and the orders of OMGPT and the tuned benchmarks, in the series' own units.", ""]
         return lines + _target_study()
 
 
-def cost_table(panels: list[dict]) -> list[str]:
-    """Policies (rows, by cost on the first panel) x panels: cost per day [90% CI], ratio to SAA [paired
-    90% CI] (the report's table, and docs/real-demand.md's: ``python -m tools.readme_tables``)."""
-    lines = ["| policy | " + " | ".join(p["title"] for p in panels) + " |", "|---" * (len(panels) + 1) + "|"]
-    labels = sorted(panels[0]["cost_per_day"], key=lambda k: panels[0]["cost_per_day"][k]["mean"])
-    for label in labels:
+def _benchmarks(panel: dict) -> dict[str, float]:
+    """The panel's benchmarks' (both variants') scaled costs."""
+    return {k: panel["costs"][k]["scaled_cost"]["mean"] for k in panel["benchmarks"] if k in panel["costs"]}
+
+
+def _groups(panels: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Panels by (split title, q): the split seeds of one setting together."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for p in panels:
+        m = SPLIT_TITLE.fullmatch(p["title"])
+        split, q = (m.group(1), m.group(3)) if m else tuple(p["title"].rsplit(", ", 1))
+        out.setdefault((split, q), []).append(p)
+    return out
+
+
+def summary_table(panels: list[dict]) -> list[str]:
+    """The headline: per setting (split, q), each policy's cost per unit demanded -- the mean over the
+    split seeds [min, max], and the first seed's clustered interval -- and its ratio to SAA likewise."""
+    groups = _groups(panels)
+    lines = ["| policy | " + " | ".join(f"{split}, {q}" for split, q in groups) + " |", "|---" * (len(groups) + 1) + "|"]
+    first = panels[0]["costs"]
+    for label in sorted(first, key=lambda k: first[k]["scaled_cost"]["mean"]):
         cells = []
-        for p in panels:
-            c = p["cost_per_day"].get(label)
-            cells.append("—" if c is None else f"{c['mean']:.3f} [{c['ci90'][0]:.3f}, {c['ci90'][1]:.3f}], {_ratio(c['ratio_to_saa'])}")
+        for group in groups.values():
+            values = [p["costs"][label]["scaled_cost"]["mean"] for p in group if label in p["costs"]]
+            ratios = [p["costs"][label]["ratio_to_saa"]["mean"] for p in group if label in p["costs"] and p["costs"][label]["ratio_to_saa"]]
+            one = group[0]["costs"].get(label)
+            if not values or one is None:
+                cells.append("—")
+                continue
+            cell = (f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] over {len(values)} splits; " if len(values) > 1 else "")
+            cell += f"{one['scaled_cost']['mean']:.4f} {_span(one['scaled_cost']['ci90'])}"
+            if ratios:
+                cell += (f"; × SAA {np.mean(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]" if len(ratios) > 1
+                         else f"; {_ratio(one['ratio_to_saa'])} SAA")
+            cells.append(cell)
         lines.append(f"| {'**omgpt**' if label == 'omgpt' else label} | " + " | ".join(cells) + " |")
     return lines
 
 
-def _ci90(values: np.ndarray) -> list[float]:
-    half = 1.645 * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
-    return [float(values.mean() - half), float(values.mean() + half)]
+def cost_table(panels: list[dict]) -> list[str]:
+    """Policies (rows, by cost on the first panel) x panels: cost per unit demanded [90% cluster CI],
+    ratio to SAA [paired cluster CI], mean cost per day in level units [90% cluster CI] (the report's
+    table, and the README's: ``python -m tools.readme_tables``)."""
+    lines = ["| policy | " + " | ".join(p["title"] for p in panels) + " |", "|---" * (len(panels) + 1) + "|"]
+    first = panels[0]["costs"]
+    for label in sorted(first, key=lambda k: first[k]["scaled_cost"]["mean"]):
+        cells = []
+        for p in panels:
+            c = p["costs"].get(label)
+            cells.append("—" if c is None else f"{c['scaled_cost']['mean']:.4f} {_span(c['scaled_cost']['ci90'])}, "
+                         f"{_ratio(c['ratio_to_saa'])}; {c['cost_per_day']['mean']:.3f} {_span(c['cost_per_day']['ci90'], 3)}")
+        lines.append(f"| {'**omgpt**' if label == 'omgpt' else label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _span(pair: list[float], digits: int = 4) -> str:
+    return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]"
 
 
 def _ratio(r: dict | None) -> str:
@@ -105,17 +168,18 @@ def _cost_figure(panels: list[dict], path: Path) -> Path:
 
     from omgpt.files import save_figure
 
-    labels = sorted(panels[0]["cost_per_day"], key=lambda k: panels[0]["cost_per_day"][k]["mean"])
-    fig, ax = plt.subplots(figsize=(11, 4.5))
+    first = panels[0]["costs"]
+    labels = sorted(first, key=lambda k: first[k]["scaled_cost"]["mean"])
+    fig, ax = plt.subplots(figsize=(13, 5))
     width = 0.8 / len(panels)
     for i, p in enumerate(panels):
-        means = [p["cost_per_day"][k]["mean"] if k in p["cost_per_day"] else np.nan for k in labels]
-        err = [[m - p["cost_per_day"][k]["ci90"][0], p["cost_per_day"][k]["ci90"][1] - m] if k in p["cost_per_day"] else [0, 0]
-               for k, m in zip(labels, means)]
-        ax.bar(np.arange(len(labels)) + i * width, means, width, yerr=np.array(err).T, label=p["title"], capsize=2)
+        cost = {k: p["costs"][k]["scaled_cost"] for k in labels if k in p["costs"]}
+        means = [cost[k]["mean"] if k in cost else np.nan for k in labels]
+        err = [[m - cost[k]["ci90"][0], cost[k]["ci90"][1] - m] if k in cost else [0, 0] for k, m in zip(labels, means)]
+        ax.bar(np.arange(len(labels)) + i * width, means, width, yerr=np.array(err).T, label=p["title"], capsize=1)
     ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, rotation=30, ha="right")
-    ax.set(ylabel="mean cost per day (levels)", title="Held-out windows: cost per day, 90% intervals")
-    ax.legend(fontsize=7, ncol=2)
+    ax.set(ylabel="cost per unit demanded", title="Held-out windows: total cost over total demand, 90% cluster-bootstrap intervals")
+    ax.legend(fontsize=5, ncol=3)
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
