@@ -195,18 +195,19 @@ def experiment(
         if redraw:  # every report in results/ drawn again
             for each in available():
                 if (report_folder(each, scale, None) / "experiment.json").is_file():
-                    redraw_experiment(each, scale)
+                    redraw_experiment(each, scale=scale)
                 else:  # configured, not run yet: nothing to draw
                     print(f"{each}: no report yet (omgpt experiment {each})")
         else:
-            run_all(scale, models_dir, jobs, runs, seed, device, train_only)
+            run_all(scale=scale, models_dir=models_dir, jobs=jobs, runs=runs, seed=seed, device=device, train_only=train_only)
         return
     if not name:
         raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list), or --all")
     if redraw:
-        redraw_experiment(name, scale, out)
+        redraw_experiment(name, scale=scale, out=out)
         return
-    run_experiment(name, scale, out, models_dir, jobs, runs, horizon, fit_config or [], seed, device, train_only)
+    run_experiment(name, scale=scale, out=out, models_dir=models_dir, jobs=jobs, runs=runs, horizon=horizon, fit_configs=fit_config or [],
+                   seed=seed, device=device, train_only=train_only)
 
 
 def _imported(module: str, attr: str) -> Callable[[], Callable[..., Any]]:
