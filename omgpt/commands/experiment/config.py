@@ -12,8 +12,8 @@ rest of the package reads. A panel's *numbers* are another record
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from jsonargparse import ArgumentParser
