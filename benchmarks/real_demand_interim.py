@@ -5,17 +5,18 @@ tuning; gbm with the new lag features, level weights and early stopping at its d
 scored by the scaled cost with cluster-bootstrap intervals."""
 import json, sys, time
 from pathlib import Path
-from omgpt.commands.experiment.registry import all_kinds
+from omgpt.commands.experiment.registry import Panel, all_kinds
 kind = all_kinds()["real-demand"]
 q = float(sys.argv[1]) if len(sys.argv) > 1 else 0.75
 models = {"series0": {"ckpt": "results/models/newsvendor-data-a4d096ba2e/model.ckpt"}, "time": {"ckpt": "pretrained/bakery-time/model.ckpt"}}
 panels = []
 for split, title, model in (("series", f"Held-out stores (split 0), q = {q}", "series0"), ("time", f"Later dates, q = {q}", "time")):
-    panel = {"title": title, "model": model, "task": "newsvendor-data", "horizon": 100, "figure_file": "curves",
-             "task_options": {"dataset": "bakery", "split": split, "part": "test", "critical_ratio": q},
-             "policies": ["omgpt", "saa", "saa-weekday", "qr", "fai-data", "gbm", "hindsight-linear"], "tuned_on": "none"}
+    options = {"dataset": "bakery", "split": split, "part": "test", "critical_ratio": q}
+    panel = Panel(title=title, model=model, task="newsvendor-data", horizon=100, figure_file="curves", task_options=options,
+                  policies=["omgpt", "saa", "saa-weekday", "qr", "fai-data", "gbm", "hindsight-linear"],
+                  tuned_task="newsvendor-data", tuned_options=options, tuned_on="none")
     t = time.process_time()
-    panels.append(kind.evaluate(panel, models, 1000, 0, "cpu"))
+    panels.append(kind.evaluate(panel, models, runs=1000, seed=0, device="cpu"))
     print(kind.headline(panels[-1]), f"({time.process_time() - t:.0f} CPU s)", flush=True)
 
 result = {"panels": panels}

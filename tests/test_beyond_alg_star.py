@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +15,18 @@ import pytest
 import yaml
 
 from omgpt.commands.cli import cli_main
-from omgpt.commands.experiment import dependency_order, experiment_keys, load_experiment, model_key
+from omgpt.commands.experiment import Model, dependency_order, experiment_keys, load_experiment, model_key
 from omgpt.commands.experiment.kinds.beyond_alg_star import below_best, finetuning_numbers, worse
 from omgpt.errors import OMGPTError
 from omgpt.checkpoints import read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests/configs/experiment_tiny.yaml")
+
+
+def _parents(**parents) -> dict[str, Model]:
+    """Models that start from one another: name -> the model it starts from (or None)."""
+    return {name: Model(task="newsvendor", horizon=6, init_from=parent) for name, parent in parents.items()}
 
 
 def _experiment(tmp_path, monkeypatch, models: dict, panels: list | None = None, name: str = "dep") -> str:
@@ -36,14 +42,13 @@ def _experiment(tmp_path, monkeypatch, models: dict, panels: list | None = None,
 
 
 def test_models_are_ordered_parents_first_and_a_bad_init_from_is_one_line(tmp_path, monkeypatch, capsys):
-    models = {"c": {"init_from": "b"}, "a": {}, "b": {"init_from": "a"}, "d": {"init_from": None}}
-    assert dependency_order(models) == ["a", "b", "c", "d"]
+    assert dependency_order(_parents(c="b", a=None, b="a", d=None)) == ["a", "b", "c", "d"]
     with pytest.raises(OMGPTError, match="model 'b' has init_from 'x', which names no model"):
-        dependency_order({"a": {"init_from": "b"}, "b": {"init_from": "x"}})
+        dependency_order(_parents(a="b", b="x"))
     with pytest.raises(OMGPTError, match=r"init_from makes a cycle \(a -> b -> a\)"):
-        dependency_order({"a": {"init_from": "b"}, "b": {"init_from": "a"}})
+        dependency_order(_parents(a="b", b="a"))
     with pytest.raises(OMGPTError, match=r"cycle \(a -> a\)"):
-        dependency_order({"a": {"init_from": "a"}})
+        dependency_order(_parents(a="a"))
 
     nv = {"task": "newsvendor"}
     bad = {
@@ -74,7 +79,7 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
     assert len(set(keys.values())) == len(keys)
 
     # a changed parent (here its training length) gives its child, whose own spec is unchanged, a new key
-    changed = {**exp, "models": {**exp["models"], "linear-bandit-100": {**exp["models"]["linear-bandit-100"], "args": {"trainer.max_epochs": 61}}}}
+    changed = replace(exp, models={**exp.models, "linear-bandit-100": replace(exp.models["linear-bandit-100"], args={"trainer.max_epochs": 61})})
     again = experiment_keys(changed, [])
     assert again["linear-bandit-100"] != keys["linear-bandit-100"] and again["linear-bandit-100-rl"] != keys["linear-bandit-100-rl"]
     assert again["mab-100-rl"] == keys["mab-100-rl"]
@@ -87,18 +92,18 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
     # the fit starts from the parent's kept model.ckpt, wherever that lies; the slot is the same
     fits = []
     monkeypatch.setattr(store, "train", lambda folder, args, info, what: fits.append((folder, args, info)) or {"train_seconds": 1, "best_val_regret": 1})
-    child = exp["models"]["linear-bandit-100-rl"]
+    child = exp.models["linear-bandit-100-rl"]
     for where in ("a", "b"):
         parent = {"key": keys["linear-bandit-100"], "ckpt": str(tmp_path / where / "model.ckpt")}
-        store.train_model("linear-bandit-100-rl", child, "cpu", tmp_path / "models", [], parent)
+        store.train_model("linear-bandit-100-rl", child, scale="cpu", models_dir=tmp_path / "models", extra_configs=[], parent=parent)
     (first, args, info), (second, _, _) = fits
     assert first == second == tmp_path / "models" / keys["linear-bandit-100-rl"]
     assert args[-2:] == ["--model.init_from", str(tmp_path / "a" / "model.ckpt")]
     assert info["init_from"] == keys["linear-bandit-100"] and "--model.init_from" in info["command"]
     assert model_key(child, "cpu", []) != keys["linear-bandit-100-rl"]  # without its parent: another run
     # a shipped reference model as the parent: the child starts from pretrained/NAME/model.ckpt
-    reference = store.pretrained_model("queueing", exp["models"]["queueing"])
-    store.train_model("queueing-rl", exp["models"]["queueing-rl"], "cpu", tmp_path / "models", [], reference)
+    reference = store.pretrained_model("queueing", exp.models["queueing"])
+    store.train_model("queueing-rl", exp.models["queueing-rl"], scale="cpu", models_dir=tmp_path / "models", extra_configs=[], parent=reference)
     folder, args, info = fits[-1]
     assert folder.name == keys["queueing-rl"] and args[-2:] == ["--model.init_from", "pretrained/queueing/model.ckpt"]
     assert info["init_from"] == "pretrained/queueing"
@@ -111,7 +116,7 @@ def test_train_all_starts_a_child_only_after_its_parent_is_trained(jobs, monkeyp
     events, lock = [], threading.Lock()
     parents_started = threading.Barrier(2, timeout=10) if jobs > 1 else None
 
-    def fake_train(name, model, scale, models_dir, extra, parent=None):
+    def fake_train(name, model, *, scale, models_dir, extra_configs, parent=None):
         with lock:
             events.append(("start", name, parent and parent["key"]))
         if parents_started and name in ("a", "b"):
@@ -121,8 +126,8 @@ def test_train_all_starts_a_child_only_after_its_parent_is_trained(jobs, monkeyp
         return {"key": f"key-{name}", "ckpt": f"{name}.ckpt"}
 
     monkeypatch.setattr(store, "train_model", fake_train)
-    models = {"a-rl": {"init_from": "a"}, "a": {}, "b": {}, "b-rl": {"init_from": "b"}, "a-rl-rl": {"init_from": "a-rl"}}
-    records = store.train_all({"models": models, "scale": "cpu"}, Path("unused"), [], jobs)
+    models = _parents(**{"a-rl": "a", "a": None, "b": None, "b-rl": "b", "a-rl-rl": "a-rl"})
+    records = store.train_all(models, scale="cpu", models_dir=Path("unused"), extra_configs=[], jobs=jobs)
     assert list(records) == list(models) and records["a-rl"]["key"] == "key-a-rl"
     when = {(kind, name): i for i, (kind, name, _) in enumerate(events)}
     for child, parent in (("a-rl", "a"), ("b-rl", "b"), ("a-rl-rl", "a-rl")):
@@ -136,7 +141,7 @@ def test_a_failed_parent_trains_none_of_its_children(monkeypatch):
 
     started = []
 
-    def fake_train(name, *args):
+    def fake_train(name, *args, **kwargs):
         started.append(name)
         if name == "a":
             raise OMGPTError("training model 'a' failed")
@@ -144,7 +149,7 @@ def test_a_failed_parent_trains_none_of_its_children(monkeypatch):
 
     monkeypatch.setattr(store, "train_model", fake_train)
     with pytest.raises(OMGPTError, match="model 'a' failed"):
-        store.train_all({"models": {"a": {}, "a-rl": {"init_from": "a"}}, "scale": "cpu"}, Path("unused"), [], 2)
+        store.train_all(_parents(**{"a": None, "a-rl": "a"}), scale="cpu", models_dir=Path("unused"), extra_configs=[], jobs=2)
     assert started == ["a"]
 
 
@@ -215,8 +220,8 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     monkeypatch.setattr(config, "EXPERIMENTS", tmp_path / "experiments")
     played = {}
 
-    def rollout(self, panel, models, runs, seed, device):
-        numbers, histories = super(BeyondAlgStar, self).rollout(panel, models, runs, seed, device)
+    def rollout(self, panel, models, *, runs, seed, device):
+        numbers, histories = super(BeyondAlgStar, self).rollout(panel, models, runs=runs, seed=seed, device=device)
         played.update(histories)
         return numbers, histories
 

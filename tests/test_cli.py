@@ -10,7 +10,7 @@ from typing import Optional
 import pytest
 
 from omgpt.commands.cli import cli_main
-from omgpt.commands.args import PositiveInt, parse
+from omgpt.commands.args import PositiveInt, flags, parse
 from omgpt.errors import OMGPTError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,6 +133,31 @@ def test_commands_are_typed_functions_behind_jsonargparse_with_the_command_lines
         with pytest.raises(OMGPTError) as e:
             parse(typed_command, "omgpt x", argv)
         assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+@flags(list_all="list")
+def flagged_command(list_all: bool = False, jobs: PositiveInt = 1):
+    """A command whose parameter would shadow a builtin under its flag's name.
+
+    Args:
+        list_all: list everything
+        jobs: a checked integer
+    """
+
+
+def test_a_parameter_keeps_its_flag_under_another_name(capsys):
+    """``@flags``: ``--list`` sets ``list_all`` (as ``omgpt experiment --list`` sets ``list_experiments``);
+    the parameter's own name is no option, and ``--help`` shows the flag with the parameter's help."""
+    assert parse(flagged_command, "omgpt x", ["--list", "--jobs", "2"]) == {"list_all": True, "jobs": 2}
+    assert parse(flagged_command, "omgpt x", ["--list", "false"])["list_all"] is False
+    assert parse(flagged_command, "omgpt x", [])["list_all"] is False
+    with pytest.raises(OMGPTError, match="unrecognized arguments: --list_all"):
+        parse(flagged_command, "omgpt x", ["--list_all"])
+    with pytest.raises(SystemExit) as done:  # jsonargparse exits after printing a command's help
+        cli_main(["experiment", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert "--list {true,false}   list the experiments and exit" in out and "--all {true,false}" in out and "_experiments" not in out
 
 
 def test_help_lists_every_command_with_its_functions_summary(capsys):

@@ -14,7 +14,7 @@ import torch
 
 from omgpt.commands import store
 from omgpt.commands.cli import cli_main
-from omgpt.commands.experiment import load_experiment, model_key
+from omgpt.commands.experiment import Model, load_experiment, model_key
 from omgpt.checkpoints import read_checkpoint
 from omgpt.records import RecordError
 from tools import recipe, reference_models
@@ -144,8 +144,8 @@ def test_every_committed_record_and_card_reads_and_names_its_model():
         assert store.read_card(card.parent)["task"] == read_checkpoint(card.parent / "model.ckpt")["hyper_parameters"]["task"]
 
 
-def slot(name: str) -> tuple[dict, str]:
-    model = load_experiment("misspecification", "cpu")["models"][name]
+def slot(name: str) -> tuple[Model, str]:
+    model = load_experiment("misspecification", "cpu").models[name]
     return model, model_key(model, "cpu", [])
 
 
@@ -158,11 +158,11 @@ def test_a_record_reused_by_an_experiment_must_be_of_its_slots_task_and_options(
     models = tmp_path / "models"
     copy_slot(NONSTATIONARY, models / ns_key)
     copy_slot(TWO_TYPES, models / tt_key)
-    assert train_model("two-types", two_types, "cpu", models, [])["best_val_regret"] == 15.5092  # the right one is reused
+    assert train_model("two-types", two_types, scale="cpu", models_dir=models, extra_configs=[])["best_val_regret"] == 15.5092  # the right one is reused
     shutil.rmtree(models / tt_key)
     copy_slot(NONSTATIONARY, models / tt_key)
     with pytest.raises(RecordError, match="a model of task newsvendor-nonstationary {}, not the task newsvendor"):
-        train_model("two-types", two_types, "cpu", models, [])
+        train_model("two-types", two_types, scale="cpu", models_dir=models, extra_configs=[])
     capsys.readouterr()
     before = snapshot(models)
     assert cli_main(["experiment", "misspecification", "--models-dir", str(models), "--out", str(tmp_path / "out")]) == 2

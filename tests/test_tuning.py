@@ -379,13 +379,15 @@ def test_two_concurrent_tunings_of_one_setting_both_land(tmp_path):
 # The best benchmark is chosen on validation
 def test_a_panels_best_benchmark_is_chosen_on_validation_regret_never_on_test(tuned_dir):
     from omgpt.analysis.report import best_benchmark
+    from omgpt.commands.experiment.config import Panel
     from omgpt.commands.experiment.panels import best_on_validation, verdict
     from omgpt.commands.tune import _validation_regret
 
     quiet = dict(horizon=30, seed=10_500, log=lambda line: None)
     entries = run_tuning("mab", {"n_arms": 5}, ["ucb"], runs=40, **quiet)["policies"]
     entries = run_tuning("mab", {"n_arms": 5}, ["ts"], runs=30, **quiet)["policies"]  # other environments: not comparable
-    panel = {"tuned_on": "mab-n_arms=5-T30", "tuned_task": "mab", "tuned_options": {"n_arms": 5}, "horizon": 30}
+    panel = Panel(title="p", model="m", policies=["omgpt", "ucb", "ucb-tuned", "ts-tuned", "ucb-noise"], task="mab", task_options={"n_arms": 5},
+                  horizon=30, tuned_task="mab", tuned_options={"n_arms": 5}, tuned_on="mab-n_arms=5-T30")
     chosen = best_on_validation(panel, {"ucb": "ucb", "ucb-tuned": "ucb-tuned", "ts-tuned": "ts-tuned", "ucb-noise": "ucb-noise"})
     val = chosen["validation_regret"]
     assert chosen["environments"] == {"setting": "mab-n_arms=5-T30", "runs": 40, "seed": 10_500}

@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from omgpt.commands.experiment import ROOT, available, evaluate_panels, kind_of, load_experiment, parse_policies
+from omgpt.commands.experiment import (
+    ROOT, Experiment, ExperimentResult, ModelRecord, available, evaluate_panels, kind_of, load_experiment, parse_policies,
+)
 from omgpt.files import write_json
 from omgpt.errors import OMGPTError
 from omgpt.tuning import tuned_constants
@@ -40,19 +42,21 @@ def differences(fresh, committed, path: str = "") -> list[str]:
     return [] if fresh == committed else [f"{path}: {fresh!r}, committed {committed!r}"]
 
 
-def problems_before_evaluating(name: str, committed: dict, exp: dict, records: dict) -> list[str]:
+def problems_before_evaluating(name: str, committed: ExperimentResult, exp: Experiment, records: dict[str, ModelRecord]) -> list[str]:
+    """What makes a re-evaluation of the committed run pointless: a missing checkpoint, or a config whose
+    panels, policies or tuned constants are no longer the committed run's."""
     problems = [f"no checkpoint {r['ckpt']}" for r in records.values() if not Path(r["ckpt"]).is_file()]
-    if [p["title"] for p in exp["panels"]] != [p["title"] for p in committed["panels"]]:
+    if [p.title for p in exp.panels] != [p["title"] for p in committed["panels"]]:
         problems.append("the config's panels are not the committed run's")
-    for panel, old in zip(exp["panels"], committed["panels"]):
+    for panel, old in zip(exp.panels, committed["panels"]):
         if "policies" not in old:
             continue
         labels = sorted(old["policies"])
-        if sorted(parse_policies(panel["policies"], panel["model"])) != labels:
-            problems.append(f"{panel['title']}: the config's policies are not the committed run's")
-        now = {k: tuned_constants(k.removesuffix("-tuned"), "", {}, panel["horizon"], panel["tuned_on"]) for k in labels if k.endswith("-tuned")}
+        if sorted(parse_policies(panel.policies, panel.model)) != labels:
+            problems.append(f"{panel.title}: the config's policies are not the committed run's")
+        now = {k: tuned_constants(k.removesuffix("-tuned"), "", {}, panel.horizon, panel.tuned_on) for k in labels if k.endswith("-tuned")}
         if now != old.get("tuned_constants", {}):
-            problems.append(f"{panel['title']}: tuned constants changed since the committed run")
+            problems.append(f"{panel.title}: tuned constants changed since the committed run")
     return problems
 
 
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             bad += bool(problems)
             continue
         start = time.perf_counter()
-        panels = evaluate_panels(exp, kind_of(exp), records, committed["runs"], committed["seed"], "cpu")
+        panels = evaluate_panels(exp, kind=kind_of(exp), models=records, runs=committed["runs"], seed=committed["seed"], device="cpu")
         with tempfile.TemporaryDirectory() as scratch:  # the panels as experiment.json holds them
             fresh = json.loads(write_json(panels, Path(scratch) / "panels.json").read_text())
         found = [d for p, old in zip(fresh, committed["panels"]) for d in differences(p, old, p["title"])

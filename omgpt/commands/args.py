@@ -4,7 +4,8 @@ signature and docstring (:func:`command`). Errors are one line and exit code 2.
 
 The command line keeps its spelling: ``--batch-size`` is the parameter ``batch_size``, a ``bool``
 parameter is a flag (``--no-progress``), a ``list`` parameter is a repeatable option
-(``--option a=1 --option b=2``), and a parameter named in ``positional`` is an optional positional.
+(``--option a=1 --option b=2``), a parameter named in ``positional`` is an optional positional, and
+one given a flag of its own by :func:`flags` is that flag (``--list`` for ``list_experiments``).
 
 A command-line module: the library never imports it.
 """
@@ -38,6 +39,29 @@ Device = _checked_type("Device", str, lambda v: str(checks.device(v)))
 
 
 # --------------------------------------------------------------------------------------------------
+def flags(**spelling: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: parameters of a command function spelled otherwise on the command line,
+    ``@flags(list_experiments="list")``: ``--list`` sets ``list_experiments`` (a parameter named ``list``
+    would shadow the builtin inside the function). The docstring's ``Args:`` name the parameters."""
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.cli_flags = spelling
+        return fn
+
+    return mark
+
+
+def _flags(fn: Callable[..., Any]) -> dict[str, str]:
+    """Parameter -> its command-line flag, where :func:`flags` gave it another."""
+    return getattr(fn, "cli_flags", {})
+
+
+def _doc_line(fn: Callable[..., Any], name: str) -> str | None:
+    """A parameter's help: its line under the docstring's ``Args:``."""
+    found = re.search(rf"^\s*{name}: (.+)$", inspect.getdoc(fn) or "", re.M)
+    return found.group(1) if found else None
+
+
 def command(fn: Callable[..., Any], prog: str, positional: tuple[str, ...] = ()) -> Callable[[list[str]], int]:
     """``argv -> exit code``: parse ``argv`` against ``fn``'s signature and call it (``None`` -> 0)."""
 
@@ -57,12 +81,12 @@ def summary(fn: Callable[..., Any]) -> str:
 
 def parser(fn: Callable[..., Any], prog: str, positional: tuple[str, ...] = ()) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=summary(fn), exit_on_error=False)
-    p.add_function_arguments(fn, skip=set(positional), as_group=False)
-    hints = get_type_hints(fn)
+    hints, parameters = get_type_hints(fn), inspect.signature(fn).parameters
+    for name, flag in _flags(fn).items():  # first: --help lists them before the rest
+        p.add_argument(f"--{flag}", dest=name, type=hints[name], default=parameters[name].default, help=_doc_line(fn, name))
+    p.add_function_arguments(fn, skip=set(positional) | set(_flags(fn)), as_group=False)
     for name in positional:
-        found = re.search(rf"^\s*{name}: (.+)$", inspect.getdoc(fn) or "", re.M)
-        p.add_argument(name, nargs="?", type=hints[name], default=inspect.signature(fn).parameters[name].default,
-                       help=found.group(1) if found else None)
+        p.add_argument(name, nargs="?", type=hints[name], default=parameters[name].default, help=_doc_line(fn, name))
     return p
 
 
@@ -85,6 +109,7 @@ def _jsonargparse_argv(fn: Callable[..., Any], argv: list[str]) -> list[str]:
     """The command line's spelling in jsonargparse's: ``--batch-size`` -> ``--batch_size``, a bare
     bool flag -> ``--flag true``, a repeated list option -> ``--option+ VALUE`` (append)."""
     hints = get_type_hints(fn)
+    parameter = {flag: name for name, flag in _flags(fn).items()}
     out, i = [], 0
     while i < len(argv):
         token = argv[i]
@@ -94,7 +119,7 @@ def _jsonargparse_argv(fn: Callable[..., Any], argv: list[str]) -> list[str]:
             continue
         name, eq, value = token[2:].partition("=")
         key = name.replace("-", "_")
-        hint = hints.get(key.rstrip("+"))
+        hint = hints.get(parameter.get(key.rstrip("+"), key.rstrip("+")))
         if hint is bool and not eq and (i == len(argv) or argv[i].lower() not in ("true", "false", "yes", "no")):
             out += [f"--{key}", "true"]
             continue

@@ -20,7 +20,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType
 
 from omgpt import threads
-from omgpt.commands.args import Device, PositiveInt, Seed, command, read_config, summary, task_options
+from omgpt.commands.args import Device, PositiveInt, Seed, command, flags, read_config, summary, task_options
 from omgpt.errors import OMGPTError
 from omgpt.commands.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
 
@@ -177,10 +177,11 @@ def _check_tuning_work(task_name: str, options: dict, names: list[str] | None, h
     checks.rollout_time(checks.loop_steps(points, runs, horizon, BATCH_SIZE), what, force)
 
 
+@flags(list_experiments="list", all_experiments="all")
 def experiment(
     name: Optional[str] = None,
-    list: bool = False,
-    all: bool = False,
+    list_experiments: bool = False,
+    all_experiments: bool = False,
     scale: Literal["cpu", "paper"] = "cpu",
     out: Optional[str] = None,
     models_dir: Optional[str] = None,
@@ -197,8 +198,8 @@ def experiment(
 
     Args:
         name: experiment name (see --list)
-        list: list the experiments and exit
-        all: every experiment, each into results/NAME (the models they share trained once)
+        list_experiments: list the experiments and exit
+        all_experiments: every experiment, each into results/NAME (the models they share trained once)
         scale: cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)
         out: report folder (default results/NAME; results/NAME-paper at paper scale)
         models_dir: trained models, shared across experiments (default: results/models at the CPU scale, else runs/experiments/models)
@@ -214,7 +215,7 @@ def experiment(
     from omgpt.commands.experiment import available, redraw_experiment, report_folder, run_all, run_experiment
     from omgpt.commands.experiment.config import catalogue
 
-    if list:
+    if list_experiments:
         titles, errors = catalogue()
         for key, title in titles.items():
             print(f"{key:<26} {title}")
@@ -223,24 +224,25 @@ def experiment(
         return
     for path in fit_config or []:  # now, not in every model's fit process after the first ones have trained
         read_config(path, "--fit-config")
-    if all:
+    if all_experiments:
         if name or out or horizon or fit_config:
             raise OMGPTError("omgpt experiment --all: runs every experiment at its own settings; give no name, --out, --horizon or --fit-config")
         if redraw:  # every report in results/ drawn again
             for each in available():
                 if (report_folder(each, scale, None) / "experiment.json").is_file():
-                    redraw_experiment(each, scale)
+                    redraw_experiment(each, scale=scale)
                 else:  # configured, not run yet: nothing to draw
                     print(f"{each}: no report yet (omgpt experiment {each})")
         else:
-            run_all(scale, models_dir, jobs, runs, seed, device, train_only)
+            run_all(scale=scale, models_dir=models_dir, jobs=jobs, runs=runs, seed=seed, device=device, train_only=train_only)
         return
     if not name:
         raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list), or --all")
     if redraw:
-        redraw_experiment(name, scale, out)
+        redraw_experiment(name, scale=scale, out=out)
         return
-    run_experiment(name, scale, out, models_dir, jobs, runs, horizon, fit_config or [], seed, device, train_only)
+    run_experiment(name, scale=scale, out=out, models_dir=models_dir, jobs=jobs, runs=runs, horizon=horizon, fit_configs=fit_config or [],
+                   seed=seed, device=device, train_only=train_only)
 
 
 def _imported(module: str, attr: str) -> Callable[[], Callable[..., Any]]:

@@ -1,10 +1,13 @@
 """``omgpt experiment NAME``: one paper figure, end to end, from one config.
 
-The package: :mod:`~omgpt.commands.experiment.config` (the typed experiment configs, parsed by jsonargparse), :mod:`~omgpt.commands.experiment.models`
-(the content-addressed model store), :mod:`~omgpt.commands.experiment.panels` (evaluations and their numbers),
-:mod:`~omgpt.commands.experiment.registry` (the experiment kinds: what differs between experiments) and their
-plug-ins in :mod:`~omgpt.commands.experiment.kinds`, :mod:`~omgpt.commands.experiment.report` (``report.md``);
-this module runs the whole.
+The package: :mod:`~omgpt.commands.experiment.config` (the typed experiment configs, parsed by
+jsonargparse, and the resolved experiment's records :class:`Experiment`, :class:`Model` and
+:class:`Panel`), :mod:`~omgpt.commands.experiment.results` (the typed numbers of ``experiment.json``,
+:class:`ExperimentResult` and :class:`PanelResult`, with their schemas), :mod:`~omgpt.commands.experiment.models`
+(the content-addressed model store), :mod:`~omgpt.commands.experiment.panels` (evaluations and their
+numbers), :mod:`~omgpt.commands.experiment.registry` (the experiment kinds: what differs between
+experiments) and their plug-ins in :mod:`~omgpt.commands.experiment.kinds`,
+:mod:`~omgpt.commands.experiment.report` (``report.md``); this module runs the whole.
 
 An experiment (``configs/experiments/NAME.yaml``) names the **models** it needs -- each one
 ``omgpt fit`` run: a task, its options, a horizon and extra fit arguments -- and the **panels** it
@@ -39,44 +42,52 @@ in ``kinds/``: ``curves`` (regret curves, one figure per panel ``figure_file``),
 ``advantage`` and ``model-size`` (reward improvement rate on a grid), ``alg-star-match`` (``TF - Alg*``
 along the model's own histories), ``demand-prediction`` (observation head vs ridge regression),
 ``real-demand`` and ``beyond-alg-star`` (supervised against regret-fine-tuned OMGPT). An
-experiment runs the kind registered under its own name, else the one its config's ``figure:`` names.
+experiment runs the kind registered under its own name, else the one its config's ``kind:`` names.
 
 Adding an experiment kind: write ``omgpt/commands/experiment/kinds/<name>.py`` holding a subclass of
 ``Kind`` with ``name = "NAME"`` (the experiment's name), decorated with ``@register``, that overrides
-what differs from the plain regret comparison -- ``evaluate`` (a panel's numbers; ``self.rollout``
-gives the regret numbers and every policy's history to measure more on), ``figures`` (drawing helpers
-from ``omgpt.analysis.experiment_figures``), ``headline``, ``claims``, ``sections`` -- and
+what differs from the plain regret comparison -- ``evaluate`` (a resolved :class:`Panel` in, its numbers
+out: a :class:`PanelResult`; ``self.rollout`` gives the regret numbers, a :class:`RegretPanel`, and every
+policy's history to measure more on), ``figures`` (drawing helpers from
+``omgpt.analysis.experiment_figures``), ``headline``, ``claims``, ``sections`` -- and
 ``configs/experiments/NAME.yaml``. Nothing else is edited: every module of ``kinds/`` is imported
 when the kinds are first looked up (``tests/test_experiment.py`` runs such a kind, written in the test).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from pathlib import Path
 
 from omgpt.errors import OMGPTError
 from omgpt.resources import code_version
-from omgpt.commands.experiment.config import FIGURES, SCALES, at_scale, available, dependency_order, load_experiment, parse_policies
+from omgpt.commands.experiment.config import (
+    KIND_NAMES, SCALES, Experiment, Model, Panel, at_scale, available, dependency_order, load_experiment, parse_policies,
+)
 from omgpt.commands.experiment.models import ROOT, _shown, experiment_keys, fit_arguments, model_key, run_key, train_all, train_model
 from omgpt.commands.experiment.panels import evaluate_panel, optimal_reward, verdict
 from omgpt.commands.experiment.registry import Kind, all_kinds, draw, kind_of, register
 from omgpt.commands.experiment.report import report, summary_lines
+from omgpt.commands.experiment.results import REPORT, ExperimentResult, ModelRecord, PanelResult, RegretPanel
 from omgpt.files import output_folder, write_json, write_text
 from omgpt.records import RecordError
 
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
 
 __all__ = [
-    "FIGURES", "SCALES", "Kind", "all_kinds", "at_scale", "available", "dependency_order", "draw", "evaluate_panel", "evaluate_panels",
-    "experiment_keys", "fit_arguments", "kind_of", "load_experiment", "model_key", "optimal_reward", "parse_policies", "redraw_experiment", "register", "report_folder",
-    "report", "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing", "verdict",
+    "KIND_NAMES", "SCALES", "Experiment", "ExperimentResult", "Kind", "Model", "ModelRecord", "Panel", "PanelResult", "RegretPanel",
+    "all_kinds", "at_scale", "available", "dependency_order", "draw", "evaluate_panel", "evaluate_panels", "experiment_keys",
+    "fit_arguments", "kind_of", "load_experiment", "model_key", "optimal_reward", "parse_policies", "redraw_experiment", "register",
+    "report_folder", "report", "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing",
+    "verdict",
 ]
 
 
 def run_experiment(
     name: str,
+    *,
     scale: str = "cpu",
     out: str | None = None,
     models_dir: str | None = None,
@@ -87,8 +98,28 @@ def run_experiment(
     seed: int = 0,
     device: str | None = None,
     train_only: bool = False,
-) -> dict | None:
-    exp = load_experiment(name, scale, horizon)
+) -> ExperimentResult | None:
+    """``omgpt experiment NAME``: train the models of experiment ``name`` at ``scale`` (or reuse them),
+    evaluate its panels, draw its figures and write its report folder; returns what ``experiment.json``
+    holds (``None`` with ``train_only``: the models are trained and nothing else is done).
+
+    Args:
+        name: the experiment, ``configs/experiments/NAME.yaml``
+        scale: ``cpu`` or ``paper`` (:data:`SCALES`)
+        out: the report folder (default :func:`report_folder`), replaced whole once the report is complete
+        models_dir: the model store (default :func:`default_models_dir`)
+        jobs: models trained at once
+        runs: test environments per panel (default: the experiment's ``runs``)
+        horizon: every model's training horizon (a quick run; its models train and its tunings go beside them)
+        fit_configs: config files layered on every model's fit (a quick run too)
+        seed: the test environments' seed
+        device: the evaluation's torch device (default: CPU; training uses the trainer's accelerator)
+        train_only: train the models and stop
+
+    Everything that can be checked before the training is (the config, the kind's needs of it, the
+    ``fit_configs``, a writable ``out``): a mistake is one :class:`OMGPTError` line, not hours later.
+    """
+    exp = load_experiment(name, scale, horizon=horizon)
     fit_configs = [str(Path(c).resolve()) for c in fit_configs or []]
     for cfg in fit_configs:
         if not Path(cfg).is_file():
@@ -96,27 +127,31 @@ def run_experiment(
     kind = kind_of(exp)  # an experiment without a kind, or a config its kind cannot report on, fails now, not after its training
     kind.check_config(exp)
     out_dir = report_folder(name, scale, out)
-    models_path = Path(models_dir or default_models_dir(scale, quick=bool(fit_configs) or horizon is not None))
-    runs = runs or exp.get("runs", 100)
+    quick = bool(fit_configs) or horizon is not None
+    models_path = Path(models_dir or default_models_dir(scale, quick=quick))
+    runs = runs or exp.runs
     device = device or "cpu"  # rollouts of 100 runs are small; the scipy-based benchmarks want CPU tensors
-    command = _command(name, scale, out, models_dir, runs if runs != exp.get("runs", 100) else None, horizon, fit_configs, seed, device)
-    print(f"omgpt experiment {name} ({exp['title']}), scale {scale}: {len(exp['models'])} model(s), {len(exp['panels'])} panel(s)")
+    command = _command(name, scale=scale, out=out, models_dir=models_dir, runs=runs if runs != exp.runs else None, horizon=horizon,
+                       fit_configs=fit_configs, seed=seed, device=device)
+    print(f"omgpt experiment {name} ({exp.title}), scale {scale}: {len(exp.models)} model(s), {len(exp.panels)} panel(s)")
     start = time.perf_counter()
+    train = dict(scale=scale, models_dir=models_path, extra_configs=fit_configs, jobs=jobs)
     if train_only:
-        train_all(exp, models_path, fit_configs, jobs)
+        train_all(exp.models, **train)
         return None
     # The report folder is built aside and replaces OUT only when complete; its temporary folder is
     # made before the training, so an unwritable OUT fails now and not hours later.
-    quick = bool(fit_configs) or horizon is not None
     with output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder, tunings_beside(models_path if quick else None):
-        records = train_all(exp, models_path, fit_configs, jobs)
+        records = train_all(exp.models, **train)
         tune_missing(exp)
         evaluation_start = time.perf_counter()
-        panels = evaluate_panels(exp, kind, records, runs, seed, device)
-        result = {"name": name, "title": exp["title"], "source": exp.get("source", ""), "claim": exp.get("claim", ""),
-                  "scale": scale, "runs": runs, "seed": seed, "command": command, "figure": exp["figure"],
-                  "models": {n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, "panels": panels, "seconds": round(time.perf_counter() - start, 1),
-                  "evaluation_seconds": round(time.perf_counter() - evaluation_start, 1), "code_version": code_version()}
+        panels = evaluate_panels(exp, kind=kind, models=records, runs=runs, seed=seed, device=device)
+        result = ExperimentResult(
+            name=name, title=exp.title, source=exp.source, claim=exp.claim, scale=scale, runs=runs, seed=seed, command=command,
+            kind=kind.name, models={n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, panels=panels,
+            seconds=round(time.perf_counter() - start, 1), evaluation_seconds=round(time.perf_counter() - evaluation_start, 1),
+            code_version=code_version(), figures=[],
+        )
         result["figures"] = draw(result, folder)
         write_json(result, folder / "experiment.json", indent=1)
         write_text(folder / "report.md", report(result))
@@ -125,12 +160,13 @@ def run_experiment(
     return result
 
 
-def evaluate_panels(exp: dict, kind: Kind, models: dict[str, dict], runs: int, seed: int, device: str) -> list[dict]:
-    """Every panel of ``exp`` evaluated by its kind with the trained ``models`` (name -> record with ``ckpt``)."""
+def evaluate_panels(exp: Experiment, *, kind: Kind, models: dict[str, ModelRecord], runs: int, seed: int, device: str) -> list[PanelResult]:
+    """Every panel of ``exp`` evaluated by ``kind`` (:meth:`Kind.evaluate`) with the trained ``models``
+    (name -> record, its ``ckpt`` included) on ``runs`` test environments of ``seed``, on ``device``."""
     panels = []
-    for panel in exp["panels"]:
-        print(f"  evaluating {panel['title']} ({panel['task']} {panel['task_options'] or ''}, horizon {panel['horizon']}, {runs} runs)", flush=True)
-        panels.append(kind.evaluate(panel, models, runs, seed, device))
+    for panel in exp.panels:
+        print(f"  evaluating {panel.title} ({panel.task} {panel.task_options or ''}, horizon {panel.horizon}, {runs} runs)", flush=True)
+        panels.append(kind.evaluate(panel, models, runs=runs, seed=seed, device=device))
     return panels
 
 
@@ -139,10 +175,12 @@ def report_folder(name: str, scale: str, out: str | None) -> Path:
     return Path(out or ROOT / "results" / (name if scale == "cpu" else f"{name}-{scale}"))
 
 
-def redraw_experiment(name: str, scale: str = "cpu", out: str | None = None) -> dict:
-    """``omgpt experiment NAME --redraw``: the figures and ``report.md`` of a finished report folder drawn
-    again from its ``experiment.json`` alone (nothing trained or evaluated). The folder is rebuilt aside
-    and replaces the old one only when complete."""
+def redraw_experiment(name: str, *, scale: str = "cpu", out: str | None = None) -> ExperimentResult:
+    """``omgpt experiment NAME --redraw``: the figures and ``report.md`` of a finished report folder
+    (``out``, default :func:`report_folder` at ``scale``) drawn again from its ``experiment.json`` alone
+    (nothing trained or evaluated; the record is written back as it was read). The folder is rebuilt
+    aside and replaces the old one only when complete; a record that does not check out
+    (:func:`read_report`) is one line and changes nothing."""
     folder = report_folder(name, scale, out)
     result = read_report(folder / "experiment.json", name)
     with output_folder(folder, EXPERIMENT_FILES, "omgpt experiment --redraw") as stage:
@@ -159,17 +197,14 @@ def redraw_experiment(name: str, scale: str = "cpu", out: str | None = None) -> 
     return result
 
 
-def read_report(path: Path, name: str) -> dict:
+def read_report(path: Path, name: str) -> ExperimentResult:
     """``experiment.json`` of experiment ``name``, checked through :mod:`omgpt.records` before anything is
     drawn from it: the report's skeleton, every number finite, and each panel against its kind's
     :attr:`~omgpt.commands.experiment.registry.Kind.panel_schema` and
     :meth:`~omgpt.commands.experiment.registry.Kind.check_panel`."""
-    from omgpt.records import ListOf, MapOf, Optional, check, check_finite, read_json
+    from omgpt.records import check, check_finite, read_json
 
-    schema = {"name": str, "title": str, "source": str, "claim": str, "command": str, "scale": str, "runs": int, "seed": int,
-              "seconds": (int, float), "figure": Optional(str), "models": MapOf({"key": str, "command": str}),
-              "panels": ListOf(dict, nonempty=True), "figures": ListOf(str)}
-    result = check_finite(read_json(path, schema, what="experiment report"), path)
+    result = check_finite(read_json(path, REPORT, what="experiment report"), path)
     if result["name"] != name:
         raise OMGPTError(f"{path}: the report of experiment {result['name']!r}, not {name!r}")
     kind = kind_of(result)
@@ -199,14 +234,13 @@ def tunings_beside(models_path: Path | None):
             os.environ[FOLDER_VARIABLE] = before
 
 
-def tune_missing(exp: dict) -> None:
+def tune_missing(exp: Experiment) -> None:
     """Tune every ``-tuned`` benchmark whose setting -- the prior of a panel's model at the panel's
     horizon -- has no tuning yet (:func:`omgpt.commands.tune.ensure_tuned`)."""
     from omgpt.commands.tune import ensure_tuned
 
-    for panel in exp["panels"]:
-        model = exp["models"][panel["model"]]
-        ensure_tuned(model["task"], panel["tuned_options"], panel["horizon"], panel["policies"], log=lambda line: print(f"    {line}", flush=True))
+    for panel in exp.panels:
+        ensure_tuned(panel.tuned_task, panel.tuned_options, panel.horizon, panel.policies, log=lambda line: print(f"    {line}", flush=True))
 
 
 def default_models_dir(scale: str, quick: bool) -> Path:
@@ -217,32 +251,34 @@ def default_models_dir(scale: str, quick: bool) -> Path:
     return ROOT / ("runs/experiments/models" if quick or scale != "cpu" else "results/models")
 
 
-def run_all(scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, runs: int | None = None,
+def run_all(*, scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, runs: int | None = None,
             seed: int = 0, device: str | None = None, train_only: bool = False) -> None:
     """``omgpt experiment --all``: every experiment into ``results/NAME``. The models of all of them are
     trained first, each once, in one pool of ``jobs`` workers (experiment by experiment, a worker would
-    idle while the last model of each trains); then every experiment evaluates with its trained models."""
+    idle while the last model of each trains); then every experiment evaluates with its trained models
+    (:func:`run_experiment`, the other arguments as there)."""
     names = list(available())
-    models = {}  # key -> (label, model): each distinct model once, a child naming its parent's label here
+    models: dict[str, tuple[str, Model]] = {}  # key -> (label, model): each distinct model once, a child naming its parent's label here
     for name in names:
         exp = load_experiment(name, scale)
         kind_of(exp).check_config(exp)  # before hours of training, as run_experiment checks
         keys = experiment_keys(exp, [])
-        for label in dependency_order(exp["models"]):
-            model = dict(exp["models"][label])
-            if model.get("init_from"):
-                model["init_from"] = models[keys[model["init_from"]]][0]
+        for label in dependency_order(exp.models):
+            model = exp.models[label]
+            if model.init_from:
+                model = dataclasses.replace(model, init_from=models[keys[model.init_from]][0])
             models.setdefault(keys[label], (f"{name}/{label}", model))
     print(f"omgpt experiment --all, scale {scale}: {len(names)} experiments, {len(models)} distinct models")
     start = time.perf_counter()
-    train_all({"models": dict(models.values()), "scale": scale}, Path(models_dir or default_models_dir(scale, quick=False)), [], jobs)
+    train_all(dict(models.values()), scale=scale, models_dir=Path(models_dir or default_models_dir(scale, quick=False)), extra_configs=[], jobs=jobs)
     if not train_only:
         for name in names:
-            run_experiment(name, scale, None, models_dir, jobs, runs, None, [], seed, device)
+            run_experiment(name, scale=scale, models_dir=models_dir, jobs=jobs, runs=runs, seed=seed, device=device)
     print(f"omgpt experiment --all: {(time.perf_counter() - start) / 60:.1f} minutes")
 
 
-def _command(name, scale, out, models_dir, runs, horizon, fit_configs, seed, device) -> str:
+def _command(name: str, *, scale: str, out: str | None, models_dir: str | None, runs: int | None, horizon: int | None,
+             fit_configs: list[str], seed: int, device: str) -> str:
     """The command line that reproduces this run (defaults left out)."""
     parts = ["omgpt experiment", name, "--scale", scale]
     parts += ["--out", str(out)] if out else []

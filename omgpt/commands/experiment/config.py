@@ -3,11 +3,16 @@ type-checked by jsonargparse (the parser LightningCLI uses) into the typed recor
 
 An experiment names the models it trains and the panels it draws; any mapping may hold ``cpu:`` /
 ``paper:`` keys whose contents override its siblings at that scale (:func:`at_scale`, applied before
-parsing). :func:`load_experiment` returns plain dicts (the records' fields, with every default filled in).
+parsing). Two sets of records: the config as written (:class:`ExperimentSpec`, :class:`ModelSpec`,
+:class:`PanelSpec`: what jsonargparse checks, defaults included) and the experiment resolved from it
+(:class:`Experiment`, :class:`Model`, :class:`Panel`: every model's horizon, every panel's test task,
+options, horizon, policies and tuning setting filled in), which :func:`load_experiment` returns and the
+rest of the package reads. A panel's *numbers* are another record
+(:class:`~omgpt.commands.experiment.results.PanelResult`).
 """
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -23,8 +28,8 @@ from omgpt.tuning import setting_key
 
 EXPERIMENTS = CONFIGS / "experiments"
 SCALES = {"cpu": CONFIGS / "scale" / "cpu.yaml", "paper": CONFIGS / "scale" / "paper.yaml"}
-Figure = Literal["curves", "advantage", "alg-star-match", "demand-prediction"]
-FIGURES = Figure.__args__
+KindName = Literal["curves", "advantage", "alg-star-match", "demand-prediction"]  # what a config's ``kind:`` may name
+KIND_NAMES = KindName.__args__
 
 
 @dataclass
@@ -67,16 +72,80 @@ class PanelSpec:
 
 @dataclass
 class ExperimentSpec:
-    """``configs/experiments/NAME.yaml`` at one scale."""
+    """``configs/experiments/NAME.yaml`` at one scale. ``kind``: the experiment kind that evaluates and
+    reports it, where none is registered under the experiment's own name
+    (:func:`omgpt.commands.experiment.registry.kind_of`); also the figure file of panels that name none."""
 
     title: str
     models: dict[str, ModelSpec]
     panels: list[PanelSpec]
     source: str = ""
     claim: str = ""
-    figure: Figure = "curves"
+    kind: KindName = "curves"
     horizon: Optional[PositiveInt] = None
     runs: PositiveInt = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class Model:
+    """A model of a resolved experiment: a :class:`ModelSpec` with its horizon decided (its own, else
+    the experiment's; a quick run's ``--horizon`` over both) and ``pretrained`` dropped for quick runs."""
+
+    task: str
+    horizon: int
+    task_options: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
+    configs: list[str] = field(default_factory=list)
+    pretrained: Optional[str] = None
+    init_from: Optional[str] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Panel:
+    """A panel of a resolved experiment: what one evaluation plays, and on what. ``policies`` are the
+    config's entries with every tunable benchmark's ``-tuned`` variant added (``omgpt@NAME``: another
+    model, labelled NAME: :func:`parse_policies`); ``task``, ``task_options`` and ``horizon`` are the
+    test task's (the model's, the config's options over the model's, its horizon times
+    ``horizon_factor``). The ``-tuned`` benchmarks play the constants tuned on ``tuned_on``, the setting
+    key of ``tuned_task`` / ``tuned_options`` at ``horizon``: the prior the model was trained on (a
+    distribution shift keeps the unshifted prior's constants, docs/protocol.md). ``figure_file``: the
+    figure the panel is drawn in (default: the experiment's kind); ``grid`` and ``note``: the config's."""
+
+    title: str
+    model: str
+    policies: list[str]
+    task: str
+    task_options: dict[str, Any]
+    horizon: int
+    tuned_task: str
+    tuned_options: dict[str, Any]
+    tuned_on: str
+    figure_file: str = "curves"
+    grid: Optional[dict[str, int]] = None
+    note: str = ""
+
+    def episode_task(self):
+        """The test task at the panel's horizon (:func:`omgpt.tasks.make_episode_task`)."""
+        from omgpt.tasks import make_episode_task
+
+        return make_episode_task(self.task, self.task_options, self.horizon)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    """``configs/experiments/NAME.yaml`` resolved at ``scale`` (:func:`load_experiment`): its models by
+    name and its panels, each in the config's order (:func:`dependency_order`: the models parents first).
+    ``kind``: the config's (:class:`ExperimentSpec`)."""
+
+    name: str
+    scale: str
+    title: str
+    models: dict[str, Model]
+    panels: list[Panel]
+    source: str = ""
+    claim: str = ""
+    kind: str = "curves"
+    runs: int = 100
 
 
 def _parser() -> ArgumentParser:
@@ -126,6 +195,8 @@ def _merge(base: dict, override: dict) -> dict:
 def parse_experiment(data: dict, source: str = "experiment") -> ExperimentSpec:
     """A scale-resolved experiment mapping -> :class:`ExperimentSpec`, type-checked by jsonargparse
     (an unknown key, a missing title or a wrong type is one line naming the key)."""
+    if isinstance(data, dict) and "figure" in data:  # the key's name until it said what it selects
+        raise OMGPTError(f"{source}: 'figure' is now 'kind' (the experiment kind that evaluates and reports it): write 'kind: {data['figure']}'")
     parser = _parser()
     try:
         config = parser.parse_object({"experiment": data})
@@ -134,10 +205,10 @@ def parse_experiment(data: dict, source: str = "experiment") -> ExperimentSpec:
         raise OMGPTError(f"{source}: {one_line(str(e)).replace('experiment.', '')}") from None
 
 
-
-def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
+def load_experiment(name: str, scale: str, *, horizon: int | None = None) -> Experiment:
     """The experiment ``name`` resolved at ``scale``: every model and panel with its task, options and
-    horizon filled in. ``horizon`` overrides the experiment's (for quick runs)."""
+    horizon filled in. ``horizon`` overrides the experiment's (for quick runs). A config that does not
+    parse, or whose models and panels do not fit together, is one :class:`OMGPTError` line."""
     path = EXPERIMENTS / f"{name}.yaml"
     if not path.is_file():
         names = ", ".join(p.stem for p in sorted(EXPERIMENTS.glob("*.yaml")))
@@ -145,48 +216,55 @@ def load_experiment(name: str, scale: str, horizon: int | None = None) -> dict:
     if scale not in SCALES:
         raise OMGPTError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
     spec = parse_experiment(at_scale(read_yaml(path, {}, what="experiment config"), scale), str(path))
-    exp = dataclasses.asdict(spec)
-    exp["name"], exp["scale"] = name, scale
-    for model_name, m in exp["models"].items():
-        m["horizon"] = horizon or m["horizon"] or spec.horizon
-        if horizon:  # a quick run at another horizon than any reference model's: train
-            m["pretrained"] = None
-        if not m["horizon"]:
-            raise OMGPTError(f"{path}: model {model_name!r} needs a horizon (its own or the experiment's)")
-    dependency_order(exp["models"], str(path))
-    for model_name, m in exp["models"].items():
-        parent = exp["models"].get(m["init_from"])
-        if parent is not None and [parent[k] for k in ("task", "task_options", "horizon")] != [m[k] for k in ("task", "task_options", "horizon")]:
-            raise OMGPTError(f"{path}: model {model_name!r} starts from {m['init_from']!r}, a model of another task, options or horizon")
-    for panel in exp["panels"]:
-        model = exp["models"].get(panel["model"])
-        if model is None:
-            raise OMGPTError(f"{path}: panel {panel['title']!r} names no model of this experiment")
-        panel["task"] = panel["task"] or model["task"]
-        panel["task_options"] = {**model["task_options"], **panel["task_options"]}
-        panel["horizon"] = int(model["horizon"] * panel["horizon_factor"])
-        panel["figure_file"] = panel["figure_file"] or spec.figure
-        if panel["grid"] is None:
-            del panel["grid"]
-        panel["policies"] = with_tuned_variants(panel["policies"])
-        # The benchmarks' constants are tuned on the prior OMGPT was trained on, at the panel's horizon
-        # (docs/protocol.md): a shifted test task plays the constants of the unshifted prior.
-        chosen = {k: v for k, v in panel["task_options"].items() if k in _evaluation_options(model["task"])}  # not a shift
-        panel["tuned_task"], panel["tuned_options"] = model["task"], {**model["task_options"], **chosen}
-        panel["tuned_on"] = setting_key(model["task"], panel["tuned_options"], panel["horizon"])
-        for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
-            if model_name is not None and model_name not in exp["models"]:
-                raise OMGPTError(f"{path}: panel {panel['title']!r} policy {label!r} names an unknown model")
-    return exp
+    models = {model_name: _model(model_name, m, spec, horizon, path) for model_name, m in spec.models.items()}
+    dependency_order(models, str(path))
+    for model_name, m in models.items():
+        parent = models.get(m.init_from)
+        if parent is not None and (parent.task, parent.task_options, parent.horizon) != (m.task, m.task_options, m.horizon):
+            raise OMGPTError(f"{path}: model {model_name!r} starts from {m.init_from!r}, a model of another task, options or horizon")
+    panels = [_panel(p, models, spec.kind, path) for p in spec.panels]
+    return Experiment(name=name, scale=scale, title=spec.title, models=models, panels=panels, source=spec.source,
+                      claim=spec.claim, kind=spec.kind, runs=spec.runs)
 
 
-def dependency_order(models: dict[str, dict], source: str = "experiment") -> list[str]:
+def _model(name: str, spec: ModelSpec, experiment: ExperimentSpec, horizon: int | None, path) -> Model:
+    """A model spec resolved: its horizon (a quick run's, else its own, else the experiment's); a quick
+    run at another horizon than any reference model's trains instead of using one."""
+    resolved = horizon or spec.horizon or experiment.horizon
+    if not resolved:
+        raise OMGPTError(f"{path}: model {name!r} needs a horizon (its own or the experiment's)")
+    return Model(task=spec.task, horizon=resolved, task_options=dict(spec.task_options), args=dict(spec.args),
+                 configs=list(spec.configs), pretrained=None if horizon else spec.pretrained, init_from=spec.init_from)
+
+
+def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path) -> Panel:
+    """A panel spec resolved against the experiment's models (:class:`Panel`)."""
+    model = models.get(spec.model)
+    if model is None:
+        raise OMGPTError(f"{path}: panel {spec.title!r} names no model of this experiment")
+    task_options = {**model.task_options, **spec.task_options}
+    horizon = int(model.horizon * spec.horizon_factor)
+    # The benchmarks' constants are tuned on the prior OMGPT was trained on, at the panel's horizon
+    # (docs/protocol.md): a shifted test task plays the constants of the unshifted prior.
+    chosen = {k: v for k, v in task_options.items() if k in _evaluation_options(model.task)}  # not a shift
+    tuned_options = {**model.task_options, **chosen}
+    panel = Panel(title=spec.title, model=spec.model, policies=with_tuned_variants(spec.policies), task=spec.task or model.task,
+                  task_options=task_options, horizon=horizon, tuned_task=model.task, tuned_options=tuned_options,
+                  tuned_on=setting_key(model.task, tuned_options, horizon), figure_file=spec.figure_file or kind,
+                  grid=spec.grid, note=spec.note)
+    for label, (policy, model_name) in parse_policies(panel.policies, panel.model).items():
+        if model_name is not None and model_name not in models:
+            raise OMGPTError(f"{path}: panel {panel.title!r} policy {label!r} names an unknown model")
+    return panel
+
+
+def dependency_order(models: Mapping[str, Model], source: str = "experiment") -> list[str]:
     """The names of ``models`` with every model after the one it starts from (``init_from``), otherwise
     in their own order; an ``init_from`` that names no model of ``models``, or a cycle, is one line."""
     order: list[str] = []
     for name in models:
         chain = [name]
-        while (parent := models[chain[-1]].get("init_from")) is not None and parent not in order:
+        while (parent := models[chain[-1]].init_from) is not None and parent not in order:
             if parent not in models:
                 raise OMGPTError(f"{source}: model {chain[-1]!r} has init_from {parent!r}, which names no model of this experiment")
             if parent in chain:

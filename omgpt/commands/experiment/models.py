@@ -26,7 +26,8 @@ from pathlib import Path
 import yaml
 
 from omgpt.errors import OMGPTError
-from omgpt.commands.experiment.config import SCALES, dependency_order
+from omgpt.commands.experiment.config import SCALES, Experiment, Model, dependency_order
+from omgpt.commands.experiment.results import ModelRecord
 from omgpt.commands.store import read_card, read_record, train
 from omgpt.resources import CHECKOUT, CONFIGS
 
@@ -35,14 +36,14 @@ BASE_CONFIG = CONFIGS / "base.yaml"  # loaded first by every `omgpt fit` (omgpt.
 PRETRAINED = ROOT / "pretrained"  # the shipped reference models (tools/reference_models.py)
 
 
-def fit_arguments(model: dict, scale: str, extra_configs: list[str]) -> list[str]:
+def fit_arguments(model: Model, scale: str, extra_configs: list[str]) -> list[str]:
     """The ``omgpt fit`` arguments of one model (without where it writes)."""
     args = ["--config", str(SCALES[scale])]
-    for cfg in [*model.get("configs", []), *extra_configs]:
+    for cfg in [*model.configs, *extra_configs]:
         args += ["--config", str(ROOT / cfg) if not Path(cfg).is_absolute() and (ROOT / cfg).is_file() else str(cfg)]
-    args += ["--model.task", model["task"], "--model.task_options", json.dumps(model["task_options"], sort_keys=True)]
-    args += ["--model.horizon", str(model["horizon"])]
-    for key, value in sorted(model["args"].items()):
+    args += ["--model.task", model.task, "--model.task_options", json.dumps(model.task_options, sort_keys=True)]
+    args += ["--model.horizon", str(model.horizon)]
+    for key, value in sorted(model.args.items()):
         args += [f"--{key}", json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)]
     return args
 
@@ -61,13 +62,13 @@ def run_key(task: str, args: list[str]) -> str:
     return f"{task}-{h.hexdigest()[:10]}"
 
 
-def model_key(model: dict, scale: str, extra_configs: list[str], parent_key: str | None = None) -> str:
+def model_key(model: Model, scale: str, extra_configs: list[str], parent_key: str | None = None) -> str:
     """What identifies a model's run: ``pretrained/NAME`` where a reference model stands in for it
     (not with extra fit configs: quick runs train), else its run folder's ``task-<hash>``; a model that
     starts from another's weights gives that model's key as ``parent_key``, which the hash covers."""
-    if model.get("pretrained") and not extra_configs:
-        return f"pretrained/{model['pretrained']}"
-    return run_key(model["task"], fit_arguments(model, scale, extra_configs) + _init_arguments(parent_key))
+    if model.pretrained and not extra_configs:
+        return f"pretrained/{model.pretrained}"
+    return run_key(model.task, fit_arguments(model, scale, extra_configs) + _init_arguments(parent_key))
 
 
 def _init_arguments(parent_key: str | None) -> list[str]:
@@ -81,40 +82,42 @@ def _init_arguments(parent_key: str | None) -> list[str]:
     return ["--model.init_from", parent_key]
 
 
-def experiment_keys(exp: dict, extra_configs: list[str]) -> dict[str, str]:
+def experiment_keys(exp: Experiment, extra_configs: list[str]) -> dict[str, str]:
     """Every model of ``exp`` -> its key (:func:`model_key`), parents before the children whose keys
     cover theirs."""
     keys: dict[str, str] = {}
-    for name in dependency_order(exp["models"]):
-        model = exp["models"][name]
-        keys[name] = model_key(model, exp["scale"], extra_configs, keys[model["init_from"]] if model.get("init_from") else None)
+    for name in dependency_order(exp.models):
+        model = exp.models[name]
+        keys[name] = model_key(model, exp.scale, extra_configs, keys[model.init_from] if model.init_from else None)
     return keys
 
 
-def pretrained_model(name: str, model: dict) -> dict:
+def pretrained_model(name: str, model: Model) -> ModelRecord:
     """The record of a shipped reference model (``pretrained/NAME``) standing in for a training run,
     from its card (read and checked by the run store): the command, steps, CPU time and validation
     curve of the run that made it."""
-    folder = PRETRAINED / model["pretrained"]
+    folder = PRETRAINED / model.pretrained
     if not (folder / "card.json").exists():
-        raise OMGPTError(f"model {name!r}: no reference model pretrained/{model['pretrained']} "
-                         f"(python -m tools.reference_models train {model['pretrained']}, then card)")
-    card = read_card(folder, model["task"], model["task_options"])
-    if card["horizon"] != model["horizon"]:
-        raise OMGPTError(f"model {name!r}: pretrained/{model['pretrained']} is trained at horizon {card['horizon']}, the experiment wants {model['horizon']}")
+        raise OMGPTError(f"model {name!r}: no reference model pretrained/{model.pretrained} "
+                         f"(python -m tools.reference_models train {model.pretrained}, then card)")
+    card = read_card(folder, model.task, model.task_options)
+    if card["horizon"] != model.horizon:
+        raise OMGPTError(f"model {name!r}: pretrained/{model.pretrained} is trained at horizon {card['horizon']}, the experiment wants {model.horizon}")
     curve = card["validation"]
-    print(f"  {name}: the reference model pretrained/{model['pretrained']} (step {card['steps']} of {curve[-1]['step']})")
-    return {"model": name, "key": f"pretrained/{model['pretrained']}", "ckpt": str(folder / "model.ckpt"),
+    print(f"  {name}: the reference model pretrained/{model.pretrained} (step {card['steps']} of {curve[-1]['step']})")
+    return {"model": name, "key": f"pretrained/{model.pretrained}", "ckpt": str(folder / "model.ckpt"),
             "train_seconds": round(60 * card["cpu_minutes"], 1), "command": card["command"],
             "val_regret": [[p["step"], p["regret"]] for p in curve], "steps": curve[-1]["step"], "selected_by": "val/regret_ucb",
             "best_val_regret": next(p["regret"] for p in curve if p["step"] == card["steps"])}
 
 
-def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_configs: list[str], parent: dict | None = None) -> dict:
-    """Train one model unless its folder already holds a finished run (or a reference model stands
-    in for it); returns its record. The run store (:mod:`omgpt.commands.store`) fits, resumes, keeps
-    and records; this names the slot. ``parent``: the record of the model this one starts from
-    (``init_from``), trained already: the fit starts from its kept weights."""
+def train_model(name: str, model: Model, *, scale: str, models_dir: Path, extra_configs: list[str],
+                parent: ModelRecord | None = None) -> ModelRecord:
+    """Train the model ``name`` unless its folder in ``models_dir`` already holds a finished run (or a
+    reference model stands in for it); returns its record. The run store (:mod:`omgpt.commands.store`)
+    fits, resumes, keeps and records; this names the slot: the model's fit arguments at ``scale`` with
+    ``extra_configs`` (a quick run's ``--fit-config``) layered on. ``parent``: the record of the model
+    this one starts from (``init_from``), trained already: the fit starts from its kept weights."""
     key = model_key(model, scale, extra_configs, parent and parent["key"])
     if key.startswith("pretrained/"):
         return pretrained_model(name, model)
@@ -125,7 +128,7 @@ def train_model(name: str, model: dict, scale: str, models_dir: Path, extra_conf
         info["init_from"] = parent["key"]
     folder = models_dir / key
     if (folder / "done.json").exists():
-        record = read_record(folder, model["task"], model["task_options"])
+        record = read_record(folder, model.task, model.task_options)
         record["command"] = _fit_command(args)
         print(f"  {name}: reusing {_shown(Path(record['ckpt']))}")
         return record
@@ -148,19 +151,20 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def train_all(exp: dict, models_dir: Path, extra_configs: list[str], jobs: int) -> dict[str, dict]:
-    """Every model of ``exp`` trained (or reused), ``jobs`` fits at once, each on one CPU thread (the run
-    store); a model that starts from another (``init_from``) is started once that one is done. Returns
-    name -> record, in the experiment's order; the first fit that fails stops the run (after the fits
-    already running have ended)."""
-    models = exp["models"]
+def train_all(models: dict[str, Model], *, scale: str, models_dir: Path, extra_configs: list[str], jobs: int) -> dict[str, ModelRecord]:
+    """Every model of ``models`` (name -> model: an experiment's, or ``--all``'s pool) trained or reused
+    (:func:`train_model`), ``jobs`` fits at once, each on one CPU thread (the run store); a model that
+    starts from another (``init_from``) is started once that one is done. Returns name -> record, in
+    the order of ``models``; the first fit that fails stops the run (after the fits already running
+    have ended)."""
     waiting, records, running = dependency_order(models), {}, {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         while waiting or running:
-            for name in [n for n in waiting if models[n].get("init_from") in (None, *records)]:
+            for name in [n for n in waiting if models[n].init_from in (None, *records)]:
                 waiting.remove(name)
-                parent = records.get(models[name].get("init_from"))
-                running[pool.submit(train_model, name, models[name], exp["scale"], models_dir, extra_configs, parent)] = name
+                parent = records.get(models[name].init_from)
+                running[pool.submit(train_model, name, models[name], scale=scale, models_dir=models_dir,
+                                    extra_configs=extra_configs, parent=parent)] = name
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 records[running.pop(future)] = future.result()

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from omgpt.analysis.report import best_benchmark, final_regrets
-from omgpt.commands.experiment.config import parse_policies
+from omgpt.commands.experiment.config import Panel, parse_policies
+from omgpt.commands.experiment.results import ModelRecord, PolicyNumbers, RegretPanel
 from omgpt.tuning import read_tuned, tuned_constants, tuned_path
 
 NOT_BENCHMARKS = ("omgpt", "oracle", "alg-star", "noisy-oracle", "hindsight-linear")  # hindsight-linear: a yardstick
@@ -25,53 +26,56 @@ def _load_model(ckpt: str, device: str):
     return load_model(ckpt, map_location=device).model
 
 
-def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> dict[str, tuple[str, dict]]:
+def _policy_specs(panel: Panel, task, models: dict[str, ModelRecord], device: str) -> dict[str, tuple[str, dict]]:
     """``label -> (policy name, options)`` for the panel; a model acting past its trained horizon uses
     the context window ``W`` = that horizon (the paper's horizon generalisation)."""
     from omgpt.commands.evaluate import omgpt_options
 
     specs = {}
-    for label, (policy, model_name) in parse_policies(panel["policies"], panel["model"]).items():
+    for label, (policy, model_name) in parse_policies(panel.policies, panel.model).items():
         if policy != "omgpt":
-            specs[label] = (policy, {"tuned_on": panel["tuned_on"]} if policy.endswith("-tuned") else {})
+            specs[label] = (policy, {"tuned_on": panel.tuned_on} if policy.endswith("-tuned") else {})
             continue
         model = _load_model(models[model_name]["ckpt"], device)
-        specs[label] = ("omgpt", omgpt_options(task, panel["task_options"], model, panel["horizon"]))
+        specs[label] = ("omgpt", omgpt_options(task, panel.task_options, model, panel.horizon))
     return specs
 
 
-def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, device: str, rewards: bool = False) -> tuple[dict, dict]:
-    """Roll out every policy of the panel; returns ``(numbers, histories)``. ``rewards``: also record
-    the optimal policy's expected cumulative reward (for reward improvement rates)."""
+def evaluate_panel(panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str,
+                   rewards: bool = False) -> tuple[RegretPanel, dict]:
+    """Roll out every policy of the panel on ``runs`` test environments of ``seed`` (common random
+    numbers), each model of ``models`` (name -> its record) acting with its ``ckpt`` on ``device``;
+    returns ``(numbers, histories)``: the panel's numbers for ``experiment.json`` and each label's
+    :class:`~omgpt.rollout.History`. ``rewards``: also record the optimal policy's expected cumulative
+    reward (for reward improvement rates)."""
     from omgpt.analysis.report import ratios_to_alg_star, summarise
     from omgpt.evaluation import evaluate_policies
     from omgpt.policies import make_policy
-    from omgpt.tasks import make_episode_task
 
-    task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
+    task = panel.episode_task()
     specs = _policy_specs(panel, task, models, device)
     for policy, options in specs.values():  # fail on an inapplicable benchmark (or a missing tuning) before rolling anything out
-        make_policy(policy, task, panel["horizon"], **options)
+        make_policy(policy, task, panel.horizon, **options)
     # Every benchmark in one call (a tuned variant at the paper's constants reuses its base's rollout
     # there); each model alone, as several share the policy name "omgpt". Every call draws the same
     # environments and noise from the seed, whatever it plays.
     benchmarks = {policy: options for policy, options in specs.values() if policy != "omgpt"}
-    played = evaluate_policies(task, benchmarks, runs, panel["horizon"], seed, device=device, progress=False) if benchmarks else {}
+    played = evaluate_policies(task, benchmarks, runs, panel.horizon, seed, device=device, progress=False) if benchmarks else {}
     histories = {label: played[policy] if policy != "omgpt" else
-                 evaluate_policies(task, {policy: options}, runs, panel["horizon"], seed, device=device, progress=False)[policy]
+                 evaluate_policies(task, {policy: options}, runs, panel.horizon, seed, device=device, progress=False)[policy]
                  for label, (policy, options) in specs.items()}
     stats = summarise(histories)
     ratios = ratios_to_alg_star(histories)
-    numbers = {
-        "title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
-        "model": panel["model"], "window": specs.get("omgpt", ("", {}))[1].get("window"),
+    numbers: RegretPanel = {  # the keys in the order experiment.json has always held them
+        "title": panel.title, "task": panel.task, "task_options": panel.task_options, "horizon": panel.horizon,
+        "model": panel.model, "window": specs.get("omgpt", ("", {}))[1].get("window"),
         "benchmarks": [k for k, (p, _) in specs.items() if p not in NOT_BENCHMARKS],
         "models_compared": [k for k, (p, _) in specs.items() if p == "omgpt"],
-        "tuned_on": panel["tuned_on"],
-        "tuned_constants": {k: tuned_constants(p.removesuffix("-tuned"), "", {}, panel["horizon"], panel["tuned_on"])
+        "tuned_on": panel.tuned_on,
+        "tuned_constants": {k: tuned_constants(p.removesuffix("-tuned"), "", {}, panel.horizon, panel.tuned_on)
                             for k, (p, _) in specs.items() if p.endswith("-tuned")},
-        **({"grid": panel["grid"]} if "grid" in panel else {}),
-        **({"note": panel["note"]} if panel.get("note") else {}),
+        **({"grid": panel.grid} if panel.grid is not None else {}),
+        **({"note": panel.note} if panel.note else {}),
         "policies": {label: {**_policy_numbers(s, histories[label], rewards), **({"ratio_to_alg_star": ratios[label]} if label in ratios else {})}
                      for label, s in stats.items()},
     }
@@ -81,10 +85,10 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
     return numbers, histories
 
 
-def best_on_validation(panel: dict, benchmarks: dict[str, str], device: str = "cpu") -> dict:
+def best_on_validation(panel: Panel, benchmarks: dict[str, str], device: str = "cpu") -> dict:
     """The panel's best benchmark: of ``benchmarks`` (label -> policy, the paper's and the tuned variants
     alike), the one of lowest mean final regret on the *validation* environments of the setting the
-    panel's benchmarks are tuned on (``panel["tuned_on"]``: the prior OMGPT was trained on, at the panel's
+    panel's benchmarks are tuned on (``panel.tuned_on``: the prior OMGPT was trained on, at the panel's
     horizon), never the test numbers the panel reports.
 
     The regrets are compared on one set of environments only. The tuned file records the validation
@@ -98,7 +102,7 @@ def best_on_validation(panel: dict, benchmarks: dict[str, str], device: str = "c
     from omgpt.commands.tune import VALIDATION_RUNS, _validation_regret
     from omgpt.tasks import make_episode_task
 
-    path = tuned_path(panel["tuned_on"])
+    path = tuned_path(panel.tuned_on)
     entries = read_tuned(path)["policies"] if path.is_file() else {}
     recorded = {}
     for label, policy in benchmarks.items():
@@ -112,7 +116,7 @@ def best_on_validation(panel: dict, benchmarks: dict[str, str], device: str = "c
         else:
             continue
         recorded[label] = ({"mean": value["mean"], "se": value["se"]}, (entry["validation"]["runs"], entry["validation"]["seed"]))
-    task = make_episode_task(panel["tuned_task"], panel["tuned_options"], panel["horizon"]).validation_task()
+    task = make_episode_task(panel.tuned_task, panel.tuned_options, panel.horizon).validation_task()
     if recorded:
         runs, seed = Counter(envs for _, envs in recorded.values()).most_common(1)[0][0]
     else:
@@ -122,15 +126,15 @@ def best_on_validation(panel: dict, benchmarks: dict[str, str], device: str = "c
         if label in recorded and recorded[label][1] == (runs, seed):
             regrets[label] = recorded[label][0]
         else:
-            options = {"tuned_on": panel["tuned_on"]} if policy.endswith("-tuned") else {}
-            regrets[label] = _validation_regret(task, policy, options, runs, panel["horizon"], seed, device)
+            options = {"tuned_on": panel.tuned_on} if policy.endswith("-tuned") else {}
+            regrets[label] = _validation_regret(task, policy, options, runs, panel.horizon, seed, device)
             rolled.append(label)
     return {"name": min(regrets, key=lambda k: regrets[k]["mean"]), "chosen_by": "validation regret",
-            "environments": {"setting": panel["tuned_on"], "runs": runs, "seed": seed},
+            "environments": {"setting": panel.tuned_on, "runs": runs, "seed": seed},
             "validation_regret": regrets, "rolled_out": rolled}
 
 
-def _policy_numbers(stats: dict, history, rewards: bool = False) -> dict:
+def _policy_numbers(stats: dict, history, rewards: bool = False) -> PolicyNumbers:
     from omgpt.analysis.report import final_regret
 
     return {
@@ -153,7 +157,7 @@ def optimal_reward(history) -> torch.Tensor:
     return history.optimal_rewards.double().sum(1)
 
 
-def verdict(numbers: dict) -> str | None:
+def verdict(numbers: RegretPanel) -> str | None:
     """Where OMGPT's mean final regret stands against the best benchmark of the panel (chosen on
     validation: :func:`best_on_validation`; with several models, e.g. transformer vs LSTM, each model's)."""
     finals = final_regrets(numbers)

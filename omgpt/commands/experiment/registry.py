@@ -7,9 +7,14 @@ table and verdict, one regret / suboptimality figure per ``figure_file`` -- and 
 ``omgpt/commands/experiment/kinds/`` overrides what its experiments need and registers itself under a
 name with :func:`register`.
 
+A kind reads the resolved experiment's records (:class:`~omgpt.commands.experiment.config.Experiment`,
+:class:`~omgpt.commands.experiment.config.Panel`: attributes) and writes and reads the numbers of
+``experiment.json`` (:class:`~omgpt.commands.experiment.results.PanelResult` and its kind's extension of
+it: JSON mappings, checked against the kind's :attr:`Kind.panel_schema` before a redraw).
+
 An experiment runs the kind registered under its own name (``configs/experiments/NAME.yaml``), else
-the one its config's ``figure:`` names (``curves`` by default): :func:`kind_of`. The same lookup on the
-``name`` and ``figure`` of an ``experiment.json`` redraws and re-renders a finished report.
+the one its config's ``kind:`` names (``curves`` by default): :func:`kind_of`. The same lookup on the
+``name`` and ``kind`` of an ``experiment.json`` redraws and re-renders a finished report.
 """
 from __future__ import annotations
 
@@ -18,75 +23,65 @@ import pkgutil
 from pathlib import Path
 from typing import ClassVar
 
+from omgpt.commands.experiment.config import Experiment, Panel
 from omgpt.commands.experiment.panels import evaluate_panel, verdict
+from omgpt.commands.experiment.results import PANEL, ExperimentResult, ModelRecord, PanelResult, RegretPanel, kind_name
 from omgpt.errors import OMGPTError
-from omgpt.records import NUMBER, ListOf, MapOf, Nullable, Optional, RecordError
+from omgpt.records import RecordError
 
 Check = tuple[str, bool, str]  # (the paper's words, whether they hold, the numbers behind the verdict)
-
-# What a regret panel of experiment.json holds (omgpt.commands.experiment.panels.evaluate_panel): the
-# schema ``omgpt experiment --redraw`` checks it against (omgpt.records) before drawing anything.
-INTERVAL = Nullable(ListOf(Nullable(NUMBER)))  # [lo, hi]; None for one run, hi None when open above
-CURVE = {"mean": ListOf(NUMBER, nonempty=True), "band90": ListOf(ListOf(NUMBER))}
-POLICY_NUMBERS = {
-    "final_regret": {"mean": NUMBER, "ci90": INTERVAL, "band90": ListOf(NUMBER)},
-    "final_suboptimality": {"mean": NUMBER},
-    "curves": {"regret": CURVE, "suboptimality": CURVE},
-    "ratio_to_alg_star": Optional({"mean": Nullable(NUMBER), "ci90": INTERVAL}),
-}
-PANEL = {"title": str, "task": str, "task_options": dict, "horizon": int, "model": str, "benchmarks": ListOf(str),
-         "models_compared": ListOf(str), "policies": MapOf(POLICY_NUMBERS)}
 
 _KINDS: dict[str, Kind] = {}  # name -> the registered kind (built-ins loaded by all_kinds())
 
 
 class Kind:
     """An experiment kind: subclass it, set ``name``, override what differs, decorate with :func:`register`.
-    The defaults are the plain regret comparison (``figure: curves``)."""
+    The defaults are the plain regret comparison (``kind: curves``)."""
 
     name: ClassVar[str] = ""
     rewards: ClassVar[bool] = False  # also record the optimal policy's expected reward (reward improvement rates)
     panel_schema: ClassVar[dict] = PANEL  # what one of its panels holds in experiment.json (omgpt.records)
 
-    def check_config(self, exp: dict) -> None:
+    def check_config(self, exp: Experiment) -> None:
         """What the kind needs of a resolved experiment config beyond its type check, checked before any
         model is trained (one :class:`~omgpt.errors.OMGPTError` line; default: nothing)."""
 
-    def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
-        """One panel's numbers for ``experiment.json`` (``models``: each model's record, its ``ckpt`` included)."""
-        return self.rollout(panel, models, runs, seed, device)[0]
+    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> PanelResult:
+        """One panel's numbers for ``experiment.json``: ``runs`` test environments of ``seed``, evaluated
+        on ``device``, each model of ``models`` (name -> its record) acting with its ``ckpt``."""
+        return self.rollout(panel, models, runs=runs, seed=seed, device=device)[0]
 
-    def rollout(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> tuple[dict, dict]:
+    def rollout(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> tuple[RegretPanel, dict]:
         """Every policy of the panel played on ``runs`` test environments: ``(numbers, histories)`` -- the
         regret table's numbers (with the panel's ``figure_file``) and each policy's history, for kinds
         that measure more on the same rollouts."""
-        numbers, histories = evaluate_panel(panel, models, runs, seed, device, rewards=self.rewards)
-        numbers["figure_file"] = panel["figure_file"]
+        numbers, histories = evaluate_panel(panel, models, runs=runs, seed=seed, device=device, rewards=self.rewards)
+        numbers["figure_file"] = panel.figure_file
         return numbers, histories
 
-    def figures(self, result: dict, out: Path) -> list[Path]:
+    def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         """Draw the figures of ``result`` into ``out``; returns their paths. Default: regret (top) and
         suboptimality (bottom) per panel, one PNG per ``figure_file`` of the panels."""
         from omgpt.analysis.experiment_figures import curves_figure
 
-        groups: dict[str, list[dict]] = {}
+        groups: dict[str, list[PanelResult]] = {}
         for panel in result["panels"]:
             groups.setdefault(panel.get("figure_file", "curves"), []).append(panel)
         return [curves_figure(group, out / f"{name}.png") for name, group in groups.items()]
 
-    def headline(self, panel: dict) -> str:
+    def headline(self, panel: PanelResult) -> str:
         """The panel's one line in the report and on the console (default: the verdict, or nothing)."""
         return verdict(panel) or ""
 
-    def claims(self, result: dict) -> list[Check]:
+    def claims(self, result: ExperimentResult) -> list[Check]:
         """The parts of the paper's claim beyond the per-panel verdict, each checked (default: none)."""
         return []
 
-    def sections(self, result: dict) -> list[str]:
+    def sections(self, result: ExperimentResult) -> list[str]:
         """Report lines of the kind's own, after the claim checks and before the panels (default: none)."""
         return []
 
-    def check_panel(self, panel: dict, path: Path, key: str) -> None:
+    def check_panel(self, panel: PanelResult, path: Path, key: str) -> None:
         """What :attr:`panel_schema` cannot say, checked before a redraw (``key``: the panel's, for the
         error): policies to compare, curves of ``horizon`` steps, and every policy named in the panel
         (its benchmarks, its models, any mapping by policy) one of its ``policies``."""
@@ -106,7 +101,7 @@ class Kind:
         _by_policy(panel, set(policies), path, key)
 
 
-def _by_policy(panel: dict, labels: set, path: Path, key: str) -> None:
+def _by_policy(panel: RegretPanel, labels: set, path: Path, key: str) -> None:
     """A mapping of the panel whose keys name some of its policies (its costs by policy, its tuned
     constants) names only them: a policy present there alone would be drawn, or ranked, as one."""
     for field, value in panel.items():
@@ -134,17 +129,21 @@ def all_kinds() -> dict[str, Kind]:
     return _KINDS
 
 
-def kind_of(experiment: dict) -> Kind:
+def kind_of(experiment: Experiment | ExperimentResult) -> Kind:
     """The kind of an experiment -- a resolved config or an ``experiment.json``: the kind registered
-    under its name, else the one its ``figure`` names."""
+    under its name, else the one its ``kind`` names (an ``experiment.json`` written before the rename:
+    its ``figure``)."""
     registered = all_kinds()
-    figure = experiment.get("figure", "curves")
-    kind = registered.get(experiment["name"]) or registered.get(figure)
+    if isinstance(experiment, Experiment):
+        name, chosen = experiment.name, experiment.kind
+    else:
+        name, chosen = experiment["name"], kind_name(experiment)
+    kind = registered.get(name) or registered.get(chosen)
     if kind is None:
-        raise OMGPTError(f"experiment {experiment['name']!r}: no experiment kind {figure!r} (registered: {', '.join(sorted(registered))})")
+        raise OMGPTError(f"experiment {name!r}: no experiment kind {chosen!r} (registered: {', '.join(sorted(registered))})")
     return kind
 
 
-def draw(result: dict, out: Path) -> list[str]:
+def draw(result: ExperimentResult, out: Path) -> list[str]:
     """Draw every figure of ``result``'s kind into ``out``; returns their paths relative to ``out``."""
     return [str(Path(f).relative_to(out)) for f in kind_of(result).figures(result, out)]

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 from omgpt.commands.experiment.registry import kind_of
+from omgpt.commands.experiment.results import ExperimentResult, RegretPanel
 
 
-def flip_lines(panel: dict) -> list[str]:
+def flip_lines(panel: RegretPanel) -> list[str]:
     """Where OMGPT is not below the best benchmark: what the panel's numbers say about why (the
     Bayes-optimal ``alg-star`` OMGPT imitates, where it was played) and the config's note on what would
     close it."""
@@ -38,7 +39,7 @@ def flip_lines(panel: dict) -> list[str]:
     return [" ".join(lines), ""]
 
 
-def best_lines(panel: dict) -> list[str]:
+def best_lines(panel: RegretPanel) -> list[str]:
     """The panel's best benchmark, how it was chosen, and both variants' numbers (validation and test)."""
     from omgpt.analysis.report import best_benchmark, best_rule
 
@@ -53,7 +54,7 @@ def best_lines(panel: dict) -> list[str]:
     return [f"Best benchmark: **{best}**, chosen by {best_rule(panel)}. Its variants: {shown}.", ""]
 
 
-def summary_lines(result: dict) -> str:
+def summary_lines(result: ExperimentResult) -> str:
     """The console summary: each panel's headline, then the claim checks."""
     kind = kind_of(result)
     lines = [f"  {p['title']}: {kind.headline(p)}" for p in result["panels"]]
@@ -61,7 +62,7 @@ def summary_lines(result: dict) -> str:
     return "\n".join(lines)
 
 
-def report(result: dict) -> str:
+def report(result: ExperimentResult) -> str:
     """``report.md``: claim, command, per-panel tables and verdicts, figures, the models trained."""
     from omgpt.analysis.report import interval
 

@@ -10,28 +10,35 @@ from statistics import median
 import torch
 
 from omgpt.analysis.report import best_benchmark, final_regrets
+from omgpt.commands.experiment.config import Panel
 from omgpt.commands.experiment.panels import rounded
 from omgpt.commands.experiment.registry import Check, Kind, register
+from omgpt.commands.experiment.results import ExperimentResult, ModelRecord, RegretPanel
+
+
+class AlgStarMatchPanel(RegretPanel):
+    """A regret panel with ``TF - Alg*`` along the model's own histories (:func:`alg_star_match`)."""
+
+    alg_star_match: dict
 
 
 @register
 class AlgStarMatch(Kind):
     name = "alg-star-match"
 
-    def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
-        numbers, histories = self.rollout(panel, models, runs, seed, device)
-        numbers["alg_star_match"] = alg_star_match(panel, histories["omgpt"], seed)
-        return numbers
+    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> AlgStarMatchPanel:
+        numbers, histories = self.rollout(panel, models, runs=runs, seed=seed, device=device)
+        return AlgStarMatchPanel(**numbers, alg_star_match=alg_star_match(panel, histories["omgpt"], seed))
 
-    def figures(self, result: dict, out: Path) -> list[Path]:
+    def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.experiment_figures import alg_star_match_figures, curves_figure
 
         return [*alg_star_match_figures(result["panels"], out), curves_figure(result["panels"], out / "regret.png")]
 
-    def headline(self, panel: dict) -> str:
+    def headline(self, panel: AlgStarMatchPanel) -> str:
         return "; ".join(filter(None, [super().headline(panel), f"mean |TF - Alg*| {panel['alg_star_match']['mean_abs_diff']:.3f}"]))
 
-    def claims(self, result: dict) -> list[Check]:
+    def claims(self, result: ExperimentResult) -> list[Check]:
         panels = [p for p in result["panels"] if "alg_star_match" in p]
         rows, grows, closed, beaten = [], [], [], []
         by_task: dict[str, dict[int, float]] = {}
@@ -62,7 +69,7 @@ class AlgStarMatch(Kind):
         return checks
 
 
-def alg_star_match(panel: dict, history, seed: int) -> dict:
+def alg_star_match(panel: Panel, history, seed: int) -> dict:
     """``TF(H_t) - Alg*(H_t)`` along the model's own histories: ``Alg*`` is replayed on the histories
     OMGPT generated (same contexts, actions, observations), so both decide on the same ``H_t``.
 
@@ -72,9 +79,8 @@ def alg_star_match(panel: dict, history, seed: int) -> dict:
     noise (one draw would add mean |diff| ~0.03 / 0.14 on 4 / 100 environments by itself)."""
     from omgpt.policies import make_policy
     from omgpt.rollout import replay
-    from omgpt.tasks import make_episode_task
 
-    task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
+    task = panel.episode_task()
     alg = make_policy("alg-star", task)
 
     def posterior_reward(alg, t, x):  # the bandit: expected reward of Alg*'s draw, over the posterior before O_t

@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from omgpt.analysis.report import best_benchmark, final_regrets, interval, paired_difference, paired_ratio
-from omgpt.commands.experiment.config import parse_policies
+from omgpt.commands.experiment.config import Experiment, Panel, parse_policies
 from omgpt.commands.experiment.panels import NOT_BENCHMARKS
-from omgpt.commands.experiment.registry import INTERVAL, PANEL, Check, Kind, register
+from omgpt.commands.experiment.registry import Check, Kind, register
+from omgpt.commands.experiment.results import INTERVAL, PANEL, ExperimentResult, ModelRecord, RegretPanel
 from omgpt.errors import OMGPTError
 from omgpt.records import NUMBER, ListOf, Nullable, RecordError
 
@@ -42,37 +43,43 @@ FINETUNING = {
 }  # fmt: skip
 
 
+class BeyondAlgStarPanel(RegretPanel):
+    """A regret panel with the fine-tuning's numbers (:data:`FINETUNING`: paired ratios and differences,
+    each fit's cost)."""
+
+    finetuning: dict
+
+
 @register
 class BeyondAlgStar(Kind):
     name = "beyond-alg-star"
     panel_schema = {**PANEL, "best_benchmark": {"name": str}, "finetuning": FINETUNING}
 
-    def check_config(self, exp: dict) -> None:
+    def check_config(self, exp: Experiment) -> None:
         """Each panel plays its (supervised) model as ``omgpt``, exactly one other model -- one that starts
         from the panel's (``init_from``) -- ``alg-star`` and at least one benchmark."""
-        for panel in exp["panels"]:
-            played = parse_policies(panel["policies"], panel["model"])
+        for panel in exp.panels:
+            played = parse_policies(panel.policies, panel.model)
             others = [m for label, (p, m) in played.items() if p == "omgpt" and label != SUPERVISED]
-            where = f"experiment {exp['name']}: panel {panel['title']!r}"
+            where = f"experiment {exp.name}: panel {panel.title!r}"
             if SUPERVISED not in played or "alg-star" not in played or len(others) != 1:
                 raise OMGPTError(f"{where}: plays omgpt (the supervised model), exactly one omgpt@NAME (its fine-tuned model) and alg-star")
-            if exp["models"][others[0]].get("init_from") != panel["model"]:
-                raise OMGPTError(f"{where}: omgpt@{others[0]} does not start from the panel's model {panel['model']!r} (its init_from)")
+            if exp.models[others[0]].init_from != panel.model:
+                raise OMGPTError(f"{where}: omgpt@{others[0]} does not start from the panel's model {panel.model!r} (its init_from)")
             if all(p in NOT_BENCHMARKS for p, _ in played.values()):
                 raise OMGPTError(f"{where}: plays no benchmark")
 
-    def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
-        numbers, histories = self.rollout(panel, models, runs, seed, device)
+    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> BeyondAlgStarPanel:
+        numbers, histories = self.rollout(panel, models, runs=runs, seed=seed, device=device)
         [finetuned] = [label for label in numbers["models_compared"] if label != SUPERVISED]
         finals = {label: h.cumulative_regret()[:, -1].double().numpy() for label, h in histories.items()}
-        numbers["finetuning"] = {
+        return BeyondAlgStarPanel(**numbers, finetuning={
             **finetuning_numbers(finals, finetuned, numbers["best_benchmark"]["name"]),
-            "supervised": {"label": SUPERVISED, **fit_cost(panel["model"], models[panel["model"]])},
+            "supervised": {"label": SUPERVISED, **fit_cost(panel.model, models[panel.model])},
             "finetuned": {"label": finetuned, **fit_cost(finetuned, models[finetuned]), "val_regret": models[finetuned]["val_regret"]},
-        }
-        return numbers
+        })
 
-    def check_panel(self, panel: dict, path: Path, key: str) -> None:
+    def check_panel(self, panel: BeyondAlgStarPanel, path: Path, key: str) -> None:
         """The regret panel's checks, and every label the fine-tuning numbers name one of its policies."""
         super().check_panel(panel, path, key)
         f = panel["finetuning"]
@@ -84,18 +91,18 @@ class BeyondAlgStar(Kind):
         if f["finetuned"]["steps"] <= 0 or any(len(point) != 2 for point in f["finetuned"]["val_regret"]):
             raise RecordError(f"{path}: key '{key}.finetuning.finetuned': expected steps > 0 and a curve of [step, regret] points")
 
-    def figures(self, result: dict, out: Path) -> list[Path]:
+    def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.experiment_figures import curves_figure, finetuning_figure
 
         return [finetuning_figure(result["panels"], out / "finetuning.png"), curves_figure(result["panels"], out / "regret.png", max_cols=3)]
 
-    def headline(self, panel: dict) -> str:
+    def headline(self, panel: BeyondAlgStarPanel) -> str:
         f, finals = panel["finetuning"], final_regrets(panel)
         ft = f["finetuned"]["label"]
         return (f"fine-tuned {finals[ft]:.2f} against supervised {finals[SUPERVISED]:.2f} "
                 f"(difference {_difference(f['minus_supervised'])}, {_change(f['minus_supervised'])}); {verdict_line(panel)}")
 
-    def claims(self, result: dict) -> list[Check]:
+    def claims(self, result: ExperimentResult) -> list[Check]:
         beaten, rest = [], []
         for p in result["panels"]:
             finals, (_, bench) = final_regrets(p), best_benchmark(p)
@@ -118,7 +125,7 @@ class BeyondAlgStar(Kind):
                            f"{sum(not worse(p) for p in rest)} of {len(rest)} panels; " + "; ".join(rows)))
         return checks
 
-    def sections(self, result: dict) -> list[str]:
+    def sections(self, result: ExperimentResult) -> list[str]:
         panels = result["panels"]
         runs = panels[0]["finetuning"]["minus_supervised"]["runs"]
         lines = ["## Fine-tuning on regret", "",
@@ -160,7 +167,7 @@ def finetuning_numbers(finals: dict[str, np.ndarray], finetuned: str, best: str)
             "minus_best": paired_difference(finals[finetuned], finals[best])}
 
 
-def fit_cost(name: str, record: dict) -> dict:
+def fit_cost(name: str, record: ModelRecord) -> dict:
     """A model's training as the report shows it: steps, seconds -- the fit's CPU time where its log
     recorded it, else its one-thread wall-clock (``train_seconds``; a reference model's card CPU time) --
     and the kept checkpoint's validation regret."""
@@ -168,19 +175,19 @@ def fit_cost(name: str, record: dict) -> dict:
             "seconds": float(record.get("cpu_seconds") or record["train_seconds"]), "best_val_regret": float(record["best_val_regret"])}
 
 
-def below_best(panel: dict) -> bool:
+def below_best(panel: BeyondAlgStarPanel) -> bool:
     """The verdict: the paired 90% interval of fine-tuned / best benchmark lies below 1."""
     ci = panel["finetuning"]["versus_best"]["ci90"]
     return ci is not None and ci[1] is not None and ci[1] < 1
 
 
-def worse(panel: dict) -> bool:
+def worse(panel: BeyondAlgStarPanel) -> bool:
     """Fine-tuning made OMGPT worse: the paired 90% interval of fine-tuned − supervised lies above 0."""
     ci = panel["finetuning"]["minus_supervised"]["ci90"]
     return ci is not None and ci[0] > 0
 
 
-def verdict_line(panel: dict) -> str:
+def verdict_line(panel: BeyondAlgStarPanel) -> str:
     """The panel's verdict against its best benchmark (chosen on validation), with the paired ratio."""
     f, finals, (best, bench) = panel["finetuning"], final_regrets(panel), best_benchmark(panel)
     ft = f["finetuned"]["label"]

@@ -7,19 +7,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from omgpt.analysis.report import final_demand_errors, steps_to_reach
+from omgpt.commands.experiment.config import Panel
 from omgpt.commands.experiment.models import _shown
 from omgpt.commands.experiment.registry import Check, Kind, register
+from omgpt.commands.experiment.results import PANEL_BASE, ExperimentResult, ModelRecord, PanelResult
 from omgpt.records import NUMBER, ListOf, RecordError
+
+
+class DemandPredictionPanel(PanelResult):
+    """The panel's test task and model, and ``omgpt evaluate --demand-prediction``'s summary: each
+    method's error after each number of samples ``n`` (no regret numbers: nothing is rolled out for them)."""
+
+    demand_prediction: dict
 
 
 @register
 class DemandPrediction(Kind):
     name = "demand-prediction"
-    panel_schema = {"title": str, "task": str, "task_options": dict, "horizon": int, "model": str,
-                    "demand_prediction": {"n": ListOf(NUMBER, nonempty=True),
-                                          "methods": {m: {"mse": ListOf(NUMBER, nonempty=True)} for m in ("omgpt", "ridge")}}}
+    panel_schema = {**PANEL_BASE, "demand_prediction": {"n": ListOf(NUMBER, nonempty=True),
+                                                        "methods": {m: {"mse": ListOf(NUMBER, nonempty=True)} for m in ("omgpt", "ridge")}}}
 
-    def check_panel(self, panel: dict, path: Path, key: str) -> None:
+    def check_panel(self, panel: DemandPredictionPanel, path: Path, key: str) -> None:
         """Each method's errors, one per number of samples ``n``."""
         report = panel["demand_prediction"]
         for method, numbers in report["methods"].items():
@@ -27,7 +35,7 @@ class DemandPrediction(Kind):
                 raise RecordError(f"{path}: key '{key}.demand_prediction.methods.{method}.mse': {len(numbers['mse'])} errors "
                                   f"for {len(report['n'])} sample counts")
 
-    def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
+    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> DemandPredictionPanel:
         """``omgpt evaluate --demand-prediction`` for one panel; its per-panel files go to a scratch
         folder (the experiment keeps the numbers in experiment.json and draws one figure of all panels)."""
         import tempfile
@@ -36,13 +44,13 @@ class DemandPrediction(Kind):
 
         with tempfile.TemporaryDirectory() as scratch:
             summary = run_demand_prediction(
-                models[panel["model"]]["ckpt"], panel["task_options"], runs, panel["horizon"], None, seed,
-                scratch, task_name=panel["task"], device=device, progress=False,
+                ckpt=models[panel.model]["ckpt"], task_options=panel.task_options, runs=runs, horizon=panel.horizon, window=None,
+                seed=seed, out=scratch, task_name=panel.task, device=device, progress=False,
             )
-        return {"title": panel["title"], "task": panel["task"], "task_options": panel["task_options"], "horizon": panel["horizon"],
-                "model": panel["model"], "demand_prediction": {**summary, "ckpt": _shown(Path(summary["ckpt"]))}}
+        return DemandPredictionPanel(title=panel.title, task=panel.task, task_options=panel.task_options, horizon=panel.horizon,
+                                     model=panel.model, demand_prediction={**summary, "ckpt": _shown(Path(summary["ckpt"]))})
 
-    def figures(self, result: dict, out: Path) -> list[Path]:
+    def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.experiment_figures import demand_prediction_figure, obs_learning_curve_figure
 
         files = [demand_prediction_figure(result["panels"], out / "demand_prediction.png")]
@@ -50,14 +58,14 @@ class DemandPrediction(Kind):
             files.append(obs_learning_curve_figure(result, out / "obs_learning_curve.png"))
         return files
 
-    def headline(self, panel: dict) -> str:
+    def headline(self, panel: DemandPredictionPanel) -> str:
         m = panel["demand_prediction"]["methods"]
         n = len(m["omgpt"]["mse"])
         mid = min(9, n - 1)
         return (f"MSE after {mid + 1} samples: omgpt {m['omgpt']['mse'][mid]:.3g} vs ridge {m['ridge']['mse'][mid]:.3g}; "
                 f"after {n}: omgpt {m['omgpt']['mse'][-1]:.3g} vs ridge {m['ridge']['mse'][-1]:.3g}")
 
-    def claims(self, result: dict) -> list[Check]:
+    def claims(self, result: ExperimentResult) -> list[Check]:
         rows, wins, single, mixed = [], [], [], []
         for p in result["panels"]:
             m = p["demand_prediction"]["methods"]
@@ -72,7 +80,7 @@ class DemandPrediction(Kind):
                            f"ridge / head: single type {max(single):.2f}, two types {', '.join(f'{v:.2f}' for v in mixed)}"))
         return checks
 
-    def sections(self, result: dict) -> list[str]:
+    def sections(self, result: ExperimentResult) -> list[str]:
         """Each model's observation-head error against training steps, and where the head misses ridge
         on a panel, the steps at which the curve's trend would reach ridge's error."""
         curves = {name: rec["val_obs_mse"] for name, rec in result["models"].items() if rec.get("val_obs_mse")}

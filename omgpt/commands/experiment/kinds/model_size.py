@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from omgpt.commands.experiment.kinds.advantage import Advantage
 from omgpt.commands.experiment.registry import Check, register
+from omgpt.commands.experiment.results import ExperimentResult
 
 
 @register
 class ModelSize(Advantage):
     name = "model-size"
 
-    def claims(self, result: dict) -> list[Check]:
+    def claims(self, result: ExperimentResult) -> list[Check]:
         from omgpt.analysis.experiment_figures import improvement_rate
 
         rate = {(p["grid"]["layers"], p["grid"]["dimension"]): improvement_rate(p) for p in result["panels"]}

@@ -5,13 +5,14 @@ from __future__ import annotations
 from omgpt.analysis.report import best_benchmark, final_regrets
 from omgpt.commands.experiment.kinds.curves import Curves
 from omgpt.commands.experiment.registry import Check, register
+from omgpt.commands.experiment.results import ExperimentResult
 
 
 @register
 class PriorBenefit(Curves):
     name = "prior-benefit"
 
-    def claims(self, result: dict) -> list[Check]:
+    def claims(self, result: ExperimentResult) -> list[Check]:
         rows, holds = [], []
         for p in result["panels"]:
             finals, (best, bench) = final_regrets(p), best_benchmark(p)

@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from omgpt.analysis.report import interval
+from omgpt.commands.experiment.config import Panel
 from omgpt.commands.experiment.registry import Kind, register
+from omgpt.commands.experiment.results import ExperimentResult, ModelRecord, RegretPanel
 
 REFERENCE = "saa"  # what the ratios are to: the data-driven newsvendor's textbook policy
 SERIES_POLICIES = ("omgpt", "saa-tuned", "saa-weekday-tuned", "gbm-tuned")  # the held-out series figure
@@ -32,33 +34,45 @@ TARGET_STUDY = Path("results") / "target-cost-vs-a-star"
 SPLIT_TITLE = re.compile(r"(.*) \(split (\d+)\), (q = .*)")  # "Held-out stores (split 3), q = 0.5"
 
 
+class RealDemandPanel(RegretPanel):
+    """A regret panel played once on every test window, with the windows' costs: per policy the scaled
+    cost, the cost per day and the ratios, with their cluster-bootstrap intervals
+    (:func:`omgpt.analysis.real_demand.cluster_bootstrap`), and one held-out series' orders."""
+
+    windows: int
+    played: int
+    clusters: dict
+    costs: dict
+    series: dict
+
+
 @register
 class RealDemand(Kind):
     name = "real-demand"
 
-    def evaluate(self, panel: dict, models: dict[str, dict], runs: int, seed: int, device: str) -> dict:
+    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> RealDemandPanel:
         from omgpt.analysis.real_demand import cluster_bootstrap, series_orders, window_cells
-        from omgpt.tasks import make_episode_task
 
-        task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
-        numbers, histories = self.rollout(panel, models, min(runs, task.windows), seed, device)  # each test window once
+        task = panel.episode_task()
+        numbers, histories = self.rollout(panel, models, runs=min(runs, task.windows), seed=seed, device=device)  # each test window once
         cells = window_cells(task, histories)
         dates = task.data.split == "time"
-        numbers["windows"], numbers["played"] = task.windows, int(len(cells["group"]))
-        numbers["clusters"] = {"groups": int(len(np.unique(cells["group"]))), "date_blocks": int(len(np.unique(cells["block"]))) if dates else None}
-        numbers["costs"] = cluster_bootstrap(cells, REFERENCE, dates, versus="omgpt", seed=seed)
         shown = {label: histories[label] for label in SERIES_POLICIES if label in histories}
-        numbers["series"] = {**series_orders(shown, 0), "window": 0}
-        return numbers
+        return RealDemandPanel(
+            **numbers, windows=task.windows, played=int(len(cells["group"])),
+            clusters={"groups": int(len(np.unique(cells["group"]))), "date_blocks": int(len(np.unique(cells["block"]))) if dates else None},
+            costs=cluster_bootstrap(cells, REFERENCE, dates, versus="omgpt", seed=seed),
+            series={**series_orders(shown, 0), "window": 0},
+        )
 
-    def figures(self, result: dict, out: Path) -> list[Path]:
+    def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.real_demand import draw_series_orders
 
         first = result["panels"][0]
         title = f"{first['title']}: one held-out window (level {first['series']['level']:.1f})"
         return [_cost_figure(result["panels"], out / "cost.png"), draw_series_orders(first["series"], out / "held_out_series.png", title)]
 
-    def headline(self, panel: dict) -> str:
+    def headline(self, panel: RealDemandPanel) -> str:
         costs, bench = panel["costs"], _benchmarks(panel)
         best = min(bench, key=bench.get)
         ours = costs["omgpt"]
@@ -66,7 +80,7 @@ class RealDemand(Kind):
                 f"{bench[best]:.4f}; OMGPT / {best} {_ratio(ours['ratio_to'][best])}; "
                 f"OMGPT is {'below' if ours['scaled_cost']['mean'] < bench[best] else 'NOT below'} every benchmark")
 
-    def claims(self, result: dict) -> list:
+    def claims(self, result: ExperimentResult) -> list:
         """Per split and q: is OMGPT's scaled cost below every benchmark's, in how many split seeds, and
         does the clustered interval of its ratio to the best benchmark lie below 1."""
         checks = []
@@ -78,7 +92,7 @@ class RealDemand(Kind):
                            f"below 1 in {sum(sure)}"))
         return checks
 
-    def sections(self, result: dict) -> list[str]:
+    def sections(self, result: ExperimentResult) -> list[str]:
         lines = ["## Cost per unit demanded on the held-out windows", "",
                  "The scaled pinball loss: total cost over total demand of the panel's test windows (each window in its series' own units), "
                  "[90% cluster-bootstrap interval: held-out stores resample stores, later dates resample series and weeks]. "
@@ -94,12 +108,12 @@ class RealDemand(Kind):
         return lines + _target_study()
 
 
-def _benchmarks(panel: dict) -> dict[str, float]:
+def _benchmarks(panel: RealDemandPanel) -> dict[str, float]:
     """The panel's benchmarks' (both variants') scaled costs."""
     return {k: panel["costs"][k]["scaled_cost"]["mean"] for k in panel["benchmarks"] if k in panel["costs"]}
 
 
-def _groups(panels: list[dict]) -> dict[tuple[str, str], list[dict]]:
+def _groups(panels: list[RealDemandPanel]) -> dict[tuple[str, str], list[RealDemandPanel]]:
     """Panels by (split title, q): the split seeds of one setting together."""
     out: dict[tuple[str, str], list[dict]] = {}
     for p in panels:
@@ -109,7 +123,7 @@ def _groups(panels: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
-def summary_table(panels: list[dict]) -> list[str]:
+def summary_table(panels: list[RealDemandPanel]) -> list[str]:
     """The headline: per setting (split, q), each policy's cost per unit demanded -- the mean over the
     split seeds [min, max], and the first seed's clustered interval -- and its ratio to SAA likewise."""
     groups = _groups(panels)
@@ -134,7 +148,7 @@ def summary_table(panels: list[dict]) -> list[str]:
     return lines
 
 
-def cost_table(panels: list[dict]) -> list[str]:
+def cost_table(panels: list[RealDemandPanel]) -> list[str]:
     """Policies (rows, by cost on the first panel) x panels: cost per unit demanded [90% cluster CI],
     ratio to SAA [paired cluster CI], mean cost per day in level units [90% cluster CI] (the report's
     table, and the README's: ``python -m tools.readme_tables``)."""
@@ -160,7 +174,7 @@ def _ratio(r: dict | None) -> str:
     return "undefined" if r["mean"] is None else f"{r['mean']:.2f}× {interval(r['ci90'])}"
 
 
-def _cost_figure(panels: list[dict], path: Path) -> Path:
+def _cost_figure(panels: list[RealDemandPanel], path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
