@@ -176,8 +176,15 @@ def below_best(panel: dict) -> bool:
 
 def worse(panel: dict) -> bool:
     """Fine-tuning made OMGPT worse: the paired 90% interval of fine-tuned − supervised lies above 0."""
-    ci = panel["finetuning"]["minus_supervised"]["ci90"]
-    return ci is not None and ci[0] > 0
+    return _above_zero(panel["finetuning"]["minus_supervised"])
+
+
+def _above_zero(d: dict) -> bool:
+    return d["ci90"] is not None and d["ci90"][0] > 0
+
+
+def _below_zero(d: dict) -> bool:
+    return d["ci90"] is not None and d["ci90"][1] < 0
 
 
 def verdict_line(panel: dict) -> str:
@@ -201,9 +208,6 @@ def _difference(d: dict) -> str:
 
 
 def _change(d: dict) -> str:
-    ci = d["ci90"]
-    if ci is not None and ci[1] < 0:
+    if _below_zero(d):
         return "better than the supervised model"
-    if ci is not None and ci[0] > 0:
-        return "worse than the supervised model"
-    return "no difference at 90%"
+    return "worse than the supervised model" if _above_zero(d) else "no difference at 90%"
