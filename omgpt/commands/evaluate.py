@@ -104,7 +104,7 @@ def run_evaluation(
     with output_folder(out, EVALUATE_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
         summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
-                               task_options=task.options())
+                               task_options=task.options(), stream={"batch_size": batch_size, "device": torch.device(device).type})
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
     return summary
 
@@ -177,7 +177,8 @@ def run_demand_prediction(
             "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
             "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
         }
-        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window,
+        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed,
+                "batch_size": batch_size, "device": torch.device(device).type, "policy": policy, "window": window,
                 "ckpt": str(ckpt), "code_version": code_version()}
         expected = mean_observations(task, history)[..., 0].double().numpy()
         summary = demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, folder)
