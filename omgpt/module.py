@@ -181,7 +181,7 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt = MeanCurve(horizon)
         # the observation head's error on the validation rollouts, per step: its learning curve (where
         # the task knows its expected observation)
-        tracked = obs_head and window is None and type(self.task).mean_observation is not Task.mean_observation
+        tracked = obs_head and window is None and self.task.has_mean_observation
         self.val_obs = MeanCurve(horizon) if tracked else None
         self._val_envs = None
         self._anchor: list[Tensor] | None = None  # the init_from weights θ₀ (fine-tuning's trust region)

@@ -120,7 +120,7 @@ def tune(
         make_task(task)  # the "unknown task" error
     options = task_options(option)
     names = None if policies is None else [n.strip() for n in policies.split(",") if n.strip()]  # "," is empty, not "all"
-    horizon = horizon or options.get("horizon", TASKS[task].cls.horizon)
+    horizon = horizon or options.get("horizon", TASKS[task].cls.default_horizon)
     _check_tuning_work(task, options, names, horizon, runs, force)
     run_tuning(task, options, names, horizon, runs, seed)
 

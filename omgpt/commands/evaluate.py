@@ -33,7 +33,7 @@ def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str 
             raise OMGPTError("--task is required when no --ckpt is given")
         if task_name not in TASKS:
             make_task(task_name)  # raises the "unknown task" error
-        return task_name, task_options, None, task_options.get("horizon", TASKS[task_name].cls.horizon)
+        return task_name, task_options, None, task_options.get("horizon", TASKS[task_name].cls.default_horizon)
     model, _, hparams = load_model(ckpt, map_location=device)
     trained_on = hparams["task"]
     if task_name is not None and task_name != trained_on:
