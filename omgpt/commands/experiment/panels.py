@@ -25,7 +25,7 @@ def _load_model(ckpt: str, device: str):
     return load_model(ckpt, map_location=device).model
 
 
-def _policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> dict[str, tuple[str, dict]]:
+def policy_specs(panel: dict, task, models: dict[str, dict], device: str) -> dict[str, tuple[str, dict]]:
     """``label -> (policy name, options)`` for the panel; a model acting past its trained horizon uses
     the context window ``W`` = that horizon (the paper's horizon generalisation)."""
     from omgpt.commands.evaluate import omgpt_options
@@ -49,7 +49,7 @@ def evaluate_panel(panel: dict, models: dict[str, dict], runs: int, seed: int, d
     from omgpt.tasks import make_episode_task
 
     task = make_episode_task(panel["task"], panel["task_options"], panel["horizon"])
-    specs = _policy_specs(panel, task, models, device)
+    specs = policy_specs(panel, task, models, device)
     for policy, options in specs.values():  # fail on an inapplicable benchmark (or a missing tuning) before rolling anything out
         make_policy(policy, task, panel["horizon"], **options)
     # Every benchmark in one call (a tuned variant at the paper's constants reuses its base's rollout
