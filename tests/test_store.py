@@ -297,7 +297,7 @@ def test_card_with_a_bad_argument_leaves_the_shipped_model_alone(bad, tmp_path, 
 @pytest.mark.parametrize("argv", [
     ["train", "nope"], ["card", "nope"], ["retest", "nope"], ["render", "nope"], ["render", "../results"],
     ["train", "newsvendor", "--runs-dir", "/proc/x"], ["train", "newsvendor", "--minutes", "0", "--runs-dir", "/proc/x"],
-    ["adopt", "x-rl", "no-such-key"], ["adopt", "newsvendor", "linear-bandit-6d2a41cb08"], ["adopt", "../x", "linear-bandit-6d2a41cb08"],
+    ["adopt", "x-rl", "no-such-key"], ["adopt", "newsvendor", "linear-bandit-6d2a41cb08"], ["adopt", "../x", "linear-bandit-6d2a41cb08"], ["adopt", "..", "linear-bandit-6d2a41cb08"],
     ["adopt", "x-rl", "linear-bandit-6d2a41cb08", "--runs", "0"], ["adopt", "x-rl", "linear-bandit-6d2a41cb08", "--seed", "1"],
     ["train", "linear-bandit-100-rl"],
 ])  # fmt: skip

@@ -34,6 +34,7 @@ must overlap (``tests/test_pretrained.py``).
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 from pathlib import Path
 
@@ -189,8 +190,9 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     from omgpt.commands.store import read_record
     from omgpt.model import load_model
 
-    if not name or "/" in name or name in configured():
-        raise OMGPTError(f"cannot adopt as {name!r}: " + ("a configured reference model has that name (train and card it)" if name in configured() else "not a folder name"))
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or name in configured():
+        raise OMGPTError(f"cannot adopt as {name!r}: " + ("a configured reference model has that name (train and card it)" if name in configured()
+                                                           else "a name is letters, digits, '.', '_' and '-', not starting with a dot"))
     check_test_arguments(runs, seed, replication_seed)
     folder, out = STORE / key, PRETRAINED / name
     record = read_record(folder)  # checked: schema and the model's checksum
@@ -200,7 +202,11 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     kept_step = read_checkpoint(folder / record["ckpt"])["global_step"]  # (the record's "steps" are those trained)
     if kept_step not in [p["step"] for p in curve]:
         raise OMGPTError(f"{folder}: the kept checkpoint's step {kept_step} has no validation in the run's metrics")
-    parent = read_record(STORE / record["init_from"]) if record.get("init_from") else None
+    parent = record.get("init_from")
+    if parent:  # a model of the store, or a shipped reference model (pretrained/NAME: its card)
+        parent = read_card(ROOT / parent) if parent.startswith("pretrained/") else read_record(STORE / parent)
+        parent = {"steps": parent["steps"], "cpu_minutes": parent["cpu_minutes"] if "cpu_minutes" in parent
+                  else round((parent.get("cpu_seconds") or parent["train_seconds"]) / 60, 1)}
     writable_file(out / "card.json", f"pretrained/{name}")
     with tempfile.TemporaryDirectory() as tmp:
         model_ckpt = Path(tmp) / "model.ckpt"
@@ -210,7 +216,7 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
                 "kept_checkpoint": record["kept_checkpoint"], "steps": kept_step, "cpu_minutes": curve[-1]["minutes"],
                 "wall_minutes": round(record["train_seconds"] / 60, 1), "validation": curve,
                 "adopted_from": {"store_key": key, "model": record["model"], "init_from": record.get("init_from"),
-                                 **({"parent_steps": parent["steps"], "parent_cpu_minutes": round(parent["cpu_seconds"] / 60, 1)} if parent else {})}}
+                                 **({"parent_steps": parent["steps"], "parent_cpu_minutes": parent["cpu_minutes"]} if parent else {})}}
         info = with_test(stamp(info, model_ckpt), *test_model(name, model_ckpt, horizon, runs, seed, replication_seed))
         atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
     write_card(info, out)
@@ -247,7 +253,7 @@ def write_card(info: dict, out: Path) -> None:
     source = info.get("adopted_from")
     if source:
         lines += [f"by `omgpt experiment` as its model `{source['model']}` (run store key `{source['store_key']}`): "
-                  + (f"fine-tuned from the supervised model `results/models/{source['init_from']}` ({source['parent_steps']:,} steps, "
+                  + (f"fine-tuned from the supervised model `{_model_path(source['init_from'])}` ({source['parent_steps']:,} steps, "
                      f"{source['parent_cpu_minutes']} CPU-minutes of pre-training; docs/finetune.md). " if source.get("init_from") else "")
                   + "The steps and CPU-minutes below are the fine-tuning's.", ""]
     lines += [
@@ -277,6 +283,11 @@ def write_card(info: dict, out: Path) -> None:
     options = "".join(f" --option {k}={v}" for k, v in info["spot_check"].get("task_options", {}).items())
     lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name}{options} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`"]
     write_text(out / "card.md", "\n".join(lines) + "\n")
+
+
+def _model_path(init_from: str) -> str:
+    """Where a fine-tuned model's parent lives: a shipped reference model, or a model of the run store."""
+    return init_from if init_from.startswith("pretrained/") else f"results/models/{init_from}"
 
 
 def plot_validation(curve: list[dict], name: str, path: Path) -> None:
