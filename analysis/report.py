@@ -174,10 +174,15 @@ REPORT_FILES = ("summary.json", "curves.csv", "regret.png")
 
 
 def write_report(histories: dict[str, History], task: str, horizon: int, runs: int, seed: int, out: str | Path,
-                 title: str | None = None, task_options: dict | None = None) -> dict:
+                 title: str | None = None, task_options: dict | None = None, stream: dict | None = None) -> dict:
     """Write ``summary.json``, ``curves.csv`` and ``regret.png`` (:data:`REPORT_FILES`) into the
     folder ``out``, print the table, return the summary. With ``alg-star`` among the policies every
-    other policy also gets its ``ratio_to_alg_star`` (:func:`paired_ratio`)."""
+    other policy also gets its ``ratio_to_alg_star`` (:func:`paired_ratio`).
+
+    ``stream`` (``{"batch_size", "device"}``) is recorded beside the seed because the seed alone does not
+    name the draws: :func:`omgpt.evaluation.evaluate_policies` draws each batch's noise from its own
+    generator on the device, so another batch size or device type plays the same seed with other noise
+    (and a CUDA generator draws other environments too; docs/protocol.md)."""
     from omgpt.resources import code_version
 
     out = Path(out)
@@ -189,6 +194,7 @@ def write_report(histories: dict[str, History], task: str, horizon: int, runs: i
         "horizon": horizon,
         "runs": runs,
         "seed": seed,
+        **(stream or {}),
         "code_version": code_version(),
         "policies": {
             name: {"final_regret": final_regret(s["regret"]), "final_suboptimality": {"mean": float(s["suboptimality"]["mean"][-1])},

@@ -15,7 +15,8 @@ AdamW, under a Lightning Trainer with validation, logger and checkpoints off):
   (the same model at T = 100).
 
 Configurations: ``N`` intra-op threads with the OpenMP wait policy unset (libgomp's default),
-``N-passive`` / ``N-active`` with ``OMP_WAIT_POLICY`` set. Each configuration runs in its own
+``N-passive`` / ``N-active`` with ``OMP_WAIT_POLICY`` set, ``N-spinK`` with the policy unset and
+``GOMP_SPINCOUNT=K`` (libgomp spins K iterations before a thread sleeps: 300,000 unset, 0 passive). Each configuration runs in its own
 subprocess (the wait policy is read once, when OpenMP starts), for ``--seconds`` of training after
 two warm-up steps, twice: on the machine as it is ("idle") and beside one busy process this script
 starts -- a 2-thread torch matmul loop, as a user's other torch job would be ("loaded"). The runs are
@@ -77,7 +78,10 @@ def run_config(workload: str, config: str, seconds: float) -> float:
     threads, _, policy = config.partition("-")
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONWARNINGS": "ignore"}
     env.pop("OMP_WAIT_POLICY", None)
-    if policy:
+    env.pop("GOMP_SPINCOUNT", None)
+    if policy.startswith("spin"):  # libgomp spins this many iterations before it sleeps (unset: 300,000)
+        env["GOMP_SPINCOUNT"] = policy.removeprefix("spin")
+    elif policy:
         env["OMP_WAIT_POLICY"] = policy.upper()
     out = subprocess.run([sys.executable, __file__, "--child", workload, "--seconds", str(seconds)],
                          env=env, capture_output=True, text=True, check=True).stdout

@@ -2,7 +2,7 @@
 
     python benchmarks/time_to_quality.py [--arm NAME=CONFIG [OVERRIDE ...]] ... [--budgets 2,5,10]
         [--quick] [--target 1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
-        [--seed 0] [--test-runs 100 --test-seed 0] [--out runs/time_to_quality] [--json FILE]
+        [--seed 0] [--holdout-runs 100 --holdout-seed 10003] [--out runs/time_to_quality] [--json FILE]
 
 What a user waits for is not steps per second but a good model. Each ARM is one training recipe: an
 ``omgpt fit`` config (``configs/demo.yaml``: the full newsvendor prior at T = 50) and optional fit
@@ -26,9 +26,9 @@ its regret is kept in ``--out`` under a key of the environments themselves and r
 
 It prints, per arm: the training CPU-seconds (and wall seconds, steps) at the first evaluation whose
 ratio is at most ``--target``, the ratio after each budget, and the ratio of every arm's time to
-target to the first arm's, all measured in this one run. ``--test-runs N`` then plays every arm's
+target to the first arm's, all measured in this one run. ``--holdout-runs N`` then plays every arm's
 checkpoint (the recipe's checkpoint rule: what ``omgpt demo`` plays) and ``alg-star`` on the same ``N``
-test environments of ``--test-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
+held-out environments of ``--holdout-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
 with paired bootstrap 90% intervals. ``--quick``: budgets of 1 and 2 minutes and an
 evaluation every 5 CPU-seconds (a smoke run; its figures are not the benchmark's).
 """
@@ -244,10 +244,12 @@ def at_budget(points: list[dict], budget_s: float) -> dict | None:
     return next((p for p in points if p["cpu_s"] >= budget_s), points[-1] if points else None)
 
 
-def test_ratios(results: list[dict], runs: int, seed: int) -> None:
-    """Every arm's checkpoint and ``alg-star`` on the same ``runs`` test environments of ``seed`` (the
+def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
+    """Every arm's checkpoint and ``alg-star`` on the same ``runs`` held-out environments of ``seed`` (the
     evaluation loop of ``omgpt evaluate``, common random numbers): each arm's ratio to ``alg-star`` and
-    to the first arm, with paired bootstrap 90% intervals."""
+    to the first arm, with paired bootstrap 90% intervals. The comparison chooses a recipe, so ``seed``
+    is a validation seed, other than the fit's own (docs/protocol.md): the demo's test seed 0 was spent
+    this way once, and the demo moved to ``DEMO_SEED``."""
     from omgpt.analysis.report import interval, paired_ratio
     from omgpt.evaluation import evaluate_policies
     from omgpt.model import load_model
@@ -262,18 +264,18 @@ def test_ratios(results: list[dict], runs: int, seed: int) -> None:
     star = evaluate_policies(task, {"alg-star": {}}, runs, hp["horizon"], seed, progress=False)["alg-star"]
     final = lambda h: h.cumulative_regret()[:, -1].double().numpy()
     first = results[0]["arm"]
-    print(f"\n{runs} test environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
+    print(f"\n{runs} held-out validation environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
     print(f"{'arm':16} {'regret':>7} {'/ alg-star [90% CI]':>24} {'/ ' + first + ' [90% CI]':>26}")
     for r in results:
         to_star, to_first = paired_ratio(final(finals[r["arm"]]), final(star)), paired_ratio(final(finals[r["arm"]]), final(finals[first]))
-        r["test"] = {"runs": runs, "seed": seed, "regret": float(final(finals[r["arm"]]).mean()), "alg_star": float(final(star).mean()),
+        r["holdout"] = {"runs": runs, "seed": seed, "regret": float(final(finals[r["arm"]]).mean()), "alg_star": float(final(star).mean()),
                      "ratio_to_alg_star": to_star, "ratio_to_first": to_first}
-        print(f"{r['arm']:16} {r['test']['regret']:7.2f} {to_star['mean']:8.3f} {interval(to_star['ci90']):>15} "
+        print(f"{r['arm']:16} {r['holdout']['regret']:7.2f} {to_star['mean']:8.3f} {interval(to_star['ci90']):>15} "
               f"{to_first['mean']:8.3f} {interval(to_first['ci90']):>17}")
 
 
 def main() -> None:
-    from omgpt.seeding import check_test_seed, check_validation_seed
+    from omgpt.seeding import check_validation_seed
     from omgpt.timing import machine
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -289,11 +291,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="seed_everything of every arm (training histories, initial weights)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "time_to_quality")
     p.add_argument("--json", type=Path, help="also write the results here")
-    p.add_argument("--test-runs", type=int, default=0, help="then play every arm's checkpoint and alg-star on this many test environments")
-    p.add_argument("--test-seed", type=int, default=0, help="their seed (a test seed)")
+    p.add_argument("--holdout-runs", type=int, default=0, help="then play every arm's checkpoint and alg-star on this many held-out environments")
+    p.add_argument("--holdout-seed", type=int, default=10_003, help="their seed: a validation seed other than --val-seed (the comparison chooses)")
     args = p.parse_args()
     check_validation_seed(args.val_seed, "--val-seed")
-    check_test_seed(args.test_seed, "--test-seed")
+    check_validation_seed(args.holdout_seed, "--holdout-seed")
+    if args.holdout_seed == args.val_seed:
+        raise SystemExit("time_to_quality.py: error: --holdout-seed must differ from --val-seed (the curves' own environments)")
     if args.quick:
         args.budgets, args.eval_every = "1,2", 5.0
     budgets = [float(b) * 60 for b in args.budgets.split(",")]
@@ -340,8 +344,8 @@ def main() -> None:
         print(f"{r['arm']:16} {r['steps']:6d} {r['cpu_ms_per_step']:11.1f} {reached} {speed:>9} {cells}")
     print(f"speed-up: {results[0]['arm']}'s CPU-seconds to target over the arm's")
     print("* the recipe ended before this budget: its last evaluation")
-    if args.test_runs:
-        test_ratios(results, args.test_runs, args.test_seed)
+    if args.holdout_runs:
+        holdout_ratios(results, args.holdout_runs, args.holdout_seed)
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "alg_star": alg_star, "target": args.target, "budgets_min": args.budgets,
                                          "eval_every": args.eval_every, "val_runs": args.val_runs, "val_seed": args.val_seed,

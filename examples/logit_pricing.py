@@ -54,7 +54,7 @@ class LogitPricing(Task):
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, 10.0
-    horizon = 50
+    default_horizon = 50
 
     def __init__(self, dim: int = 2, customers: int = 10, **pool):
         # sizes as every built-in task checks them: dim=0 or customers=0 would run and report meaningless numbers

@@ -180,7 +180,7 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt = MeanCurve(horizon)
         # the observation head's error on the validation rollouts, per step: its learning curve (where
         # the task knows its expected observation)
-        tracked = obs_head and window is None and type(self.task).mean_observation is not Task.mean_observation
+        tracked = obs_head and window is None and self.task.has_mean_observation
         self.val_obs = MeanCurve(horizon) if tracked else None
         # tasks that score a part by total cost over total demand (real demand: the scaled pinball loss,
         # ruled by the windows with most demand, not by a few tiny-level ones) log it as val/scaled_cost

@@ -47,6 +47,7 @@ class Probe(Callback):
         self.val_indices: list[int] = []
         self.val_logged: list[float] = []
         self.saved: list[str] = []
+        self.train_regret: list[float] = []  # regret fine-tuning: this rank's own rollouts' regret per step
 
     def setup(self, trainer, pl_module, stage):
         # Record the checkpoint files this rank actually writes (Lightning writes on global rank 0 only).
@@ -66,6 +67,10 @@ class Probe(Callback):
             "hash": tensor_hash(batch["features"], batch["actions"], batch["targets"]),
         })
         self.per_epoch[epoch] += 1
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if "train/regret" in trainer.callback_metrics:  # logged without sync_dist: the rank's own value
+            self.train_regret.append(float(trainer.callback_metrics["train/regret"]))
 
     def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
         if not trainer.sanity_checking:
@@ -99,6 +104,7 @@ class Probe(Callback):
             "val_indices": self.val_indices,
             "val_logged": self.val_logged,
             "saved": self.saved,
+            "train_regret": self.train_regret,
         }
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(state, indent=1))
 

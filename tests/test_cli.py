@@ -71,6 +71,21 @@ def test_evaluate_without_checkpoint_on_pricing(tmp_path):
     assert summary["policies"]["ilse"]["final_regret"]["mean"] > 0
 
 
+def test_evaluate_records_the_batch_size_and_device_that_name_its_draws(tmp_path):
+    """docs/protocol.md: each batch draws its noise from its own generator, so a seed played at another
+    batch size is another sample (same environments, other noise); summary.json records both."""
+    def final(batch, name):
+        out = tmp_path / name
+        assert cli_main(["evaluate", "--task", "pricing", "--policies", "ilse", "--runs", "4", "--horizon", "10",
+                         "--batch_size", str(batch), "--out", str(out), "--no-progress"]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["batch_size"] == batch and summary["device"] == "cpu"
+        return summary["policies"]["ilse"]["final_regret"]["mean"]
+
+    assert final(2, "a") == final(2, "b")  # the same seed, batch size and device: the same numbers
+    assert final(2, "a") != final(4, "c")  # another batch size: other noise
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -115,6 +115,29 @@ def test_ddp_checkpoints_and_logs_are_written_once(ddp_run):
 
 
 @pytest.mark.slow
+def test_ddp_regret_fine_tuning_rolls_out_per_rank_and_keeps_one_model(tmp_path):
+    """Regret fine-tuning (issue 33) keeps the DDP contract: each rank rolls out its own environments
+    (the rank is in their stream's key), the gradients are averaged, so both ranks end at the same
+    weights -- moved from the supervised ones they started from -- and only rank 0 writes checkpoints."""
+    from omgpt.module import OMGPTModule
+
+    init = tmp_path / "supervised.ckpt"
+    supervised = OMGPTModule(task="newsvendor", horizon=12, n_layer=2, n_head=2, n_embd=16, dropout=0.05)
+    torch.save({"hyper_parameters": dict(supervised.hparams), "state_dict": supervised.state_dict()}, init)
+    run = tmp_path / "finetune"
+    command = ddp_command(run, "--model.objective", "regret", "--model.init_from", str(init), "--model.rollout_envs", "4",
+                          "--model.lr", "0.01", "--trainer.max_epochs", "1", "--data.history_pool", "null")
+    done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    r0, r1 = ranks(run)
+    assert r0["global_step"] == r1["global_step"] == len(r0["train_regret"]) == len(r1["train_regret"]) > 0
+    assert all(a != b for a, b in zip(r0["train_regret"], r1["train_regret"])), "the ranks played the same environments"
+    assert r0["param_hash"] == r1["param_hash"], "the ranks ended at different weights"
+    assert r0["param_hash"] != params_hash(supervised), "fine-tuning did not move the weights"
+    assert r1["saved"] == [] and r0["saved"]
+
+
+@pytest.mark.slow
 def test_ddp_fit_killed_mid_epoch_in_the_mixed_phase_resumes_to_the_uninterrupted_weights(ddp_run, tmp_path):
     """Both ranks SIGKILLed after step 5 (epoch 1, the mixed phase: each rank trains on its own
     self-rollouts), resumed from last.ckpt: every rank trains the uninterrupted run's remaining batch

@@ -268,13 +268,14 @@ def test_render_refuses_a_broken_card_and_changes_nothing(how, tmp_path, monkeyp
     assert snapshot(folder) == before
 
 
-def test_render_redraws_a_shipped_card_as_committed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", ["newsvendor", "linear-bandit-100-rl"])  # a trained and an adopted model's card
+def test_render_redraws_a_shipped_card_as_committed(name, tmp_path, monkeypatch):
     """The checksum, task and options added to the committed cards change nothing a card shows."""
-    monkeypatch.setattr(reference_models, "PRETRAINED", pretrained_copy(tmp_path, ("newsvendor",)))
-    assert reference_models.main(["render", "newsvendor"]) == 0
-    folder = tmp_path / "pretrained/newsvendor"
-    assert (folder / "card.md").read_text() == (ROOT / "pretrained/newsvendor/card.md").read_text()
-    assert (folder / "card.json").read_text() == (ROOT / "pretrained/newsvendor/card.json").read_text()
+    monkeypatch.setattr(reference_models, "PRETRAINED", pretrained_copy(tmp_path, (name,)))
+    assert reference_models.main(["render", name]) == 0
+    folder = tmp_path / "pretrained" / name
+    assert (folder / "card.md").read_text() == (ROOT / "pretrained" / name / "card.md").read_text()
+    assert (folder / "card.json").read_text() == (ROOT / "pretrained" / name / "card.json").read_text()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -297,6 +298,9 @@ def test_card_with_a_bad_argument_leaves_the_shipped_model_alone(bad, tmp_path, 
 @pytest.mark.parametrize("argv", [
     ["train", "nope"], ["card", "nope"], ["retest", "nope"], ["render", "nope"], ["render", "../results"],
     ["train", "newsvendor", "--runs-dir", "/proc/x"], ["train", "newsvendor", "--minutes", "0", "--runs-dir", "/proc/x"],
+    ["adopt", "x-rl", "no-such-key"], ["adopt", "newsvendor", "linear-bandit-6d2a41cb08"], ["adopt", "../x", "linear-bandit-6d2a41cb08"], ["adopt", "..", "linear-bandit-6d2a41cb08"],
+    ["adopt", "x-rl", "linear-bandit-6d2a41cb08", "--runs", "0"], ["adopt", "x-rl", "linear-bandit-6d2a41cb08", "--seed", "1"],
+    ["train", "linear-bandit-100-rl"],
 ])  # fmt: skip
 def test_reference_models_refuses_bad_arguments_with_exit_2(argv, capsys):
     assert exit_code(reference_models.main, argv) == 2

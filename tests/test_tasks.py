@@ -152,6 +152,41 @@ def test_unknown_option_names_the_valid_ones():
         make_task("pricing", pool=3)  # the name of the constructors' **kwargs is not an option
 
 
+def test_capability_flags_follow_the_methods_a_task_implements():
+    from omgpt.tasks import TASKS
+
+    revenue = TASKS["revenue"].cls
+    assert not any(getattr(revenue, flag) for flag in revenue.CAPABILITIES)
+
+    class RevenueWithLikelihood(revenue):  # a task that adds one method gains that capability, only that one
+        def log_likelihood(self, candidates, x, a, o, t):
+            return torch.zeros(x.shape[0])
+
+    assert RevenueWithLikelihood.has_likelihood and not RevenueWithLikelihood.has_likelihood_stats
+    assert not RevenueWithLikelihood.has_outcome_cost and not RevenueWithLikelihood.has_mean_observation
+    # A flag a task states for its instances (the newsvendor's outcome cost: not when censored, not with
+    # carried stock) holds in its subclasses too, instead of being recomputed from the method.
+    newsvendor = TASKS["newsvendor"].cls
+
+    class MyNewsvendor(newsvendor):
+        pass
+
+    assert MyNewsvendor().has_outcome_cost and not MyNewsvendor(censored=True).has_outcome_cost
+    assert make_task("newsvendor").has_outcome_cost and not make_task("newsvendor-nonperishable").has_outcome_cost
+    assert make_task("pricing").has_likelihood_stats and make_task("queueing").has_likelihood and not make_task("queueing").has_likelihood_stats
+
+
+def test_horizon_is_the_instance_episode_horizon_and_default_horizon_the_papers():
+    from omgpt.tasks import TASKS
+
+    assert make_task("queueing", horizon=30).horizon == 30 and make_task("queueing").horizon == 100
+    assert make_task("pricing").horizon == TASKS["pricing"].cls.default_horizon == 100
+    assert make_task("revenue").horizon == TASKS["revenue"].cls.default_horizon == 50
+    with pytest.raises(TypeError, match="default_horizon"):  # the old spelling would shadow the instance's horizon
+
+        class Old(TASKS["pricing"].cls):
+            horizon = 50
+
 def test_finite_pool_is_the_whole_prior_and_is_reproducible():
     def drawn(task, seed):
         return torch.unique(task.sample_envs(2000, gen(seed))["w"], dim=0)

@@ -47,13 +47,16 @@ def recipe_table() -> str:
 
 
 def pretrained_table() -> str:
-    """The shipped reference models (``pretrained/*/card.json``) and the configured ones not shipped yet."""
+    """The shipped reference models (``pretrained/*/card.json``: configured ones, and the fine-tuned ``*-rl``
+    ones adopted from the run store, whose CPU-minutes are pre-training + fine-tuning) and the configured
+    ones not shipped yet."""
     lines = ["| model | task, `T` | kept step / trained steps | CPU-minutes | test environments (seed) | OMGPT | alg-star | OMGPT / alg-star, paired 90% CI (replication seed) | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for config in sorted((ROOT / "configs" / "pretrained").glob("*.yaml")):
-        card_path = ROOT / "pretrained" / config.stem / "card.json"
+    configured = {p.stem for p in (ROOT / "configs" / "pretrained").glob("*.yaml")}
+    for name in sorted(configured | {p.parent.name for p in (ROOT / "pretrained").glob("*/card.json")}):
+        card_path = ROOT / "pretrained" / name / "card.json"
         if not card_path.is_file():
-            lines.append(f"| `{config.stem}` | not trained yet (`configs/pretrained/{config.stem}.yaml`) | | | | | | | | |")
+            lines.append(f"| `{name}` | not trained yet (`configs/pretrained/{name}.yaml`) | | | | | | | | |")
             continue
         card = read_card(card_path.parent)  # checked: schema, kept step, the shipped model's checksum
         pols = card["test"]["policies"]
@@ -65,8 +68,10 @@ def pretrained_table() -> str:
         if q and rep and rep.get("mean") is not None:
             ratio += f" ({rep['mean']:.2f}× {interval(rep['ci90'])}, seed {rep['seed']})"
         sub = lambda k: pols[k]["final_suboptimality"]["mean"]  # noqa: E731
+        source = card.get("adopted_from") or {}
+        cost = f"{source['parent_cpu_minutes']:.0f} + {card['cpu_minutes']:.0f}" if "parent_cpu_minutes" in source else f"{card['cpu_minutes']:.0f}"
         lines.append(f"| [`{card['name']}`](pretrained/{card['name']}/card.md) | {card['task']}, {card['horizon']} | {card['steps']:,} / {card['validation'][-1]['step']:,} | "
-                     f"{card['cpu_minutes']:.0f} | {card['test']['runs']:,} ({card['test']['seed']}) | {final['omgpt']:.2f} | {f'{star:.2f}' if star else '—'} | {ratio} | "
+                     f"{cost} | {card['test']['runs']:,} ({card['test']['seed']}) | {final['omgpt']:.2f} | {f'{star:.2f}' if star else '—'} | {ratio} | "
                      f"{bench} {final[bench]:.2f} | {sub('omgpt'):.3f} / {sub(bench):.3f} |")
     return "\n".join(lines)
 

@@ -4,8 +4,10 @@
     python -m tools.reference_models card NAME [--runs 1000] [--seed 2] [--runs-dir runs/pretrained]
     python -m tools.reference_models retest NAME [--runs 1000] [--seed 2] [--replication-seed 3]
     python -m tools.reference_models render NAME     # redraw a shipped card from its card.json
+    python -m tools.reference_models adopt NAME KEY [--runs 1000] [--seed 2]   # ship results/models/KEY
 
-A reference model is ``configs/pretrained/NAME.yaml``: the task, its horizon, its length in epochs and
+A reference model is ``configs/pretrained/NAME.yaml`` (or, ``adopt``, a model an experiment trained into
+the run store, as the fine-tuned ``*-rl`` models: its card records how): the task, its horizon, its length in epochs and
 the CPU recipe written out in full (a shipped model's command must not drift with the scale configs'
 defaults). ``train`` fits it with the run store (:mod:`omgpt.commands.store`: one CPU thread, resuming
 from the run's ``last.ckpt`` when one exists, so a budget can be spent across sessions); the config's
@@ -32,6 +34,7 @@ must overlap (``tests/test_pretrained.py``).
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 from pathlib import Path
 
@@ -44,6 +47,7 @@ from tools import tool_main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "pretrained"
+STORE = ROOT / "results" / "models"  # the run store of the experiments (omgpt.commands.store)
 PRETRAINED = ROOT / "pretrained"  # the shipped models: pretrained/NAME/{model.ckpt, card.json, card.md, ...}
 SPOT_RUNS, SPOT_SEED = 10, 7  # the card's reproducible spot check
 
@@ -65,6 +69,8 @@ def check_name(name: str) -> None:
 
 def train(name: str, runs_dir: Path, minutes: float) -> int:
     check_name(name)
+    if name not in configured():
+        raise OMGPTError(f"{name!r} was adopted from the run store, not trained from a config: its card says how it was made")
     if not minutes >= 1:
         raise OMGPTError(f"--minutes must be at least 1 (the fit's wall-clock cap), got {minutes}")
     writable_file(runs_dir / f"{name}.log", "--runs-dir")  # an unwritable --runs-dir fails here, not in the fit
@@ -74,8 +80,14 @@ def train(name: str, runs_dir: Path, minutes: float) -> int:
     return 0
 
 
-def available() -> list[str]:
+def configured() -> list[str]:
+    """The reference models trained by ``train`` from ``configs/pretrained/NAME.yaml``."""
     return sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+
+
+def available() -> list[str]:
+    """Every reference model: the configured ones and those adopted from the run store (``adopt``)."""
+    return sorted({*configured(), *(p.parent.name for p in PRETRAINED.glob("*/card.json"))})
 
 
 def check_test_arguments(runs: int, seed: int, replication_seed: int | None = None) -> None:
@@ -168,6 +180,49 @@ def card(name: str, runs_dir: Path, runs: int, seed: int, replication_seed: int 
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
 
 
+def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | None = None) -> None:
+    """Ship a model that an experiment trained into the run store, ``results/models/KEY`` (the
+    fine-tuned models of ``omgpt experiment beyond-alg-star``), as ``pretrained/NAME``, carded like a
+    trained one. Its training record is the store's: the fit's command and kept checkpoint
+    (``done.json``), its validation curve (``run/metrics.csv``, which the store keeps beside its model
+    until then) and the supervised model it was fine-tuned from, with that model's own cost."""
+    from omgpt.files import read_checkpoint
+    from omgpt.commands.store import read_record
+    from omgpt.model import load_model
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or name in configured():
+        raise OMGPTError(f"cannot adopt as {name!r}: " + ("a configured reference model has that name (train and card it)" if name in configured()
+                                                           else "a name is letters, digits, '.', '_' and '-', not starting with a dot"))
+    check_test_arguments(runs, seed, replication_seed)
+    folder, out = STORE / key, PRETRAINED / name
+    record = read_record(folder)  # checked: schema and the model's checksum
+    curve = validation_points(metric_rows(folder / "run"))
+    if not curve:
+        raise OMGPTError(f"{folder / 'run'}: no validation logged (metrics*.csv); the fit's run folder is needed to card its model")
+    kept_step = read_checkpoint(folder / record["ckpt"])["global_step"]  # (the record's "steps" are those trained)
+    if kept_step not in [p["step"] for p in curve]:
+        raise OMGPTError(f"{folder}: the kept checkpoint's step {kept_step} has no validation in the run's metrics")
+    parent = record.get("init_from")
+    if parent:  # a model of the store, or a shipped reference model (pretrained/NAME: its card)
+        parent = read_card(ROOT / parent) if parent.startswith("pretrained/") else read_record(STORE / parent)
+        parent = {"steps": parent["steps"], "cpu_minutes": parent["cpu_minutes"] if "cpu_minutes" in parent
+                  else round((parent.get("cpu_seconds") or parent["train_seconds"]) / 60, 1)}
+    writable_file(out / "card.json", f"pretrained/{name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_ckpt = Path(tmp) / "model.ckpt"
+        model_ckpt.write_bytes((folder / record["ckpt"]).read_bytes())
+        horizon = load_model(model_ckpt)[2]["horizon"]
+        info = {"name": name, "task": record["task"], "horizon": horizon, "command": record["command"],
+                "kept_checkpoint": record["kept_checkpoint"], "steps": kept_step, "cpu_minutes": curve[-1]["minutes"],
+                "wall_minutes": round(record["train_seconds"] / 60, 1), "validation": curve,
+                "adopted_from": {"store_key": key, "model": record["model"], "init_from": record.get("init_from"),
+                                 **({"parent_steps": parent["steps"], "parent_cpu_minutes": parent["cpu_minutes"]} if parent else {})}}
+        info = with_test(stamp(info, model_ckpt), *test_model(name, model_ckpt, horizon, runs, seed, replication_seed))
+        atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
+    write_card(info, out)
+    print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+
+
 def shipped_card(name: str) -> dict:
     """The card of the shipped model ``pretrained/NAME``, read and checked by the run store."""
     check_name(name)
@@ -194,7 +249,14 @@ def write_card(info: dict, out: Path) -> None:
     star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
     trained = curve[-1]["step"]
     lines = [f"# Reference model `{name}`", "", f"Task `{info['task']}`, horizon {info['horizon']}; trained with",
-             "", f"    {info['command']}", "",
+             "", f"    {info['command']}", ""]
+    source = info.get("adopted_from")
+    if source:
+        lines += [f"by `omgpt experiment` as its model `{source['model']}` (run store key `{source['store_key']}`): "
+                  + (f"fine-tuned from the supervised model `{_model_path(source['init_from'])}` ({source['parent_steps']:,} steps, "
+                     f"{source['parent_cpu_minutes']} CPU-minutes of pre-training; docs/finetune.md). " if source.get("init_from") else "")
+                  + "The steps and CPU-minutes below are the fine-tuning's.", ""]
+    lines += [
              f"{trained} steps trained in {info['cpu_minutes']} CPU-minutes of one thread (the wall-clock on an idle core of the "
              f"2-core CPU machine; {info['wall_minutes']} minutes of wall-clock as it ran, sharing the machine); "
              f"the model is the checkpoint the run kept, `{info['kept_checkpoint']}` at step {info['steps']} "
@@ -221,6 +283,11 @@ def write_card(info: dict, out: Path) -> None:
     options = "".join(f" --option {k}={v}" for k, v in info["spot_check"].get("task_options", {}).items())
     lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name}{options} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`"]
     write_text(out / "card.md", "\n".join(lines) + "\n")
+
+
+def _model_path(init_from: str) -> str:
+    """Where a fine-tuned model's parent lives: a shipped reference model, or a model of the run store."""
+    return init_from if init_from.startswith("pretrained/") else f"results/models/{init_from}"
 
 
 def plot_validation(curve: list[dict], name: str, path: Path) -> None:
@@ -258,6 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--runs", type=int, default=1000)
     e.add_argument("--seed", type=int, default=CARD_SEED)
     e.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
+    a = sub.add_parser("adopt", help="ship a model of the run store (results/models/KEY) as pretrained/NAME, with its card")
+    a.add_argument("name")
+    a.add_argument("key")
+    a.add_argument("--runs", type=int, default=1000)
+    a.add_argument("--seed", type=int, default=CARD_SEED)
+    a.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
     r = sub.add_parser("render", help="rewrite a shipped card's card.md and figure from its card.json")
     r.add_argument("name")
     args = p.parse_args(argv)
@@ -265,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         return train(args.name, ROOT / args.runs_dir, args.minutes)
     if args.cmd == "render":
         write_card(shipped_card(args.name), PRETRAINED / args.name)
+    elif args.cmd == "adopt":
+        adopt(args.name, args.key, args.runs, args.seed, args.replication_seed)
     elif args.cmd == "retest":
         retest(args.name, args.runs, args.seed, args.replication_seed)
     else:

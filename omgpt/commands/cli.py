@@ -22,6 +22,7 @@ from lightning.pytorch.cli import ArgsType
 from omgpt import threads
 from omgpt.commands.args import Device, PositiveInt, Seed, command, flags, read_config, summary, task_options
 from omgpt.errors import OMGPTError
+from omgpt.seeding import DEMO_SEED
 from omgpt.commands.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
 
 
@@ -113,14 +114,14 @@ def demand_prediction(
     )
 
 
-def demo(out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: PositiveInt = 100, seed: Seed = 0) -> int:
+def demo(out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: PositiveInt = 100, seed: Seed = DEMO_SEED) -> int:
     """The embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks.
 
     Args:
         out: output folder
         max_steps: override the demo's training steps (for quick checks)
         runs: test environments
-        seed: seed of the test environments
+        seed: seed of the test environments (not 0: the demo's recipe was chosen on it; omgpt.seeding.DEMO_SEED)
     """
     from omgpt.commands.demo import run_demo
 
@@ -154,7 +155,7 @@ def tune(
         make_task(task)  # the "unknown task" error
     options = task_options(option)
     names = None if policies is None else [n.strip() for n in policies.split(",") if n.strip()]  # "," is empty, not "all"
-    horizon = horizon or options.get("horizon", TASKS[task].cls.horizon)
+    horizon = horizon or options.get("horizon", TASKS[task].cls.default_horizon)
     _check_tuning_work(task, options, names, horizon, runs, force)
     run_tuning(task, options, names, horizon, runs, seed)
 

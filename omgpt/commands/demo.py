@@ -17,6 +17,7 @@ import yaml
 from omgpt.commands.lightning_cli import build_cli
 from omgpt.resources import CONFIGS
 from omgpt.errors import OMGPTError
+from omgpt.seeding import DEMO_SEED
 from omgpt.commands.evaluate import run_evaluation
 from omgpt.analysis.report import interval
 from omgpt.policies import policies_for
@@ -25,7 +26,7 @@ from omgpt.commands.tune import ensure_tuned
 from omgpt.tasks import make_task
 
 
-def run_demo(out: str = "runs/demo", max_steps: int | None = None, runs: int = 100, seed: int = 0) -> int:
+def run_demo(out: str = "runs/demo", max_steps: int | None = None, runs: int = 100, seed: int = DEMO_SEED) -> int:
     config = CONFIGS / "demo.yaml"
     cfg = yaml.safe_load(config.read_text())
     task = make_task(cfg["model"]["task"], **(cfg["model"].get("task_options") or {}))

@@ -32,7 +32,7 @@ def resolve_task_and_model(task_name: str | None, task_options: dict, ckpt: str 
             raise OMGPTError("--task is required when no --ckpt is given")
         if task_name not in TASKS:
             make_task(task_name)  # raises the "unknown task" error
-        return task_name, task_options, None, task_options.get("horizon", TASKS[task_name].cls.horizon)
+        return task_name, task_options, None, task_options.get("horizon", TASKS[task_name].cls.default_horizon)
     model, _, hparams = load_model(ckpt, map_location=device)
     trained_on = hparams["task"]
     if task_name is not None and task_name != trained_on:
@@ -107,7 +107,7 @@ def run_evaluation(
     with output_folder(out, REPORT_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
         summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
-                               task_options=task.options())
+                               task_options=task.options(), stream={"batch_size": batch_size, "device": torch.device(device).type})
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
     return summary
 
@@ -180,7 +180,8 @@ def run_demand_prediction(
             "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
             "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
         }
-        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed, "policy": policy, "window": window,
+        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed,
+                "batch_size": batch_size, "device": torch.device(device).type, "policy": policy, "window": window,
                 "ckpt": str(ckpt), "code_version": code_version()}
         expected = mean_observations(task, history)[..., 0].double().numpy()
         summary = demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, folder)

@@ -80,7 +80,7 @@ def episode_task(task: str | Task, horizon: int | None, options: dict) -> tuple[
         return task, checks.number("horizon", task.horizon if horizon is None else horizon, integer=True, low=1)
     if task not in TASKS:
         make_task(task)  # the one-line "unknown task" error
-    horizon = checks.number("horizon", TASKS[task].cls.horizon if horizon is None else horizon, integer=True, low=1)
+    horizon = checks.number("horizon", TASKS[task].cls.default_horizon if horizon is None else horizon, integer=True, low=1)
     return make_episode_task(task, options, horizon), horizon
 
 

@@ -19,6 +19,7 @@ demand types) are in :mod:`omgpt.tasks.mixins`, the prior and likelihood helpers
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Callable, ClassVar, NamedTuple
@@ -63,7 +64,8 @@ class Task:
     ``observe``, ``optimal_action`` and ``expected_reward`` methods. Everything else (finite pools,
     regret, projection) is shared. A task that also implements :meth:`log_likelihood` (and, for
     particle rejuvenation, :meth:`log_prior` with :attr:`moved_params`) gets the posterior oracle
-    ``alg-star`` for free.
+    ``alg-star`` for free: :attr:`has_likelihood` and the other capability flags follow the methods
+    a task implements.
 
     Args:
         pool_size: if given, draw this many environments once (with ``pool_seed``) and make the prior
@@ -92,7 +94,7 @@ class Task:
     # The smallest outcome the task can produce (a demand is never negative): an agent refuses an
     # outcome below it, which no environment of the task would have given.
     outcome_low: ClassVar[float] = -math.inf
-    horizon: ClassVar[int] = 100  # the paper's default horizon for this task
+    default_horizon: ClassVar[int] = 100  # the paper's T for this task (an instance's is :attr:`horizon`)
     benchmarks: ClassVar[tuple[str, ...]] = ()  # policy names of the paper's benchmarks for this task
     # Environment entries the decision maker is shown in its context (the newsvendor's holding cost,
     # queueing's cost, revenue management's product catalogue). A finite pool fixes only the hidden
@@ -114,6 +116,35 @@ class Task:
     # A hidden categorical parameter that splits the prior into kinds of environment (the mixed prior's
     # demand type); probes classify it and t-SNE colours by it.
     hidden_type: HiddenType | None = None
+    # What the task can do beyond the five methods every task implements. Each flag is set for every
+    # subclass from whether it implements the method (:meth:`__init_subclass__`), so a task file never
+    # states it twice; a task whose instances differ states its own (the censored newsvendor has no
+    # outcome cost). Callers read the flag, never the method's owner.
+    has_likelihood: ClassVar[bool] = False  # log_likelihood: the posterior oracle alg-star
+    has_likelihood_stats: ClassVar[bool] = False  # likelihood_stats: alg-star's moves without replaying the history
+    has_outcome_cost: ClassVar[bool] = False  # outcome_cost: training with target: cost (no oracle)
+    has_mean_observation: ClassVar[bool] = False  # mean_observation: the observation head's prediction target
+    CAPABILITIES: ClassVar[dict[str, str]] = {"has_likelihood": "log_likelihood", "has_likelihood_stats": "likelihood_stats",
+                                              "has_outcome_cost": "outcome_cost", "has_mean_observation": "mean_observation"}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "horizon" in vars(cls):
+            raise TypeError(f"{cls.__name__}: set default_horizon (the paper's T for the task); horizon is an instance's episode horizon")
+        for flag, method in Task.CAPABILITIES.items():
+            # (a flag this class states, or a property a base class states it by, stays as stated)
+            if flag not in vars(cls) and not isinstance(inspect.getattr_static(cls, flag), property):
+                setattr(cls, flag, getattr(cls, method) is not getattr(Task, method))
+
+    @property
+    def horizon(self) -> int:
+        """The episode horizon this task was made for: its ``horizon`` option where it takes one (the
+        change-point prior, queueing's DP, revenue's budget depend on it), else :attr:`default_horizon`."""
+        return self.__dict__.get("_horizon", self.default_horizon)
+
+    @horizon.setter
+    def horizon(self, value: int) -> None:
+        self._horizon = value
 
     def __init__(self, pool_size: int | None = None, pool_seed: int = 1234):
         if pool_size is not None:
@@ -167,11 +198,6 @@ class Task:
         management) have no ``alg-star``."""
         raise NotImplementedError(f"task {self.name!r} has no observation likelihood")
 
-    @property
-    def has_likelihood(self) -> bool:
-        """Whether the task implements :meth:`log_likelihood` (what ``alg-star`` needs)."""
-        return type(self).log_likelihood is not Task.log_likelihood
-
     # Running statistics of an episode's history from which the log-likelihood of the whole history
     # follows without replaying it step by step (what keeps alg-star's rejuvenation moves cheap).
     def likelihood_stats(self, stats: Envs | None, x: Tensor, a: Tensor, o: Tensor, t: int, used: Tensor) -> Envs:
@@ -188,11 +214,6 @@ class Task:
         for ``candidates`` with ``b · N`` rows, episode ``i``'s in rows ``i N .. (i+1) N - 1``, ``(b N,)``
         float64; equal, up to float rounding, to the sum of :meth:`log_likelihood` over those steps."""
         raise NotImplementedError(f"task {self.name!r} has no likelihood statistics")
-
-    @property
-    def has_likelihood_stats(self) -> bool:
-        """Whether the task implements :meth:`likelihood_stats` (else alg-star replays the history)."""
-        return type(self).likelihood_stats is not Task.likelihood_stats
 
     def log_prior(self, candidates: Envs) -> Tensor:
         """Log prior density of the :attr:`moved_params` up to a constant, ``-inf`` outside the prior's
@@ -246,11 +267,6 @@ class Task:
         the outcome depends on the action played (pricing's demand, a bandit's reward, censored sales)
         the cost of another action is counterfactual: such tasks do not implement it."""
         raise NotImplementedError(f"task {self.name!r} has no outcome cost")
-
-    @property
-    def has_outcome_cost(self) -> bool:
-        """Whether the task implements :meth:`outcome_cost` (what ``target: cost`` needs)."""
-        return type(self).outcome_cost is not Task.outcome_cost
 
     def cost_loss(self, pred: Tensor, observations: Tensor, contexts: Tensor, action_scale: Tensor) -> Tensor:
         """The pre-training loss of ``target: cost``: :meth:`outcome_cost` of the predicted actions

@@ -87,7 +87,7 @@ class NewsvendorData(Task):
     obs_dim = 1
     action_dim = 1
     action_low, action_high = 0.0, ACTION_HIGH
-    horizon: ClassVar[int] = 100
+    default_horizon: ClassVar[int] = 100
     benchmarks = ("saa", "saa-weekday", "qr", "fai-data", "gbm")
     evaluation_options = ("part", "critical_ratio")
 

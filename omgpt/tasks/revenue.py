@@ -191,7 +191,7 @@ class Revenue(Task):
 
     observed_params = ("r", "A")  # the type table is known (Ada reads it): a pool fixes only the probabilities
     loss = "mse"
-    horizon = 50  # the paper's T for revenue management
+    default_horizon = 50  # the paper's T for revenue management
     benchmarks = ("ada",)  # the paper's benchmark for this task (appendix D.3, algorithm 4)
     action_dim = 1
     action_low, action_high = 0.0, 1.0

@@ -26,7 +26,7 @@ def _load_model(ckpt: str, device: str):
     return load_model(ckpt, map_location=device).model
 
 
-def _policy_specs(panel: Panel, task, models: dict[str, ModelRecord], device: str) -> dict[str, tuple[str, dict]]:
+def policy_specs(panel: Panel, task, models: dict[str, ModelRecord], device: str) -> dict[str, tuple[str, dict]]:
     """``label -> (policy name, options)`` for the panel; a model acting past its trained horizon uses
     the context window ``W`` = that horizon (the paper's horizon generalisation)."""
     from omgpt.commands.evaluate import omgpt_options
@@ -53,7 +53,7 @@ def evaluate_panel(panel: Panel, models: dict[str, ModelRecord], *, runs: int, s
     from omgpt.policies import make_policy
 
     task = panel.episode_task()
-    specs = _policy_specs(panel, task, models, device)
+    specs = policy_specs(panel, task, models, device)
     for policy, options in specs.values():  # fail on an inapplicable benchmark (or a missing tuning) before rolling anything out
         make_policy(policy, task, panel.horizon, **options)
     # Every benchmark in one call (a tuned variant at the paper's constants reuses its base's rollout

@@ -10,17 +10,23 @@ together, :func:`omgpt.analysis.report.paired_ratio` / :func:`~omgpt.analysis.re
   the verdict is *below the best benchmark* when the whole interval lies below 1; beside it fine-tuned −
   best benchmark, which stays defined where the ratio does not (queueing's regret can be negative);
 * fine-tuned / ``alg-star`` (the panel's ``ratio_to_alg_star``) and fine-tuned − supervised;
+* which of the two is *kept*: fine-tuning is part of the procedure only where it wins on validation --
+  both models play the same :data:`SELECTION_RUNS` environments of validation seed
+  :data:`SELECTION_SEED` (not the fits' own, which chose their checkpoints), and the one of lower mean
+  final regret is kept (the fit's checkpoint rule, with the starting point among the candidates). The
+  verdicts are the kept model's; the fine-tuned model's own test numbers are reported beside them;
 * the cost of fine-tuning beside that of pre-training (each fit's CPU time and steps, from the models'
   records) and the fine-tuning's validation curve, for the figure of validation regret against
   CPU-minutes of fine-tuning.
 
 Everything the report says is in ``experiment.json`` (``panels[i].finetuning``), so ``--redraw`` needs
 nothing else. The claims (the issue's "done when"): where the best benchmark beats ``alg-star`` on the
-test environments, the fine-tuned model is below the best benchmark; elsewhere fine-tuning does not make
-OMGPT worse.
+test environments, the kept model is below the best benchmark; elsewhere the kept model is not worse than
+the supervised one.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +40,17 @@ from omgpt.errors import OMGPTError
 from omgpt.records import NUMBER, ListOf, Nullable, RecordError
 
 SUPERVISED = "omgpt"  # the panel's own model: the supervised one
+# The validation environments that decide whether the fine-tuned model is kept: more than a fit validates
+# on (128-512), on a seed other than the fits' own (10,000), so the choice is not the checkpoint rule's again.
+SELECTION_RUNS, SELECTION_SEED = 1000, 10_002
 PAIRED = {"mean": Nullable(NUMBER), "ci90": INTERVAL, "runs": int}
 DIFFERENCE = {"mean": NUMBER, "ci90": INTERVAL, "runs": int}
 FIT = {"label": str, "model": str, "key": str, "steps": int, "seconds": NUMBER, "best_val_regret": NUMBER}
+SELECTION = {"runs": int, "seed": int, "supervised": NUMBER, "finetuned": NUMBER, "finetuned_minus_supervised": DIFFERENCE, "kept": str}
 FINETUNING = {
     "versus_best": PAIRED, "supervised_versus_best": PAIRED, "minus_supervised": DIFFERENCE, "minus_best": DIFFERENCE,
     "supervised": FIT, "finetuned": {**FIT, "val_regret": ListOf(ListOf(NUMBER), nonempty=True)},
+    "selection": SELECTION, "kept_versus_best": PAIRED, "kept_minus_supervised": DIFFERENCE,
 }  # fmt: skip
 
 
@@ -73,8 +84,12 @@ class BeyondAlgStar(Kind):
         numbers, histories = self.rollout(panel, models, runs=runs, seed=seed, device=device)
         [finetuned] = [label for label in numbers["models_compared"] if label != SUPERVISED]
         finals = {label: h.cumulative_regret()[:, -1].double().numpy() for label, h in histories.items()}
+        selection = select_on_validation(panel, models, finetuned, device)
+        kept = finetuned if selection["kept"] == finetuned else SUPERVISED
+        best = numbers["best_benchmark"]["name"]
         return BeyondAlgStarPanel(**numbers, finetuning={
-            **finetuning_numbers(finals, finetuned, numbers["best_benchmark"]["name"]),
+            **finetuning_numbers(finals, finetuned, best), "selection": selection,
+            "kept_versus_best": paired_ratio(finals[kept], finals[best]), "kept_minus_supervised": paired_difference(finals[kept], finals[SUPERVISED]),
             "supervised": {"label": SUPERVISED, **fit_cost(panel.model, models[panel.model])},
             "finetuned": {"label": finetuned, **fit_cost(finetuned, models[finetuned]), "val_regret": models[finetuned]["val_regret"]},
         })
@@ -84,6 +99,7 @@ class BeyondAlgStar(Kind):
         super().check_panel(panel, path, key)
         f = panel["finetuning"]
         named = {"finetuning.supervised.label": f["supervised"]["label"], "finetuning.finetuned.label": f["finetuned"]["label"],
+                 "finetuning.selection.kept": f["selection"]["kept"],
                  "best_benchmark.name": panel["best_benchmark"]["name"], "policies": "alg-star"}
         for field, label in named.items():
             if label not in panel["policies"]:
@@ -100,7 +116,7 @@ class BeyondAlgStar(Kind):
         f, finals = panel["finetuning"], final_regrets(panel)
         ft = f["finetuned"]["label"]
         return (f"fine-tuned {finals[ft]:.2f} against supervised {finals[SUPERVISED]:.2f} "
-                f"(difference {_difference(f['minus_supervised'])}, {_change(f['minus_supervised'])}); {verdict_line(panel)}")
+                f"(difference {_difference(f['minus_supervised'])}, {_change(f['minus_supervised'])}); {kept_line(panel)}; {verdict_line(panel)}")
 
     def claims(self, result: ExperimentResult) -> list[Check]:
         beaten, rest = [], []
@@ -113,15 +129,17 @@ class BeyondAlgStar(Kind):
             for p in beaten:
                 finals, (best, bench) = final_regrets(p), best_benchmark(p)
                 rows.append(f"{p['title']}: {best} {bench:.2f} against alg-star {finals['alg-star']:.2f}; "
-                            f"fine-tuned / {best} {_ratio(p['finetuning']['versus_best'])}")
-            checks.append(("where the best benchmark beats alg-star, the fine-tuned OMGPT is below it (the paired 90% interval "
-                           "of their ratio lies below 1)", all(below_best(p) for p in beaten),
+                            f"kept {p['finetuning']['selection']['kept']} / {best} {_ratio(p['finetuning']['kept_versus_best'])}")
+            checks.append(("where the best benchmark beats alg-star, the kept OMGPT (fine-tuned where validation kept it) is below it "
+                           "(the paired 90% interval of their ratio lies below 1)", all(below_best(p) for p in beaten),
                            f"{sum(below_best(p) for p in beaten)} of {len(beaten)} panels; " + "; ".join(rows)))
         if rest:
-            rows = [f"{p['title']}: fine-tuned − supervised {_difference(p['finetuning']['minus_supervised'])}, "
-                    f"fine-tuned / alg-star {_ratio(p['policies'][p['finetuning']['finetuned']['label']]['ratio_to_alg_star'])}" for p in rest]
-            checks.append(("elsewhere fine-tuning does not make OMGPT worse (the paired 90% interval of fine-tuned − supervised "
-                           "is not above 0)", not any(worse(p) for p in rest),
+            rows = [f"{p['title']}: kept {p['finetuning']['selection']['kept']}, kept − supervised "
+                    f"{_difference(p['finetuning']['kept_minus_supervised'])} (the fine-tuned model's own: "
+                    f"{_difference(p['finetuning']['minus_supervised'])}), kept / alg-star "
+                    f"{_ratio(p['policies'][p['finetuning']['selection']['kept']]['ratio_to_alg_star'])}" for p in rest]
+            checks.append(("elsewhere fine-tuning, kept only where it wins on validation, does not make OMGPT worse (the paired 90% "
+                           "interval of kept − supervised is not above 0)", not any(worse(p) for p in rest),
                            f"{sum(not worse(p) for p in rest)} of {len(rest)} panels; " + "; ".join(rows)))
         return checks
 
@@ -131,17 +149,21 @@ class BeyondAlgStar(Kind):
         lines = ["## Fine-tuning on regret", "",
                  f"Mean final regret on the {runs:,} test environments of each setting; every ratio and difference is paired "
                  "(the same environments for both policies, resampled together: bootstrap 90% interval). The best benchmark "
-                 "is the one of lowest validation regret (each panel below says on which environments). Below the best "
-                 "benchmark: the whole interval of fine-tuned / best lies below 1.", "",
+                 "is the one of lowest validation regret (each panel below says on which environments). The kept model: the "
+                 f"fine-tuned one where it beat the supervised one on {SELECTION_RUNS:,} validation environments (seed "
+                 f"{SELECTION_SEED:,}; the fits chose their checkpoints on seed 10,000), else the supervised one. Below the best "
+                 "benchmark: the whole interval of kept / best lies below 1.", "",
                  "| setting | supervised | fine-tuned | alg-star | best benchmark | fine-tuned / best [paired 90% CI] | "
                  "fine-tuned − best [paired 90% CI] | fine-tuned / alg-star [paired 90% CI] | fine-tuned − supervised [paired 90% CI] | "
-                 "below the best benchmark |", "|---|---|---|---|---|---|---|---|---|---|"]
+                 "validation: fine-tuned − supervised [paired 90% CI] | kept | kept below the best benchmark |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in panels:
             f, finals, (best, bench) = p["finetuning"], final_regrets(p), best_benchmark(p)
-            ft = f["finetuned"]["label"]
+            ft, sel = f["finetuned"]["label"], f["selection"]
             lines.append(f"| {p['title']} | {finals[SUPERVISED]:.2f} | {finals[ft]:.2f} | {finals['alg-star']:.2f} | {best} {bench:.2f} | "
                          f"{_ratio(f['versus_best'])} | {_difference(f['minus_best'])} | {_ratio(p['policies'][ft]['ratio_to_alg_star'])} | "
-                         f"{_difference(f['minus_supervised'])} | {'**yes**' if below_best(p) else 'no'} |")
+                         f"{_difference(f['minus_supervised'])} | {_difference(sel['finetuned_minus_supervised'])} | "
+                         f"{'fine-tuned' if sel['kept'] == ft else 'supervised'} | {'**yes**' if below_best(p) else 'no'} |")
         lines += ["", "What fine-tuning cost beside pre-training: each fit's CPU-minutes on one thread (its logged CPU time where "
                   "it has one, else its one-thread wall-clock; a shipped reference model's from its card) and steps; the "
                   "validation regret of each kept checkpoint (each on its own fit's validation environments).", "",
@@ -175,25 +197,58 @@ def fit_cost(name: str, record: ModelRecord) -> dict:
             "seconds": float(record.get("cpu_seconds") or record["train_seconds"]), "best_val_regret": float(record["best_val_regret"])}
 
 
+def select_on_validation(panel: Panel, models: dict[str, ModelRecord], finetuned: str, device: str = "cpu") -> dict:
+    """Whether the fine-tuned model is kept: it and the supervised model play the same
+    :data:`SELECTION_RUNS` environments of validation seed :data:`SELECTION_SEED` (common random
+    numbers), and the one of lower mean final regret is kept. Returns both means, their paired difference
+    and the kept model's label."""
+    from omgpt.commands.experiment.panels import policy_specs
+    from omgpt.evaluation import evaluate_policies
+
+    task = panel.episode_task().validation_task()
+    runs = min(SELECTION_RUNS, getattr(task, "windows", None) or SELECTION_RUNS)  # a data set's validation windows, each once
+    specs = policy_specs(dataclasses.replace(panel, policies=[SUPERVISED, f"omgpt@{finetuned}"]), task, models, device)
+    finals = {label: evaluate_policies(task, {policy: options}, runs, panel.horizon, SELECTION_SEED, device=device, progress=False)[policy]
+              .cumulative_regret()[:, -1].double().numpy() for label, (policy, options) in specs.items()}
+    sup, ft = float(finals[SUPERVISED].mean()), float(finals[finetuned].mean())
+    return {"runs": runs, "seed": SELECTION_SEED, "supervised": sup, "finetuned": ft,
+            "finetuned_minus_supervised": paired_difference(finals[finetuned], finals[SUPERVISED]), "kept": finetuned if ft < sup else SUPERVISED}
+
+
 def below_best(panel: BeyondAlgStarPanel) -> bool:
-    """The verdict: the paired 90% interval of fine-tuned / best benchmark lies below 1."""
-    ci = panel["finetuning"]["versus_best"]["ci90"]
+    """The verdict: the paired 90% interval of the kept model / best benchmark lies below 1."""
+    ci = panel["finetuning"]["kept_versus_best"]["ci90"]
     return ci is not None and ci[1] is not None and ci[1] < 1
 
 
 def worse(panel: BeyondAlgStarPanel) -> bool:
-    """Fine-tuning made OMGPT worse: the paired 90% interval of fine-tuned − supervised lies above 0."""
-    ci = panel["finetuning"]["minus_supervised"]["ci90"]
-    return ci is not None and ci[0] > 0
+    """Fine-tuning, as kept, made OMGPT worse: the paired 90% interval of kept − supervised lies above 0."""
+    return _above_zero(panel["finetuning"]["kept_minus_supervised"])
+
+
+def _above_zero(d: dict) -> bool:
+    return d["ci90"] is not None and d["ci90"][0] > 0
+
+
+def _below_zero(d: dict) -> bool:
+    return d["ci90"] is not None and d["ci90"][1] < 0
+
+
+def kept_line(panel: BeyondAlgStarPanel) -> str:
+    """Which model the validation selection kept, and on what."""
+    sel = panel["finetuning"]["selection"]
+    which = "the fine-tuned model" if sel["kept"] != SUPERVISED else "the supervised model (fine-tuning not kept)"
+    return (f"kept {which}: on {sel['runs']:,} validation environments (seed {sel['seed']:,}) fine-tuned − supervised "
+            f"{_difference(sel['finetuned_minus_supervised'])}")
 
 
 def verdict_line(panel: BeyondAlgStarPanel) -> str:
-    """The panel's verdict against its best benchmark (chosen on validation), with the paired ratio."""
+    """The panel's verdict for the kept model against its best benchmark (chosen on validation), with the paired ratio."""
     f, finals, (best, bench) = panel["finetuning"], final_regrets(panel), best_benchmark(panel)
-    ft = f["finetuned"]["label"]
+    kept = f["selection"]["kept"]
     word, why = ("below", "lies below 1") if below_best(panel) else ("NOT below", "does not lie below 1")
-    return (f"fine-tuned OMGPT {finals[ft]:.2f} is {word} the best benchmark ({bench:.2f}, {best}): fine-tuned / {best} "
-            f"{_ratio(f['versus_best'])}, the interval {why} (fine-tuned − {best} {_difference(f['minus_best'])})")
+    return (f"the kept OMGPT ({kept}) {finals[kept]:.2f} is {word} the best benchmark ({bench:.2f}, {best}): {kept} / {best} "
+            f"{_ratio(f['kept_versus_best'])}, the interval {why}")
 
 
 def _ratio(r: dict | None) -> str:
@@ -208,9 +263,6 @@ def _difference(d: dict) -> str:
 
 
 def _change(d: dict) -> str:
-    ci = d["ci90"]
-    if ci is not None and ci[1] < 0:
+    if _below_zero(d):
         return "better than the supervised model"
-    if ci is not None and ci[0] > 0:
-        return "worse than the supervised model"
-    return "no difference at 90%"
+    return "worse than the supervised model" if _above_zero(d) else "no difference at 90%"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU checks of one short lease (benchmarks/RESULTS.md, "GPU"), as one script:
+#
+#   OUT=gpu-out bash benchmarks/gpu_check.sh      # on a machine with one CUDA GPU, from the repo root
+#
+# 1. training-step throughput at the paper's size (12 layers, 256 dims, B = 64, T = 100): float32 vs
+#    bf16 autocast, the paper's two-token layout vs the transition layout, eager (and compiled for one);
+# 2. the demo's size on the GPU (launch-bound: what a small model gets from a GPU);
+# 3. `omgpt bench --device cuda` (the four ratios of benchmarks/RESULTS.md);
+# 4. a paper-scale fit through the CLI: 3 epochs of 100 steps, bf16-mixed, DDP (NCCL, every visible GPU),
+#    each epoch validated by the KV-cached rollout: the whole Trainer path on a GPU;
+# 5. the shipped newsvendor model evaluated on the GPU on the card's test seed, to set beside its card
+#    (computed on a CPU).
+# Each step has its own time limit, so one that hangs costs only its own numbers. Everything lands in
+# $OUT: gpu.log (all output) and one JSON / CSV per step.
+set -uo pipefail
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+LOG=$OUT/gpu.log
+step() { local limit=$1; shift; echo "=== $* (limit ${limit}s)" | tee -a "$LOG"; local t0=$SECONDS
+         timeout "$limit" "$@" 2>&1 | tee -a "$LOG"; echo "=== exit ${PIPESTATUS[0]} after $((SECONDS - t0)) s" | tee -a "$LOG"; }
+
+# A machine without the package index: the pure-Python dependencies its image lacks travel as wheels in
+# .whl/ (jsonargparse and its signature helpers, gymnasium); cvxpy is imported only by the LP reference.
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+# Without an install (a bare machine: pip there cannot build the project), the source tree imports as it
+# would installed once omgpt/ holds the three top-level folders the install maps into it (pyproject.toml,
+# [tool.setuptools.package-dir]); the links go again when the script ends.
+if ! python3 -c "import omgpt.datamodules" 2>/dev/null; then
+  for d in callbacks datamodules analysis; do ln -s "../$d" "omgpt/$d"; done
+  trap 'rm -f omgpt/callbacks omgpt/datamodules omgpt/analysis' EXIT
+fi
+nvidia-smi -L | tee -a "$LOG"
+python3 -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__, torch.cuda.get_device_name())" | tee -a "$LOG"
+
+step 90 python3 benchmarks/throughput.py --device cuda --size paper --batch 64 --horizon 100 --layouts paper,transition \
+  --precision 32,bf16 --no-compile --steps 30 --json "$OUT/throughput_paper.json"
+step 150 python3 benchmarks/throughput.py --device cuda --size paper --batch 64 --horizon 100 --layouts paper \
+  --precision bf16 --steps 30 --json "$OUT/throughput_paper_compiled.json"
+step 45 python3 benchmarks/throughput.py --device cuda --size demo --batch 64 --horizon 50 --layouts paper,transition \
+  --no-compile --steps 30 --json "$OUT/throughput_demo.json"
+step 180 python3 -m omgpt bench --device cuda --json "$OUT/bench.json"
+step 150 python3 -m omgpt fit --config configs/newsvendor.yaml --config configs/trainer/ddp.yaml --config configs/trainer/bf16.yaml \
+  --data.batches_per_epoch 100 --trainer.max_epochs 3 --data.num_workers 8 --trainer.enable_progress_bar false \
+  --trainer.logger.init_args.save_dir /tmp/gpufit
+cp /tmp/gpufit/omgpt/version_0/metrics.csv "$OUT/fit_metrics.csv" 2>/dev/null
+step 90 python3 -m omgpt evaluate --ckpt pretrained/newsvendor --policies omgpt --runs 1000 --seed 2 --batch_size 1000 \
+  --device cuda --no_progress true --out /tmp/gpueval
+cp /tmp/gpueval/summary.json "$OUT/eval_summary.json" 2>/dev/null
+echo "=== done" | tee -a "$LOG"
