@@ -26,6 +26,8 @@ policy reads it as it reads any config), holds for every tuned benchmark:
 * ``bounded``: ``{constant: "low" | "high"}`` where the winner is on an end of ``searched`` that the
   widening bound stopped (the optimum may lie further out); ``at_limit``: the same where the end is the
   constant's range's own (nothing lies further out); ``widen_steps``: the bound it was tuned under;
+  ``widen``: ``"cross"`` (a new value is tried with every value of the other constants) or ``"line"``
+  (with the winner's values only: ``Policy.widen``, for a grid of several expensive constants);
 * ``validation`` (runs and seed) and ``curve`` (every point's mean final regret and standard error).
 
 ``omgpt tune`` writes it under a lock (read, merge, atomic write: two tunings of one setting at once

@@ -306,6 +306,23 @@ def test_a_winner_on_a_grids_end_widens_the_grid_up_to_the_bound(tuned_dir, monk
     assert entry["constants"] == {"explore": 8.0} and entry["bounded"] == {} and entry["at_limit"] == {"explore": "low"}
 
 
+def test_line_widening_adds_one_point_per_new_value(tuned_dir, monkeypatch):
+    """A policy that widens along the line (``widen = "line"``, gbm's: four expensive constants) tries
+    each new value with the winner's other constants only: one rolled-out point per value past an end,
+    where the cross would add the other constants' whole grid; the file records the mode."""
+    from omgpt.policies.bandit import LinUCB
+
+    monkeypatch.setattr(LinUCB, "tunable", {"explore": (20.0, 40.0), "ridge": (0.1, 1.0)})
+    monkeypatch.setattr(LinUCB, "widen", "line")
+    entry = run_tuning("linear-bandit", {}, ["linucb"], horizon=20, runs=20, seed=10_500, log=lambda line: None)["policies"]["linucb"]
+    added = sum(len(entry["searched"][k]) - len(entry["grid"][k]) for k in entry["grid"])
+    assert added > 0 and entry["widen"] == "line"
+    assert len(entry["curve"]) == 4 + added  # the 2 x 2 grid, then one point per new value
+    for point in entry["curve"]:  # every point off the declared grid differs from it in one constant
+        off = [k for k, v in point["constants"].items() if v not in entry["grid"][k]]
+        assert len(off) <= 1, point
+
+
 def test_the_readme_tuning_table_flags_a_bounded_constant(tuned_dir, monkeypatch):
     from tools import readme_tables
 

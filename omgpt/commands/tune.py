@@ -65,14 +65,15 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
     if path.is_file():
         read_tuned(path)
     setting = {"task": task_name, "task_options": {k: v for k, v in task.options().items() if k not in ("horizon", "part")}, "horizon": horizon}
-    entries = {name: _tune_one(task, name, runs, horizon, seed, device, key, log) for name in policies}
-    # Read, merge and write under the file's lock: a tuning of another policy of this setting that
-    # finished meanwhile is in the file read here, so neither result is lost.
-    with holding(path, "", wait=True):
-        content = read_tuned(path) if path.is_file() else {"policies": {}}
-        content = {"setting": setting, "policies": dict(sorted({**content["policies"], **entries}.items()))}
-        write_json(content, path)
-    log(f"wrote {path}")
+    for name in policies:  # each benchmark's entry written when it is done: an interrupted run keeps them
+        entry = _tune_one(task, name, runs, horizon, seed, device, key, log)
+        # Read, merge and write under the file's lock: a tuning of another policy of this setting that
+        # finished meanwhile is in the file read here, so neither result is lost.
+        with holding(path, "", wait=True):
+            content = read_tuned(path) if path.is_file() else {"policies": {}}
+            content = {"setting": setting, "policies": dict(sorted({**content["policies"], name: entry}.items()))}
+            write_json(content, path)
+        log(f"wrote {name} to {path}")
     return content
 
 
@@ -86,8 +87,9 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
     further = {(k, side): extension(v, side) for k, v in cls.tunable.items() for side in ("low", "high")}
     taken = {(k, side): 0 for k in cls.tunable for side in ("low", "high")}  # extension values added so far
     regrets: dict[tuple, dict] = {}  # constants (as a tuple of items) -> validation regret
+    points = grid(searched)
     while True:
-        for c in grid(searched):  # only the new points: the environments are the same for every point
+        for c in points:  # only the new points: the environments are the same for every point
             if tuple(c.items()) not in regrets:
                 regrets[tuple(c.items())] = _validation_regret(task, name, c, runs, horizon, seed, device)
         best = dict(min(regrets, key=lambda c: regrets[c]["mean"]))
@@ -96,8 +98,12 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
         if not grown:
             break
         for k, side in grown:
-            searched[k] = sorted([*searched[k], further[k, side][0][taken[k, side]]])
+            value = further[k, side][0][taken[k, side]]
+            searched[k] = sorted([*searched[k], value])
             taken[k, side] += 1
+        # "cross": the new values with every value of the other constants; "line": with the winner's
+        # (one point per new value: a grid of four expensive constants, gbm's, cannot afford the cross)
+        points = grid(searched) if cls.widen == "cross" else [{**best, k: searched[k][0 if side == "low" else -1]} for k, side in grown]
     curve = [{"constants": dict(c), "final_regret": regrets[c]} for c in sorted(regrets, key=lambda c: [v for _, v in c])]
     paper_constants = defaults(cls, cls.tunable)
     paper = regrets.get(tuple(paper_constants.items())) or _validation_regret(task, name, {}, runs, horizon, seed, device)
@@ -119,6 +125,7 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
         "bounded": bounded,
         "at_limit": at_limit,
         "widen_steps": WIDEN_STEPS,
+        "widen": cls.widen,
         "validation": {"runs": runs, "seed": seed},
         "curve": curve,
         "seconds": round(seconds, 1),

@@ -34,6 +34,9 @@ class Policy:
 
     name: str = ""
     tunable: ClassVar[dict[str, tuple]] = {}
+    # How ``omgpt tune`` widens the grid past an end its winner sits on: "cross" tries the new value with
+    # every value of the other constants, "line" with the winner's only (one point per new value).
+    widen: ClassVar[str] = "cross"
 
     def __init__(self, task: Task):
         self.task = task
