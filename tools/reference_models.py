@@ -186,7 +186,7 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     trained one. Its training record is the store's: the fit's command and kept checkpoint
     (``done.json``), its validation curve (``run/metrics.csv``, which the store keeps beside its model
     until then) and the supervised model it was fine-tuned from, with that model's own cost."""
-    from omgpt.files import read_checkpoint
+    from omgpt.checkpoints import read_checkpoint
     from omgpt.commands.store import read_record
     from omgpt.model import load_model
 
