@@ -150,11 +150,30 @@ def tuned_constants(policy: str, task_name: str, options: dict, horizon: int, tu
     entry = data["policies"].get(policy)
     if entry is None:
         raise OMGPTError(f"{policy}-tuned: {_shown(path)} has no tuning of {policy!r}; run: {command}")
+    wanted = tuning_metric(data["setting"]["task"])
+    if entry_metric(entry) != wanted:
+        raise OMGPTError(f"{policy}-tuned: {_shown(path)} tuned {policy} on {entry_metric(entry) or 'the mean final regret'}, not on "
+                         f"{wanted or 'the mean final regret'}, the task's metric; tune it again: {command}")
     unknown = sorted(set(entry["constants"]) - set(names)) if names is not None else []
     if unknown:
         raise OMGPTError(f"{policy}-tuned: {_shown(path)} gives {', '.join(unknown)}, not constants of {policy} ({', '.join(names)}); "
                          f"tune it again: {command}")
     return dict(entry["constants"])
+
+
+def tuning_metric(task_name: str) -> str | None:
+    """What a setting of ``task_name`` is tuned on: its task's ``tuning_metric`` (real demand: the scaled
+    cost), or ``None``, the mean final regret."""
+    from omgpt.tasks import TASKS
+
+    factory = TASKS.get(task_name)
+    return getattr(factory.cls, "tuning_metric", None) if factory is not None else None
+
+
+def entry_metric(entry: dict) -> str | None:
+    """The metric a tuned file's entry was tuned on (``None``: the mean final regret, and every entry
+    written before a task had its own metric)."""
+    return (entry.get("final_regret") or {}).get("metric")
 
 
 def tune_command(task_name: str, options: dict, horizon: int, policies: list[str]) -> str:

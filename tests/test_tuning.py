@@ -421,3 +421,29 @@ def test_a_panels_best_benchmark_is_chosen_on_validation_regret_never_on_test(tu
                "policies": {k: {"final_regret": {"mean": v}} for k, v in test.items()}}
     assert best_benchmark(numbers) == (chosen["name"], 5.0)
     assert verdict(numbers) == f"OMGPT 3.00 is below the best benchmark ({chosen['name']} 5.00)"
+
+
+def test_an_entry_tuned_on_another_metric_than_the_tasks_is_stale(tuned_dir, monkeypatch):
+    """Real demand is tuned on the scaled cost: an entry of its setting tuned on the mean final regret
+    (every entry written before the task had its own metric) is refused by the ``-tuned`` policy with the
+    command that tunes it again, and ``ensure_tuned`` (what experiments call) tunes it again instead of
+    playing it; an entry on the scaled cost is played."""
+    from omgpt.commands import tune
+
+    options, horizon = {"dataset": "bakery", "split": "time"}, 100
+    task = make_task("newsvendor-data", **options)
+    key = tuning.setting_key("newsvendor-data", task.options(), horizon)
+    record = {"validation": {"runs": 2, "seed": 10_001}}
+    content = {"setting": {"task": "newsvendor-data", "task_options": task.options(), "horizon": horizon},
+               "policies": {"saa": {**record, "constants": {"days": 28}, "final_regret": {"mean": 9.0, "se": 1.0}},
+                            "qr": {**record, "constants": {"l1": 1.0}, "final_regret": {"mean": 0.1, "se": 0.01, "metric": "scaled_cost"}}}}
+    (tuned_dir / f"{key}.json").write_text(json.dumps(content))
+    with pytest.raises(OMGPTError, match="tuned saa on the mean final regret, not on scaled_cost.*tune it again: omgpt tune"):
+        tuning.tuned_constants("saa", "newsvendor-data", task.options(), horizon)
+    assert tuning.tuned_constants("qr", "newsvendor-data", task.options(), horizon) == {"l1": 1.0}
+    tuned = []
+    monkeypatch.setattr(tune, "run_tuning", lambda task_name, task_options, policies, horizon, log=print: tuned.append(policies))
+    tune.ensure_tuned("newsvendor-data", options, horizon, ["saa-tuned", "qr-tuned"], log=lambda *a: None)
+    assert tuned == [["saa"]]
+    # a prior's entries have no metric (the mean final regret), as its task: not stale
+    assert tuning.tuning_metric("pricing") is None and tuning.tuning_metric("newsvendor-data") == "scaled_cost"

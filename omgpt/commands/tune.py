@@ -22,7 +22,7 @@ from omgpt.locks import holding
 from omgpt.policies import POLICIES, make_policy
 from omgpt.resources import code_version
 from omgpt.tasks import make_episode_task
-from omgpt.tuning import WIDEN_STEPS, defaults, extension, grid, read_tuned, setting_key, tuned_path
+from omgpt.tuning import WIDEN_STEPS, defaults, entry_metric, extension, grid, read_tuned, setting_key, tuned_path, tuning_metric
 
 VALIDATION_RUNS = 200  # validation environments per grid point (the mean final regret to about ±5%)
 
@@ -157,7 +157,9 @@ def ensure_tuned(task_name: str, task_options: dict, horizon: int, policies: lis
         return
     task = make_episode_task(task_name, task_options, horizon)
     path = tuned_path(setting_key(task_name, task.options(), horizon))
-    missing = [n for n in names if n not in (read_tuned(path)["policies"] if path.is_file() else {})]
+    entries = read_tuned(path)["policies"] if path.is_file() else {}
+    # (an entry tuned on another metric than the task's -- real demand's before the scaled cost -- is stale)
+    missing = [n for n in names if n not in entries or entry_metric(entries[n]) != tuning_metric(task_name)]
     if missing:
         log(f"tuning {', '.join(missing)} for {path.stem} on validation environments (omgpt tune)")
         run_tuning(task_name, task_options, missing, horizon, log=log)
