@@ -10,7 +10,9 @@
 # 4. a paper-scale fit through the CLI: 3 epochs of 100 steps, bf16-mixed, DDP (NCCL, every visible GPU),
 #    each epoch validated by the KV-cached rollout: the whole Trainer path on a GPU;
 # 5. the shipped newsvendor model evaluated on the GPU on the card's test seed, to set beside its card
-#    (computed on a CPU).
+#    (computed on a CPU);
+# 6. alg-star's particle filter on the GPU (4096 particles x 50 episodes a batch: issue 32's slowest
+#    policy, whose CPU cost no exact shortcut brings down 10x; added after the first lease, not run yet).
 # Each step has its own time limit, so one that hangs costs only its own numbers. Everything lands in
 # $OUT: gpu.log (all output) and one JSON / CSV per step.
 set -uo pipefail
@@ -51,4 +53,5 @@ cp /tmp/gpufit/omgpt/version_0/metrics.csv "$OUT/fit_metrics.csv" 2>/dev/null
 step 90 python3 -m omgpt evaluate --ckpt pretrained/newsvendor --policies omgpt --runs 1000 --seed 2 --batch_size 1000 \
   --device cuda --no_progress true --out /tmp/gpueval
 cp /tmp/gpueval/summary.json "$OUT/eval_summary.json" 2>/dev/null
+step 150 python3 benchmarks/alg_star_particles.py --speed --runs 100 --device cuda
 echo "=== done" | tee -a "$LOG"

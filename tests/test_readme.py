@@ -132,6 +132,10 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     assert lstm == ("models: transformer **3**, lstm-5 4.2 vs fai 4", True)  # the first model compared decides
     head = {"title": "dp", "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}}}
     assert panel_cell(head) == ("dp: MSE after 2 samples 0.5 vs ridge 0.1", False)
+    # beyond-alg-star: the model its validation selection kept decides, not the supervised one
+    tuned = panel("rl", omgpt=4.5, **{"omgpt-rl": 3.5}, erm=5.0, fai=4.0)
+    assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt-rl"}}})[1] is True
+    assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt"}}})[1] is False
 
 
 def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_evaluation(tmp_path, monkeypatch):

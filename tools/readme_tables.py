@@ -114,7 +114,10 @@ def panel_cell(panel: dict) -> tuple[str, bool | None]:
     ours = panel["models_compared"]
     star = f", alg-star {finals['alg-star']:.3g}" if "alg-star" in finals else ""
     match = f", mean \\|TF − Alg*\\| {panel['alg_star_match']['mean_abs_diff']:.3g}" if "alg_star_match" in panel else ""
-    wins = all(finals[k] < finals[best] for k in ours[:1])  # the first model compared is the paper's OMGPT
+    # the model a panel stands for: the first compared (the paper's OMGPT), or the one beyond-alg-star's
+    # validation selection kept (the fine-tuned model where it won there, else the supervised one)
+    kept = panel.get("finetuning", {}).get("selection", {}).get("kept", ours[0])
+    wins = finals[kept] < finals[best]
     models = ", ".join(f"{k} {_bold(finals[k], finals[k] < finals[best])}" for k in sorted(ours, key=finals.get)) if ours != ["omgpt"] \
         else _bold(finals["omgpt"], wins)
     return f"{title}: {models} vs {best} {finals[best]:.4g}{star}{match}", wins

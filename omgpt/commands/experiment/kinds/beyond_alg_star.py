@@ -176,7 +176,31 @@ class BeyondAlgStar(Kind):
                          f"{sup['best_val_regret']:.2f} -> {ft['best_val_regret']:.2f} |")
         lines += ["", "`finetuning.png`: each fine-tuning's validation regret against its CPU-minutes (the steps at the fit's mean "
                   "CPU-seconds per step), from the supervised model's validation regret at 0; `regret.png`: the test regret curves.", ""]
-        return lines
+        return lines + not_below_section(panels)
+
+
+def not_below_section(panels: list[dict]) -> list[str]:
+    """Where the kept model is not below the best benchmark, why, from the panel's own numbers: one
+    episode's final regret spreads over a 90% band far wider than the gap to close, so the fine-tuning's
+    gradient (estimated from a few dozen episodes a step) and its validation (a few hundred) cannot see
+    it; and what would close it (docs/finetune.md, "First measured attempt", measures the estimator)."""
+    missed = [p for p in panels if not below_best(p)]
+    if not missed:
+        return []
+    lines = ["## Where the kept model is not below the best benchmark", ""]
+    for p in missed:
+        f, finals, (best, bench) = p["finetuning"], final_regrets(p), best_benchmark(p)
+        kept, ft = f["selection"]["kept"], f["finetuned"]["label"]
+        low, high = p["policies"][kept]["final_regret"]["band90"]
+        lines.append(f"* {p['title']}: kept {kept} {finals[kept]:.2f} against {best} {bench:.2f}, a gap of {finals[kept] - bench:+.2f}, while "
+                     f"one episode's final regret spreads over [{low:.1f}, {high:.1f}] (90% of the test episodes): the gap is "
+                     f"{abs(finals[kept] - bench) / (high - low):.1%} of that spread. A fine-tuning step estimates its gradient from "
+                     "a few dozen episodes and its validation reads a few hundred, so the signal is lost in the episodes' own noise; "
+                     f"the fine-tuned model ({ft}: {finals[ft]:.2f}) moved away from it. What would close it: far more episodes per "
+                     "step (thousands, not 64), a baseline that removes the episode's own noise (the return of other rollouts from the "
+                     "same state), a stochastic head native to the action grid, and validation on a few thousand paired environments "
+                     "(docs/finetune.md, \"First measured attempt\").")
+    return lines + [""]
 
 
 def finetuning_numbers(finals: dict[str, np.ndarray], finetuned: str, best: str) -> dict:
