@@ -174,8 +174,16 @@ def card(name: str, runs_dir: Path, runs: int, seed: int, replication_seed: int 
                 "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
                 "kept_checkpoint": kept.name, "steps": steps, "cpu_minutes": curve[-1]["minutes"],
                 "wall_minutes": None if wall is None else round(wall, 1), "validation": curve}
-        info = with_test(stamp(info, model_ckpt), *test_model(name, model_ckpt, horizon, runs, seed, replication_seed))
-        atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
+        ship(name, info, model_ckpt, runs, seed, replication_seed)
+
+
+def ship(name: str, info: dict, model_ckpt: Path, runs: int, seed: int, replication_seed: int | None) -> None:
+    """Test the model at ``model_ckpt`` (a copy outside ``pretrained/``) for its card, then replace the
+    shipped ``model.ckpt`` and write the card: a failed or stopped test leaves the shipped model and card
+    as they were."""
+    out = PRETRAINED / name
+    info = with_test(stamp(info, model_ckpt), *test_model(name, model_ckpt, info["horizon"], runs, seed, replication_seed))
+    atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
     write_card(info, out)
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
 
@@ -188,7 +196,6 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     until then) and the supervised model it was fine-tuned from, with that model's own cost."""
     from omgpt.checkpoints import read_checkpoint
     from omgpt.commands.store import read_record
-    from omgpt.model import load_model
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or name in configured():
         raise OMGPTError(f"cannot adopt as {name!r}: " + ("a configured reference model has that name (train and card it)" if name in configured()
@@ -199,7 +206,8 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     curve = validation_points(metric_rows(folder / "run"))
     if not curve:
         raise OMGPTError(f"{folder / 'run'}: no validation logged (metrics*.csv); the fit's run folder is needed to card its model")
-    kept_step = read_checkpoint(folder / record["ckpt"])["global_step"]  # (the record's "steps" are those trained)
+    checkpoint = read_checkpoint(folder / record["ckpt"])
+    kept_step = checkpoint["global_step"]  # (the record's "steps" are those trained)
     if kept_step not in [p["step"] for p in curve]:
         raise OMGPTError(f"{folder}: the kept checkpoint's step {kept_step} has no validation in the run's metrics")
     parent = record.get("init_from")
@@ -211,16 +219,12 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     with tempfile.TemporaryDirectory() as tmp:
         model_ckpt = Path(tmp) / "model.ckpt"
         model_ckpt.write_bytes((folder / record["ckpt"]).read_bytes())
-        horizon = load_model(model_ckpt)[2]["horizon"]
-        info = {"name": name, "task": record["task"], "horizon": horizon, "command": record["command"],
+        info = {"name": name, "task": record["task"], "horizon": checkpoint["hyper_parameters"]["horizon"], "command": record["command"],
                 "kept_checkpoint": record["kept_checkpoint"], "steps": kept_step, "cpu_minutes": curve[-1]["minutes"],
                 "wall_minutes": round(record["train_seconds"] / 60, 1), "validation": curve,
                 "adopted_from": {"store_key": key, "model": record["model"], "init_from": record.get("init_from"),
                                  **({"parent_steps": parent["steps"], "parent_cpu_minutes": parent["cpu_minutes"]} if parent else {})}}
-        info = with_test(stamp(info, model_ckpt), *test_model(name, model_ckpt, horizon, runs, seed, replication_seed))
-        atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
-    write_card(info, out)
-    print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+        ship(name, info, model_ckpt, runs, seed, replication_seed)
 
 
 def shipped_card(name: str) -> dict:

@@ -85,8 +85,7 @@ class BeyondAlgStar(Kind):
         [finetuned] = [label for label in numbers["models_compared"] if label != SUPERVISED]
         finals = {label: h.cumulative_regret()[:, -1].double().numpy() for label, h in histories.items()}
         selection = select_on_validation(panel, models, finetuned, device)
-        kept = finetuned if selection["kept"] == finetuned else SUPERVISED
-        best = numbers["best_benchmark"]["name"]
+        kept, best = selection["kept"], numbers["best_benchmark"]["name"]
         return BeyondAlgStarPanel(**numbers, finetuning={
             **finetuning_numbers(finals, finetuned, best), "selection": selection,
             "kept_versus_best": paired_ratio(finals[kept], finals[best]), "kept_minus_supervised": paired_difference(finals[kept], finals[SUPERVISED]),
@@ -196,7 +195,7 @@ def not_below_section(panels: list[dict]) -> list[str]:
                      f"one episode's final regret spreads over [{low:.1f}, {high:.1f}] (90% of the test episodes): the gap is "
                      f"{abs(finals[kept] - bench) / (high - low):.1%} of that spread. A fine-tuning step estimates its gradient from "
                      "a few dozen episodes and its validation reads a few hundred, so the signal is lost in the episodes' own noise; "
-                     f"the fine-tuned model ({ft}: {finals[ft]:.2f}) moved away from it. What would close it: far more episodes per "
+                     f"the fine-tuned model ({ft}: {finals[ft]:.2f}) {_moved(f['minus_supervised'])}. What would close it: far more episodes per "
                      "step (thousands, not 64), a baseline that removes the episode's own noise (the return of other rollouts from the "
                      "same state), a stochastic head native to the action grid, and validation on a few thousand paired environments "
                      "(docs/finetune.md, \"First measured attempt\").")
@@ -248,6 +247,13 @@ def below_best(panel: BeyondAlgStarPanel) -> bool:
 def worse(panel: BeyondAlgStarPanel) -> bool:
     """Fine-tuning, as kept, made OMGPT worse: the paired 90% interval of kept − supervised lies above 0."""
     return _above_zero(panel["finetuning"]["kept_minus_supervised"])
+
+
+def _moved(minus_supervised: dict) -> str:
+    """Where fine-tuning took the model, against the gap to the best benchmark."""
+    if _above_zero(minus_supervised):
+        return "moved away from it"
+    return "came closer, not enough" if _below_zero(minus_supervised) else "did not move measurably"
 
 
 def _above_zero(d: dict) -> bool:
