@@ -20,7 +20,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 
-import omgpt  # registers the omgpt/<task>-v0 environments
+import omgpt  # noqa: F401  (registers the omgpt/<task>-v0 environments)
 from omgpt import Agent
 
 MODEL = Path(__file__).resolve().parents[1] / "pretrained" / "newsvendor"

@@ -21,7 +21,7 @@ import pytest
 import torch
 from gymnasium.utils.env_checker import check_env
 
-import omgpt
+import omgpt  # noqa: F401  (importing omgpt registers the environments)
 from omgpt import Agent
 from omgpt.envs import OMGPTEnv, OMGPTVectorEnv, env_id, register_envs
 from omgpt.errors import OMGPTError

@@ -234,7 +234,6 @@ def test_history_longer_than_max_steps_needs_a_window():
 import warnings  # noqa: E402
 
 from omgpt.datamodules.history import HistoryStream  # noqa: E402
-from omgpt.model import build_model  # noqa: E402
 from omgpt.module import OMGPTModule  # noqa: E402
 
 BACKBONES = ["gpt", "lstm"]

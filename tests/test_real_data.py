@@ -658,10 +658,10 @@ def _inf_feature(f):
 
 
 DATA_ERRORS = [
-    (_gap, "series 's3' jumps from 2021-02-02 to 2021-03-05 \(30 missing days; 1 gaps in all\)"),
-    (_huge_demand, "demand column 'sales' has 1 values above 1e\+12 .*first in row 12 of the file"),
-    (_huge_feature, "feature column 'temp' has 1 values beyond ±1e\+12 .*first in row 14 of the file"),
-    (_inf_feature, "feature column 'temp' has 1 non-finite values \(first in row 14 of the file\)"),
+    (_gap, r"series 's3' jumps from 2021-02-02 to 2021-03-05 \(30 missing days; 1 gaps in all\)"),
+    (_huge_demand, r"demand column 'sales' has 1 values above 1e\+12 .*first in row 12 of the file"),
+    (_huge_feature, r"feature column 'temp' has 1 values beyond ±1e\+12 .*first in row 14 of the file"),
+    (_inf_feature, r"feature column 'temp' has 1 non-finite values \(first in row 14 of the file\)"),
 ]
 
 
@@ -686,7 +686,7 @@ def test_levels_are_computed_series_by_series(tmp_path):
 def test_a_categorical_column_with_too_many_levels_is_refused_before_the_one_hot(tmp_path, monkeypatch):
     monkeypatch.setattr(dd, "MAX_CATEGORICAL_LEVELS", 50, raising=False)
     table = write_table(tmp_path / "codes.csv", extra={"code": np.arange(6 * 80) % 60})
-    with pytest.raises(OMGPTError, match="categorical column 'code' has 60 levels, too many to one-hot encode \(at most 50\)"):
+    with pytest.raises(OMGPTError, match=r"categorical column 'code' has 60 levels, too many to one-hot encode \(at most 50\)"):
         task_of(table, categorical="code")
 
 

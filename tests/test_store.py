@@ -154,7 +154,7 @@ def test_a_record_reused_by_an_experiment_must_be_of_its_slots_task_and_options(
     store and by ``omgpt experiment`` (exit 2, one line), before any training or evaluation."""
     from omgpt.commands.experiment.models import train_model
 
-    (nonstationary, ns_key), (two_types, tt_key) = slot("nonstationary"), slot("two-types")
+    (_, ns_key), (two_types, tt_key) = slot("nonstationary"), slot("two-types")
     models = tmp_path / "models"
     copy_slot(NONSTATIONARY, models / ns_key)
     copy_slot(TWO_TYPES, models / tt_key)
