@@ -16,6 +16,7 @@ Everything the probes, t-SNE figures and the ``EmbeddingProbe`` callback need go
 teacher-forced pass and keep the hidden states of one feature token together with the labels
 (demand type, environment parameters, the optimal action, the model's own prediction).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -48,7 +49,9 @@ def record_hidden(model: GPT, positions: list[int] | Tensor | None = None):
     the full teacher-forced pass (``model(features, actions)``); the hooks are removed on exit.
     """
     if not hasattr(model, "blocks"):
-        raise OMGPTError(f"hidden-state capture needs the transformer backbone (a model with blocks); got {type(model).__name__}")
+        raise OMGPTError(
+            f"hidden-state capture needs the transformer backbone (a model with blocks); got {type(model).__name__}"
+        )
     states: list[Tensor] = []
     pos = None if positions is None else torch.as_tensor(positions, dtype=torch.long)
 
@@ -66,7 +69,9 @@ def record_hidden(model: GPT, positions: list[int] | Tensor | None = None):
 
 
 @torch.no_grad()
-def capture(model: GPT, features: Tensor, actions: Tensor, positions: list[int] | Tensor | None = None) -> tuple[Tensor, Tensor]:
+def capture(
+    model: GPT, features: Tensor, actions: Tensor, positions: list[int] | Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """One teacher-forced pass; returns ``(hidden, output)``.
 
     ``hidden`` is ``(n_layer + 1, B, P, D)`` at ``positions`` (every token when ``None``: ``P = 2T`` in
@@ -214,4 +219,15 @@ def collect(
         history = History.cat(hists)
         history.envs = {k: v.cpu() for k, v in envs_all.items()}
     demand = torch.cat(at_x) if at_x else None
-    return Collected(torch.cat(hidden, dim=1), step, torch.cat(opt), torch.cat(pred), params, names, labels, history, demand, task.hidden_type)
+    return Collected(
+        torch.cat(hidden, dim=1),
+        step,
+        torch.cat(opt),
+        torch.cat(pred),
+        params,
+        names,
+        labels,
+        history,
+        demand,
+        task.hidden_type,
+    )

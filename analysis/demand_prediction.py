@@ -15,6 +15,7 @@ runs; ``mse_observed`` is the same against the realised, noisy demand. ``n`` run
 Square-demand environments (the paper's figures b and c) are where the linear feature map is
 mis-specified: evaluate a ``demand_types=mixed`` checkpoint with ``demand_types=square``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +28,9 @@ from omgpt.files import save_figure, write_json
 RIDGE_LAMBDA = 0.1  # paper §5.1.6
 
 
-def ridge_predictions(contexts: np.ndarray, actions: np.ndarray, observations: np.ndarray, lam: float = RIDGE_LAMBDA) -> np.ndarray:
+def ridge_predictions(
+    contexts: np.ndarray, actions: np.ndarray, observations: np.ndarray, lam: float = RIDGE_LAMBDA
+) -> np.ndarray:
     """Ridge's prediction of ``O_n`` from the first ``n`` samples, for every run and ``n = 1..T-1``.
 
     ``contexts (B, T, d)``, ``actions (B, T, 1)``, ``observations (B, T, 1)`` -> ``(B, T)`` with column
@@ -47,7 +50,9 @@ def ridge_predictions(contexts: np.ndarray, actions: np.ndarray, observations: n
 DEMAND_FILES = ("demand_prediction.json", "demand_prediction.png")
 
 
-def demand_report(predictions: dict[str, np.ndarray], expected: np.ndarray, observed: np.ndarray, meta: dict, out: str | Path) -> dict:
+def demand_report(
+    predictions: dict[str, np.ndarray], expected: np.ndarray, observed: np.ndarray, meta: dict, out: str | Path
+) -> dict:
     """Write ``demand_prediction.json`` and ``demand_prediction.png`` (:data:`DEMAND_FILES`) into the
     folder ``out``; return the summary.
 
@@ -65,7 +70,13 @@ def demand_report(predictions: dict[str, np.ndarray], expected: np.ndarray, obse
             "ci90": None if stats["ci90"] is None else stats["ci90"].tolist(),  # None: one run
             "mse_observed": ((pred[:, 1:] - observed[:, 1:]) ** 2).mean(0).tolist(),
         }
-    summary = {**meta, "target": "expected demand E[O_n | X_n, a_n]", "ridge_lambda": RIDGE_LAMBDA, "n": ns.tolist(), "methods": methods}
+    summary = {
+        **meta,
+        "target": "expected demand E[O_n | X_n, a_n]",
+        "ridge_lambda": RIDGE_LAMBDA,
+        "n": ns.tolist(),
+        "methods": methods,
+    }
     write_json(summary, out / "demand_prediction.json")
     plot_demand_errors(summary, out / "demand_prediction.png")
     print(format_demand_table(summary))
@@ -77,7 +88,11 @@ def format_demand_table(summary: dict) -> str:
     shown = [n for n in (1, 2, 5, 10, 20, 50, 100, 200) if n <= ns[-1]]
     shown += [ns[-1]] if ns[-1] not in shown else []
     head = f"{'n samples':<10}" + "".join(f"{name:>12}" for name in summary["methods"])
-    lines = [f"demand prediction MSE ({summary.get('task', '')}, {summary.get('runs', '?')} runs)", head, "-" * len(head)]
+    lines = [
+        f"demand prediction MSE ({summary.get('task', '')}, {summary.get('runs', '?')} runs)",
+        head,
+        "-" * len(head),
+    ]
     for n in shown:
         lines.append(f"{n:<10}" + "".join(f"{m['mse'][n - 1]:>12.4g}" for m in summary["methods"].values()))
     return "\n".join(lines)

@@ -1,4 +1,5 @@
 """EmbeddingProbe: linear probes (and a t-SNE grid) of the model's layers every N epochs of a fit."""
+
 from __future__ import annotations
 
 import time
@@ -46,7 +47,17 @@ class EmbeddingProbe(Callback):
         seed: seed of the probe environments (the same every time, so epochs compare on equal terms).
     """
 
-    def __init__(self, every_n_epochs: int = 5, n_train: int = 256, n_test: int = 128, step: int | None = None, policy: str = "omgpt", tsne: bool = True, tsne_samples: int = 200, seed: int = 0):
+    def __init__(
+        self,
+        every_n_epochs: int = 5,
+        n_train: int = 256,
+        n_test: int = 128,
+        step: int | None = None,
+        policy: str = "omgpt",
+        tsne: bool = True,
+        tsne_samples: int = 200,
+        seed: int = 0,
+    ):
         if every_n_epochs < 1:
             raise ValueError(f"every_n_epochs must be >= 1, got {every_n_epochs}")
         if n_train < 8 or n_test < 4:
@@ -61,7 +72,9 @@ class EmbeddingProbe(Callback):
         # broadcast, rank 1 in the next barrier).
         self.root = Path(trainer.log_dir or trainer.default_root_dir)
         if not hasattr(pl_module.model, "blocks"):  # fail at the start, not after the first N epochs
-            raise ValueError(f"EmbeddingProbe hooks the transformer's blocks; the {type(pl_module.model).__name__} backbone has none")
+            raise ValueError(
+                f"EmbeddingProbe hooks the transformer's blocks; the {type(pl_module.model).__name__} backbone has none"
+            )
 
     def _folder(self, trainer: L.Trainer) -> Path:
         root = getattr(self, "root", None) or Path(trainer.default_root_dir)
@@ -87,22 +100,39 @@ class EmbeddingProbe(Callback):
             result = probe_collected(train, test)
         finally:
             model.train(was_training)
-        result.update(task=task.name, step=step, policy=self.policy, n_train=self.n_train, n_test=self.n_test, epoch=trainer.current_epoch, global_step=trainer.global_step)
+        result.update(
+            task=task.name,
+            step=step,
+            policy=self.policy,
+            n_train=self.n_train,
+            n_test=self.n_test,
+            epoch=trainer.current_epoch,
+            global_step=trainer.global_step,
+        )
         folder = self._folder(trainer)
         plot_probes(result, folder / "probe.png", title=f"Linear probes at X_{step}, epoch {trainer.current_epoch}")
         if self.tsne:
             m = min(self.tsne_samples, self.n_test)
             if test.hidden_type is not None:
-                labels, categorical, name, classes = test.types()[:m], True, test.hidden_type.name, dict(enumerate(test.hidden_type.classes))
+                labels, categorical, name, classes = (
+                    test.types()[:m],
+                    True,
+                    test.hidden_type.name,
+                    dict(enumerate(test.hidden_type.classes)),
+                )
             else:
                 labels, categorical, name, classes = test.optimal_action[:m], False, "a*_t", None
             ts = tsne_layers(test.hidden[:, :m], labels, categorical, perplexity=min(30, (m - 1) / 3), seed=self.seed)
-            plot_tsne_layers(ts, folder / "tsne.png", name, classes, title=f"t-SNE at X_{step}, epoch {trainer.current_epoch}")
+            plot_tsne_layers(
+                ts, folder / "tsne.png", name, classes, title=f"t-SNE at X_{step}, epoch {trainer.current_epoch}"
+            )
             result["tsne_knn"] = ts["knn"]
         result["seconds"] = time.perf_counter() - start
         write_json(result, folder / "probe.json")
         for target, curve in result["errors"].items():
             for layer, err in enumerate(curve):
-                pl_module.log(f"probe/{target}/layer{layer}", float(err), rank_zero_only=True, on_step=False, on_epoch=True)
+                pl_module.log(
+                    f"probe/{target}/layer{layer}", float(err), rank_zero_only=True, on_step=False, on_epoch=True
+                )
         self.last = result
         return result

@@ -13,6 +13,7 @@ which of them an experiment draws is its kind's choice (``omgpt.commands.experim
 * :func:`finetuning_figure`: validation regret against CPU-minutes of fine-tuning on regret, per
   setting, from the supervised model's validation regret.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -79,8 +80,15 @@ def advantage_figure(panels: list[dict], path: Path) -> Path:
     im = ax.imshow(grid, cmap="RdBu", vmin=-lim, vmax=lim, origin="lower")
     for i in range(len(layers)):
         for j in range(len(dims)):
-            ax.text(j, i, f"{grid[i, j]:+.1f}%", ha="center", va="center", fontsize=10,
-                    color="white" if abs(grid[i, j]) > 0.6 * lim else "black")
+            ax.text(
+                j,
+                i,
+                f"{grid[i, j]:+.1f}%",
+                ha="center",
+                va="center",
+                fontsize=10,
+                color="white" if abs(grid[i, j]) > 0.6 * lim else "black",
+            )
     ax.set_xticks(range(len(dims)), [str(d) for d in dims])
     ax.set_yticks(range(len(layers)), [str(n) for n in layers])
     ax.set(xlabel="problem dimension (context)", ylabel="layers", title="reward improvement over the best benchmark")
@@ -105,7 +113,11 @@ def scaling_figure(result: dict, path: Path) -> Path:
         ax.legend(fontsize=8)
     ax = axes[0, -1]
     for dim in dims:
-        row = sorted((p["grid"]["layers"], p["policies"]["omgpt"]["final_regret"]["mean"]) for p in panels if p["grid"]["dimension"] == dim)
+        row = sorted(
+            (p["grid"]["layers"], p["policies"]["omgpt"]["final_regret"]["mean"])
+            for p in panels
+            if p["grid"]["dimension"] == dim
+        )
         ax.plot([n for n, _ in row], [r for _, r in row], marker="o", label=f"dimension {dim}")
     ax.set(xlabel="layers", ylabel="OMGPT's test regret at T", yscale="log", title="test regret against depth")
     ax.set_xticks(sorted({p["grid"]["layers"] for p in panels}))
@@ -130,9 +142,13 @@ def alg_star_match_figures(panels: list[dict], out: Path) -> list[Path]:
             ax.set(xlabel="TF - Alg* (1st coordinate)", ylabel="2nd coordinate")
         else:
             ax.hist(diff[:, 0], bins=60, color="tab:blue", alpha=0.8)
-            ax.set(xlabel="TF - Alg*" + (" (reward; Alg*: expected over its draw)" if panel["alg_star_match"]["discrete"] else ""), ylabel="count")
+            ax.set(
+                xlabel="TF - Alg*"
+                + (" (reward; Alg*: expected over its draw)" if panel["alg_star_match"]["discrete"] else ""),
+                ylabel="count",
+            )
         ax.set_title(f"{panel['title']}\nmean |TF - Alg*| = {panel['alg_star_match']['mean_abs_diff']:.3f}", fontsize=9)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
     files.append(save_figure(fig, out / "tf_minus_alg_star.png"))
@@ -144,13 +160,16 @@ def _sample_paths(paths: list[dict], path_png: Path) -> Path:
     cols = min(3, len(paths))
     rows = -(-len(paths) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False)
-    for ax in list(axes.flat)[len(paths):]:
+    for ax in list(axes.flat)[len(paths) :]:
         ax.axis("off")
     for ax, panel in zip(axes.flat, paths):
         path = panel["alg_star_match"]["path"]
         steps = np.arange(1, len(path["omgpt"]) + 1)
-        style = {"optimal": dict(color="black", ls=":", label="a* (optimal)"), "omgpt": dict(label="TF (OMGPT)", marker="o", ms=3),
-                 "alg-star": dict(label="Alg*", marker="x", ms=4)}
+        style = {
+            "optimal": dict(color="black", ls=":", label="a* (optimal)"),
+            "omgpt": dict(label="TF (OMGPT)", marker="o", ms=3),
+            "alg-star": dict(label="Alg*", marker="x", ms=4),
+        }
         for key, kw in style.items():
             ax.plot(steps, path[key], drawstyle="steps-mid" if panel["alg_star_match"]["discrete"] else "default", **kw)
         ax.set(xlabel="t", ylabel="arm" if panel["alg_star_match"]["discrete"] else "action", title=panel["title"])
@@ -181,13 +200,23 @@ def obs_learning_curve_figure(result: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, rec in ((n, r) for n, r in result["models"].items() if r.get("val_obs_mse")):
         curve = np.asarray(rec["val_obs_mse"], dtype=float)
-        line, = ax.plot(curve[:, 0], curve[:, 1], marker=".", label=f"{name}: observation head")
+        (line,) = ax.plot(curve[:, 0], curve[:, 1], marker=".", label=f"{name}: observation head")
         for j, panel in enumerate(p for p in result["panels"] if p["model"] == name):
-            ax.axhline(final_demand_errors(panel)[1], color=line.get_color(), ls=("--", ":", "-.")[j % 3], lw=1,
-                       label=f"ridge, {panel['title']}")
+            ax.axhline(
+                final_demand_errors(panel)[1],
+                color=line.get_color(),
+                ls=("--", ":", "-.")[j % 3],
+                lw=1,
+                label=f"ridge, {panel['title']}",
+            )
     T = result["panels"][0]["horizon"]
-    ax.set(xlabel="training steps", ylabel=f"demand MSE after {T - 1} samples", xscale="log", yscale="log",
-           title="the observation head's learning curve")
+    ax.set(
+        xlabel="training steps",
+        ylabel=f"demand MSE after {T - 1} samples",
+        xscale="log",
+        yscale="log",
+        title="the observation head's learning curve",
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)
@@ -208,7 +237,13 @@ def finetuning_figure(panels: list[dict], path: Path, max_cols: int = 3) -> Path
         sup, ft = panel["finetuning"]["supervised"], panel["finetuning"]["finetuned"]
         per_step = ft["seconds"] / ft["steps"] / 60
         curve = np.asarray(ft["val_regret"], dtype=float)
-        ax.plot([0.0, *curve[:, 0] * per_step], [sup["best_val_regret"], *curve[:, 1]], marker=".", color="C3", label=ft["label"])
+        ax.plot(
+            [0.0, *curve[:, 0] * per_step],
+            [sup["best_val_regret"], *curve[:, 1]],
+            marker=".",
+            color="C3",
+            label=ft["label"],
+        )
         ax.plot([0.0], [sup["best_val_regret"]], marker="o", color="C0", ls="", label=f"supervised ({sup['label']})")
         ax.axhline(ft["best_val_regret"], color="C3", ls=":", lw=1, label="kept checkpoint")
         ax.set(xlabel="CPU-minutes of fine-tuning", ylabel="validation regret" if i % cols == 0 else None)

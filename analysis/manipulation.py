@@ -31,6 +31,7 @@ Units. The action here is the order-up-to level (docs/paper-gaps.md §3); the pa
 (the paper's ``TF(H_t)``); the value after projection onto the action set ``[I'_t, 30 + I'_t]`` -- what
 would be played, and which hides predictions below ``I'`` -- is reported in the JSON too.
 """
+
 from __future__ import annotations
 
 from omgpt.files import save_figure
@@ -72,11 +73,30 @@ def resolve_columns(task: Task, columns) -> list[int]:
 
 def _stats(x: np.ndarray) -> dict:
     q = np.percentile(x, [5, 25, 50, 75, 95])
-    return {"mean": float(x.mean()), "mean_abs": float(np.abs(x).mean()), "p5": q[0], "q1": q[1], "median": q[2], "q3": q[3], "p95": q[4]}
+    return {
+        "mean": float(x.mean()),
+        "mean_abs": float(np.abs(x).mean()),
+        "p5": q[0],
+        "q1": q[1],
+        "median": q[2],
+        "q3": q[3],
+        "p95": q[4],
+    }
 
 
 @torch.no_grad()
-def manipulate(model, task: Task, n: int = 1000, step: int = 50, low: float = 0.0, high: float = 10.0, columns="state", policy: str = "omgpt", seed: int = 0, batch_size: int = 250) -> dict:
+def manipulate(
+    model,
+    task: Task,
+    n: int = 1000,
+    step: int = 50,
+    low: float = 0.0,
+    high: float = 10.0,
+    columns="state",
+    policy: str = "omgpt",
+    seed: int = 0,
+    batch_size: int = 250,
+) -> dict:
     """Run the experiment on ``n`` fresh environments at 1-based step ``step``; returns arrays and stats.
 
     The histories up to ``X_step`` are played by ``policy`` (default the model itself); the model is
@@ -123,8 +143,15 @@ def manipulate(model, task: Task, n: int = 1000, step: int = 50, low: float = 0.
     change = arr["a_star_new"] - arr["a_star"]
     before, after = arr["tf"] - arr["a_star"], arr["tf_new"] - arr["a_star_new"]
     result = {
-        "task": task.name, "task_options": task.options(), "n": n, "step": step, "low": low, "high": high,
-        "columns": cols, "policy": policy, "seed": seed,
+        "task": task.name,
+        "task_options": task.options(),
+        "n": n,
+        "step": step,
+        "low": low,
+        "high": high,
+        "columns": cols,
+        "policy": policy,
+        "seed": seed,
         "optimal_change": _stats(change),
         "fraction_changed": float((np.abs(change) > 0.5).mean()),
         "tf_minus_a_star_before": _stats(before),
@@ -167,6 +194,10 @@ def plot_manipulation(result: dict, path: str | Path, title: str | None = None) 
     axes[1].axhline(0, color="k", lw=0.8)
     axes[1].set_ylabel("TF(H_t) - a*_t")
     axes[1].set_title("(b) model minus optimal action (whiskers 1.5 IQR)", fontsize=9)
-    fig.suptitle(title or f"Context manipulation at t = {result['step']} ({result['task']}, {result['n']} environments, columns {result['columns']} ~ U[{result['low']:g}, {result['high']:g}])", fontsize=10)
+    fig.suptitle(
+        title
+        or f"Context manipulation at t = {result['step']} ({result['task']}, {result['n']} environments, columns {result['columns']} ~ U[{result['low']:g}, {result['high']:g}])",
+        fontsize=10,
+    )
     fig.tight_layout()
     return save_figure(fig, path)

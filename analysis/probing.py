@@ -24,6 +24,7 @@ the model's own read-out of ``a*_t`` (what the final layer feeds the action head
 carry ``reference_errors`` ``{target: error}`` (e.g. Bayes estimates from the same histories), drawn as
 stars right of the last layer.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,7 +38,12 @@ from omgpt.files import save_figure
 
 RIDGE_ALPHAS = np.logspace(-3, 4, 15)
 TARGETS = ("type", "params", "action", "demand_at_x")
-TARGET_LABELS = {"type": "demand type (logistic)", "params": "demand parameters (ridge)", "action": "optimal action (ridge)", "demand_at_x": "demand intercept, slope at X_t (ridge)"}
+TARGET_LABELS = {
+    "type": "demand type (logistic)",
+    "params": "demand parameters (ridge)",
+    "action": "optimal action (ridge)",
+    "demand_at_x": "demand intercept, slope at X_t (ridge)",
+}
 
 
 def _as_np(x) -> np.ndarray:
@@ -113,7 +119,9 @@ def targets_of(data: Collected) -> dict[str, tuple[str, torch.Tensor]]:
 def probe_collected(train: Collected, test: Collected) -> dict:
     """Per-layer normalised held-out errors for every target of :func:`targets_of`."""
     train_t, test_t = targets_of(train), targets_of(test)
-    errors = {name: probe_layers(train.hidden, y, test.hidden, test_t[name][1], kind) for name, (kind, y) in train_t.items()}
+    errors = {
+        name: probe_layers(train.hidden, y, test.hidden, test_t[name][1], kind) for name, (kind, y) in train_t.items()
+    }
     return {
         "layers": list(range(train.hidden.shape[0])),
         "errors": errors,
@@ -123,15 +131,31 @@ def probe_collected(train: Collected, test: Collected) -> dict:
     }
 
 
-def run_probes(model, task, n_train: int = 1024, n_test: int = 256, step: int = 100, policy: str = "omgpt", seed: int = 0, batch_size: int = 256, policy_options: dict | None = None) -> dict:
+def run_probes(
+    model,
+    task,
+    n_train: int = 1024,
+    n_test: int = 256,
+    step: int = 100,
+    policy: str = "omgpt",
+    seed: int = 0,
+    batch_size: int = 256,
+    policy_options: dict | None = None,
+) -> dict:
     """The paper's experiment: probes trained on ``n_train`` histories and scored on ``n_test`` fresh
     ones (different environment seeds), at the feature token of ``X_step``, histories played by ``policy``."""
     if n_train < 8 or n_test < 4:
         raise OMGPTError(f"need at least 8 training and 4 test histories for a probe, got {n_train} and {n_test}")
-    train = collect(model, task, n_train, step, policy, seed=2 * seed + 1, batch_size=batch_size, policy_options=policy_options)
-    test = collect(model, task, n_test, step, policy, seed=2 * seed + 2, batch_size=batch_size, policy_options=policy_options)
+    train = collect(
+        model, task, n_train, step, policy, seed=2 * seed + 1, batch_size=batch_size, policy_options=policy_options
+    )
+    test = collect(
+        model, task, n_test, step, policy, seed=2 * seed + 2, batch_size=batch_size, policy_options=policy_options
+    )
     result = probe_collected(train, test)
-    result.update(task=task.name, task_options=task.options(), step=step, policy=policy, n_train=n_train, n_test=n_test, seed=seed)
+    result.update(
+        task=task.name, task_options=task.options(), step=step, policy=policy, n_train=n_train, n_test=n_test, seed=seed
+    )
     return result
 
 
@@ -142,7 +166,12 @@ def plot_probes(result: dict, path: str | Path, title: str | None = None) -> Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    styles = {"type": dict(color="tab:blue", ls=":", marker="o"), "params": dict(color="tab:green", ls="--", marker="s"), "action": dict(color="tab:red", ls="-", marker="^"), "demand_at_x": dict(color="tab:olive", ls="-.", marker="d")}
+    styles = {
+        "type": dict(color="tab:blue", ls=":", marker="o"),
+        "params": dict(color="tab:green", ls="--", marker="s"),
+        "action": dict(color="tab:red", ls="-", marker="^"),
+        "demand_at_x": dict(color="tab:olive", ls="-.", marker="d"),
+    }
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     layers = result["layers"]
     for name, curve in result["errors"].items():
@@ -153,7 +182,15 @@ def plot_probes(result: dict, path: str | Path, title: str | None = None) -> Pat
         axes[0].axhline(result["model_error"], color="tab:red", alpha=0.4, lw=1, label="model's read-out of a*")
     for i, (name, value) in enumerate((result.get("reference_errors") or {}).items()):  # optional: e.g. Bayes estimates
         color = styles.get(name, {}).get("color", "grey")
-        axes[0].plot([layers[-1] + 0.15], [value], marker="*", ms=10, color=color, ls="none", label="reference (Bayes)" if i == 0 else None)
+        axes[0].plot(
+            [layers[-1] + 0.15],
+            [value],
+            marker="*",
+            ms=10,
+            color=color,
+            ls="none",
+            label="reference (Bayes)" if i == 0 else None,
+        )
     axes[0].axhline(1.0, color="grey", lw=0.8, ls="-.")
     axes[0].set_ylabel("held-out error (1 = chance / mean)")
     axes[0].set_ylim(bottom=0)
@@ -164,6 +201,9 @@ def plot_probes(result: dict, path: str | Path, title: str | None = None) -> Pat
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="best", framealpha=0.85)
     step = result.get("step")
-    fig.suptitle(title or f"Linear probes at X_{step} ({result.get('task', '')}, {result.get('n_train')} train / {result.get('n_test')} test histories)")
+    fig.suptitle(
+        title
+        or f"Linear probes at X_{step} ({result.get('task', '')}, {result.get('n_train')} train / {result.get('n_test')} test histories)"
+    )
     fig.tight_layout()
     return save_figure(fig, path)

@@ -6,6 +6,7 @@ orders are in units of the window's *level* (its mean daily demand before the wi
 by ``envs["level"]`` to show the series' own units; the regret of a day is its newsvendor cost (the
 clairvoyant order costs nothing).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,11 +23,18 @@ def series_orders(histories: dict[str, History], index: int) -> dict:
     each policy's mean cost per day on that window (level units times the level: the series' units)."""
     first = next(iter(histories.values()))
     level = float(first.envs["level"][index])
-    out = {"demand": (first.observations[index, :, 0] * level).tolist(), "level": level, "orders": {}, "cost_per_day": {}}
+    out = {
+        "demand": (first.observations[index, :, 0] * level).tolist(),
+        "level": level,
+        "orders": {},
+        "cost_per_day": {},
+    }
     for name, h in histories.items():
         if not torch.equal(h.envs["row"][index], first.envs["row"][index]):
-            raise ValueError(f"{name}'s environment {index} is another window than {next(iter(histories))}'s: "
-                             f"play the policies on the same environments (common random numbers)")
+            raise ValueError(
+                f"{name}'s environment {index} is another window than {next(iter(histories))}'s: "
+                f"play the policies on the same environments (common random numbers)"
+            )
         out["orders"][name] = (h.actions[index, :, 0] * level).tolist()
         out["cost_per_day"][name] = float(h.regrets[index].mean()) * level
     return out
@@ -51,7 +59,9 @@ def draw_series_orders(data: dict, path: str | Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(11, 4))
     ax.bar(days, data["demand"], color="0.82", label="demand", width=1.0)
     for name, orders in data["orders"].items():
-        ax.plot(days, orders, lw=2.2 if name == "omgpt" else 1.0, label=f"{name} ({data['cost_per_day'][name]:.2f}/day)")
+        ax.plot(
+            days, orders, lw=2.2 if name == "omgpt" else 1.0, label=f"{name} ({data['cost_per_day'][name]:.2f}/day)"
+        )
     ax.set(xlabel="day of the window", ylabel="units", title=title)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
@@ -73,17 +83,28 @@ def window_cells(task, histories: dict[str, History]) -> dict:
     first = next(iter(histories.values()))
     for name, h in histories.items():
         if not torch.equal(h.envs["row"], first.envs["row"]):
-            raise ValueError(f"{name} played other windows than {next(iter(histories))}: play every policy on the same windows")
+            raise ValueError(
+                f"{name} played other windows than {next(iter(histories))}: play every policy on the same windows"
+            )
     level = first.envs["level"].double()[:, None]
-    cost = {name: task.outcome_cost(h.actions, h.observations, h.contexts).double() * level for name, h in histories.items()}
+    cost = {
+        name: task.outcome_cost(h.actions, h.observations, h.contexts).double() * level for name, h in histories.items()
+    }
     demand = first.observations[..., 0].double() * level
     rows = first.envs["row"].numpy()[:, None] + np.arange(first.horizon)
     days = task.data.table.dates[rows].astype("int64")
-    return {"cost": {k: v.numpy() for k, v in cost.items()}, "demand": demand.numpy(), "level": level[:, 0].numpy(),
-            "group": task.data.table.groups[rows[:, 0]], "block": (days - days.min()) // BLOCK_DAYS}
+    return {
+        "cost": {k: v.numpy() for k, v in cost.items()},
+        "demand": demand.numpy(),
+        "level": level[:, 0].numpy(),
+        "group": task.data.table.groups[rows[:, 0]],
+        "block": (days - days.min()) // BLOCK_DAYS,
+    }
 
 
-def cluster_bootstrap(cells: dict, reference: str, dates: bool, versus: str | None = None, draws: int = 2000, seed: int = 0) -> dict:
+def cluster_bootstrap(
+    cells: dict, reference: str, dates: bool, versus: str | None = None, draws: int = 2000, seed: int = 0
+) -> dict:
     """Every policy's scaled cost (total cost over total demand) and mean cost per day (in units of
     each window's level), each with a 90% cluster-bootstrap interval, and the paired ratio of its
     scaled cost to ``reference``'s on the same draws; ``versus`` (OMGPT) also gets its ratio to every
@@ -99,7 +120,9 @@ def cluster_bootstrap(cells: dict, reference: str, dates: bool, versus: str | No
     groups, window_group = np.unique(cells["group"], return_inverse=True)
     blocks, day_block = np.unique(cells["block"], return_inverse=True)
     W, B = len(cells["group"]), len(blocks)
-    store = rng.multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=draws)[:, window_group]  # (draws, W)
+    store = rng.multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=draws)[
+        :, window_group
+    ]  # (draws, W)
     week = rng.multinomial(B, np.full(B, 1 / B), size=draws) if dates else np.ones((draws, B))  # (draws, B)
     one_hot = np.zeros((W, cells["demand"].shape[1], B))
     np.put_along_axis(one_hot, day_block.reshape(W, -1)[..., None], 1.0, axis=-1)
@@ -119,13 +142,17 @@ def cluster_bootstrap(cells: dict, reference: str, dates: bool, versus: str | No
         out[name] = {
             "scaled_cost": {"mean": float(cost.sum() / cells["demand"].sum()), "ci90": _percentiles(total / demand)},
             "cost_per_day": {"mean": float(per_level.mean()), "ci90": _percentiles(drawn(per_level) / days)},
-            "ratio_to_" + reference: None if name == reference else {
-                "mean": float(cost.sum() / cells["cost"][reference].sum()), "ci90": _percentiles(total / ref)},
+            "ratio_to_" + reference: None
+            if name == reference
+            else {"mean": float(cost.sum() / cells["cost"][reference].sum()), "ci90": _percentiles(total / ref)},
         }
     if versus in cells["cost"]:
         ours = drawn(cells["cost"][versus])
-        out[versus]["ratio_to"] = {name: {"mean": float(cells["cost"][versus].sum() / cost.sum()), "ci90": _percentiles(ours / drawn(cost))}
-                                   for name, cost in cells["cost"].items() if name != versus}
+        out[versus]["ratio_to"] = {
+            name: {"mean": float(cells["cost"][versus].sum() / cost.sum()), "ci90": _percentiles(ours / drawn(cost))}
+            for name, cost in cells["cost"].items()
+            if name != versus
+        }
     return out
 
 

@@ -3,6 +3,7 @@
 Statistics over runs, as docs/paper-gaps.md §4 asks: the mean curve, a 90% band (5th-95th percentile across runs,
 what the paper shades) and a bootstrap 90% confidence interval of the mean.
 """
+
 from __future__ import annotations
 
 import csv
@@ -107,8 +108,11 @@ def ratios_to_alg_star(histories: dict[str, History]) -> dict[str, dict]:
     if "alg-star" not in histories:
         return {}
     reference = histories["alg-star"].cumulative_regret()[:, -1].double().numpy()
-    return {name: paired_ratio(h.cumulative_regret()[:, -1].double().numpy(), reference)
-            for name, h in histories.items() if name != "alg-star"}
+    return {
+        name: paired_ratio(h.cumulative_regret()[:, -1].double().numpy(), reference)
+        for name, h in histories.items()
+        if name != "alg-star"
+    }
 
 
 def final_regrets(panel: dict) -> dict[str, float]:
@@ -147,7 +151,7 @@ def steps_to_reach(curve: list, target: float, tail: float = 0.5) -> tuple[float
     ``log value = a + b log step`` fitted to its last ``tail`` (the early steps are a transient).
     Returns ``(steps, b)``; ``steps`` is None where the fit is not falling (``b >= 0``)."""
     points = np.asarray(curve, dtype=float)
-    points = points[int(len(points) * (1 - tail)):]
+    points = points[int(len(points) * (1 - tail)) :]
     b, a = np.polyfit(np.log(points[:, 0]), np.log(points[:, 1]), 1)
     return (None if b >= 0 else float(np.exp((np.log(target) - a) / b))), float(b)
 
@@ -173,8 +177,17 @@ def summarise(histories: dict[str, History]) -> dict[str, dict[str, dict[str, np
 REPORT_FILES = ("summary.json", "curves.csv", "regret.png")
 
 
-def write_report(histories: dict[str, History], task: str, horizon: int, runs: int, seed: int, out: str | Path,
-                 title: str | None = None, task_options: dict | None = None, stream: dict | None = None) -> dict:
+def write_report(
+    histories: dict[str, History],
+    task: str,
+    horizon: int,
+    runs: int,
+    seed: int,
+    out: str | Path,
+    title: str | None = None,
+    task_options: dict | None = None,
+    stream: dict | None = None,
+) -> dict:
     """Write ``summary.json``, ``curves.csv`` and ``regret.png`` (:data:`REPORT_FILES`) into the
     folder ``out``, print the table, return the summary. With ``alg-star`` among the policies every
     other policy also gets its ``ratio_to_alg_star`` (:func:`paired_ratio`).
@@ -197,8 +210,11 @@ def write_report(histories: dict[str, History], task: str, horizon: int, runs: i
         **(stream or {}),
         "code_version": code_version(),
         "policies": {
-            name: {"final_regret": final_regret(s["regret"]), "final_suboptimality": {"mean": float(s["suboptimality"]["mean"][-1])},
-                   **({"ratio_to_alg_star": ratios[name]} if name in ratios else {})}
+            name: {
+                "final_regret": final_regret(s["regret"]),
+                "final_suboptimality": {"mean": float(s["suboptimality"]["mean"][-1])},
+                **({"ratio_to_alg_star": ratios[name]} if name in ratios else {}),
+            }
             for name, s in stats.items()
         },
     }
@@ -217,14 +233,22 @@ def format_table(summary: dict) -> str:
     head = f"{'policy':<{width}}  {'final regret':>12}  {'90% CI of mean':>18}  {'90% band':>18}  {'|a - a*| at T':>13}"
     head += f"  {'/ alg-star [90% CI]':>22}" if with_ratio else ""
     options = "".join(f" {k}={v}" for k, v in summary.get("task_options", {}).items() if k != "horizon")
-    lines = [f"{summary['task']}{options}, horizon {summary['horizon']}, {summary['runs']} runs (seed {summary['seed']})", head, "-" * len(head)]
+    lines = [
+        f"{summary['task']}{options}, horizon {summary['horizon']}, {summary['runs']} runs (seed {summary['seed']})",
+        head,
+        "-" * len(head),
+    ]
     for name, p in rows:
         r = p["final_regret"]
-        line = (f"{name:<{width}}  {r['mean']:>12.2f}  {interval(r['ci90']):>18}  "
-                f"{interval(r['band90']):>18}  {p['final_suboptimality']['mean']:>13.3f}")
+        line = (
+            f"{name:<{width}}  {r['mean']:>12.2f}  {interval(r['ci90']):>18}  "
+            f"{interval(r['band90']):>18}  {p['final_suboptimality']['mean']:>13.3f}"
+        )
         if "ratio_to_alg_star" in p:
             q = p["ratio_to_alg_star"]
-            line += f"  {'undefined' if q['mean'] is None else format(q['mean'], '.2f') + ' ' + interval(q['ci90']):>22}"
+            line += (
+                f"  {'undefined' if q['mean'] is None else format(q['mean'], '.2f') + ' ' + interval(q['ci90']):>22}"
+            )
         lines.append(line)
     if summary["runs"] < 2:
         lines.append("(a 90% CI of the mean needs at least 2 runs: undefined for 1)")

@@ -5,6 +5,7 @@
 
 writes ``curves.json`` (every run's (step, val/regret) points) and ``val_regret.png``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,9 @@ def read_val_curve(run_dir: str | Path, metric: str = "val/regret") -> list[tupl
         return [(int(r["step"]), float(r[metric])) for r in csv.DictReader(f) if r.get(metric)]
 
 
-def plot_curves(curves: dict[str, list[tuple[int, float]]], references: dict[str, float], path: Path, title: str) -> None:
+def plot_curves(
+    curves: dict[str, list[tuple[int, float]]], references: dict[str, float], path: Path, title: str
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,7 +45,13 @@ def plot_curves(curves: dict[str, list[tuple[int, float]]], references: dict[str
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run", action="append", required=True, metavar="LABEL=RUN_DIR")
-    p.add_argument("--reference", action="append", default=[], metavar="LABEL=VALUE", help="horizontal line, e.g. a benchmark's regret")
+    p.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="LABEL=VALUE",
+        help="horizontal line, e.g. a benchmark's regret",
+    )
     p.add_argument("--title", default="validation regret during pre-training")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)

@@ -18,6 +18,7 @@ histories are paired (same environment and noise), the JSON also reports each ch
 Euclidean distance to ``Alg*``'s history of the same environment in the stacked space, which does
 not depend on t-SNE's layout.
 """
+
 from __future__ import annotations
 
 from omgpt.files import save_figure
@@ -63,7 +64,9 @@ def knn_score(coords: np.ndarray, labels: np.ndarray, categorical: bool) -> floa
     return float(1 - ((pred - labels) ** 2).mean() / var) if var > 0 else float("nan")
 
 
-def tsne_layers(hidden, labels, categorical: bool = True, layers: list[int] | None = None, perplexity: float = 30.0, seed: int = 0) -> dict:
+def tsne_layers(
+    hidden, labels, categorical: bool = True, layers: list[int] | None = None, perplexity: float = 30.0, seed: int = 0
+) -> dict:
     """t-SNE of ``hidden (L+1, N, D)`` per layer; returns ``{"layers", "coords" (list of (N, 2)), "knn"}``."""
     hidden = hidden.detach().cpu().numpy() if isinstance(hidden, torch.Tensor) else np.asarray(hidden)
     labels = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
@@ -77,7 +80,14 @@ def tsne_layers(hidden, labels, categorical: bool = True, layers: list[int] | No
     return {"layers": layers, "coords": coords, "knn": knn, "labels": labels, "categorical": categorical}
 
 
-def plot_tsne_layers(result: dict, path: str | Path, label_name: str = "label", class_names: dict | None = None, title: str | None = None, ncols: int = 3) -> Path:
+def plot_tsne_layers(
+    result: dict,
+    path: str | Path,
+    label_name: str = "label",
+    class_names: dict | None = None,
+    title: str | None = None,
+    ncols: int = 3,
+) -> Path:
     """The grid figure: one panel per layer, points coloured by the label, kNN score in the title."""
     import matplotlib
 
@@ -142,7 +152,16 @@ def _stack(history, task: Task, steps: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def training_ood(models: list[tuple[str, torch.nn.Module]], task: Task, n_seq: int = 30, steps: int = 20, seed: int = 0, alg_star: bool = True, alg_star_options: dict | None = None, perplexity: float = 30.0) -> dict:
+def training_ood(
+    models: list[tuple[str, torch.nn.Module]],
+    task: Task,
+    n_seq: int = 30,
+    steps: int = 20,
+    seed: int = 0,
+    alg_star: bool = True,
+    alg_star_options: dict | None = None,
+    perplexity: float = 30.0,
+) -> dict:
     """Histories of every ``(name, GPT)`` in ``models`` (and of ``Alg*``) on shared environments,
     contexts and noise; returns points, their t-SNE, group names and distances to ``Alg*``."""
     if not models:
@@ -184,8 +203,15 @@ def training_ood(models: list[tuple[str, torch.nn.Module]], task: Task, n_seq: i
         for name, pts in zip((n for n, _ in groups), points):
             dist[name] = float(np.linalg.norm(pts - ref, axis=1).mean())
     return {
-        "groups": [n for n, _ in groups], "names": names, "points": x, "coords": coords, "steps": steps,
-        "n_seq": n_seq, "distance_to_alg_star": dist, "mean_suboptimality": subopt, "notes": notes,
+        "groups": [n for n, _ in groups],
+        "names": names,
+        "points": x,
+        "coords": coords,
+        "steps": steps,
+        "n_seq": n_seq,
+        "distance_to_alg_star": dist,
+        "mean_suboptimality": subopt,
+        "notes": notes,
     }
 
 
@@ -201,13 +227,23 @@ def plot_training_ood(result: dict, path: str | Path, title: str | None = None) 
     cmap = plt.get_cmap("viridis")
     for i, g in enumerate(ckpts):
         m = names == g
-        ax.scatter(result["coords"][m, 0], result["coords"][m, 1], s=14, color=cmap(i / max(1, len(ckpts) - 1)), label=g, alpha=0.8)
+        ax.scatter(
+            result["coords"][m, 0],
+            result["coords"][m, 1],
+            s=14,
+            color=cmap(i / max(1, len(ckpts) - 1)),
+            label=g,
+            alpha=0.8,
+        )
     if "Alg*" in result["groups"]:
         m = names == "Alg*"
         ax.scatter(result["coords"][m, 0], result["coords"][m, 1], s=40, marker="*", color="red", label="Alg*")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(fontsize=7, loc="best")
-    ax.set_title(title or f"t-SNE of the first {result['steps']} actions + observations, {result['n_seq']} sequences each", fontsize=9)
+    ax.set_title(
+        title or f"t-SNE of the first {result['steps']} actions + observations, {result['n_seq']} sequences each",
+        fontsize=9,
+    )
     fig.tight_layout()
     return save_figure(fig, path)

@@ -27,6 +27,7 @@ Measured (2-core CPU, one thread, ``--runs 500``; the default command):
 4096 particles 4.591 ± 0.180, 16384 particles 4.558 ± 0.180, ratio 1.007, paired difference 0.033
 (95% interval -0.079 .. 0.146). With ``--no-rejuvenate``: 7.888 ± 0.330 against 6.954 ± 0.276, ratio 1.134.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,14 +76,23 @@ def paired(before: torch.Tensor, after: torch.Tensor, z: float = 1.645) -> str:
 def speed(a) -> None:
     """``--speed``: the reference arm against the fast one, interleaved batch by batch."""
     if a.erm:
-        policy, option, (before, after), what = "erm", "solver", ("highs", "ipm"), "erm: solver 'highs' (reference) vs 'ipm'"
+        policy, option, (before, after), what = (
+            "erm",
+            "solver",
+            ("highs", "ipm"),
+            "erm: solver 'highs' (reference) vs 'ipm'",
+        )
     else:
         policy, option, (before, after) = "alg-star", "likelihood", ("history", "stats")
         what = f"alg-star, {a.particles} particles: likelihood 'history' (reference) vs 'stats'"
-    print(f"{what}; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, {a.threads} thread(s); CPU seconds (process time)")
+    print(
+        f"{what}; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, {a.threads} thread(s); CPU seconds (process time)"
+    )
     for name in a.tasks.split(","):
         task = make_task(name)
-        envs = task.sample_envs(a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(Stream.TEST_ENVS, a.seed)))
+        envs = task.sample_envs(
+            a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(Stream.TEST_ENVS, a.seed))
+        )
         sizes = {} if a.erm else {"particles": a.particles}
         arms = {arm: make_policy(policy, task, **sizes, **{option: arm}) for arm in (before, after)}
         seconds, regrets = {arm: 0.0 for arm in arms}, {arm: [] for arm in arms}
@@ -92,8 +102,10 @@ def speed(a) -> None:
                 regrets[arm].append(batch_regrets(task, part, played, a.horizon, a.seed, i, a.device))
                 seconds[arm] += time.process_time() - start
         per100 = {arm: 100 * s / a.runs for arm, s in seconds.items()}
-        print(f"  {name}: {per100[before]:.1f} s -> {per100[after]:.1f} s per 100 episodes "
-              f"({per100[before] / per100[after]:.1f}x faster); {paired(torch.cat(regrets[before]), torch.cat(regrets[after]))}")
+        print(
+            f"  {name}: {per100[before]:.1f} s -> {per100[after]:.1f} s per 100 episodes "
+            f"({per100[before] / per100[after]:.1f}x faster); {paired(torch.cat(regrets[before]), torch.cat(regrets[after]))}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,7 +121,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--no-rejuvenate", action="store_true", help="plain importance sampling from the prior")
     p.add_argument("--speed", action="store_true", help="time likelihood='history' against 'stats' instead")
-    p.add_argument("--tasks", default=None, help="--speed: the tasks to time (default newsvendor,pricing; --erm: newsvendor)")
+    p.add_argument(
+        "--tasks", default=None, help="--speed: the tasks to time (default newsvendor,pricing; --erm: newsvendor)"
+    )
     p.add_argument("--erm", action="store_true", help="--speed: time ERM's solvers instead of alg-star's likelihoods")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -124,12 +138,16 @@ def main(argv: list[str] | None = None) -> None:
     for n in (a.particles, a.factor * a.particles):
         start = time.perf_counter()
         regrets[n] = r = cumulative_regrets(task, envs, n, a.horizon, a.batch, a.seed, a.device, not a.no_rejuvenate)
-        print(f"  particles = {n:>6}: {r.mean():8.3f} ± {r.std() / r.numel() ** 0.5:.3f}   ({time.perf_counter() - start:.1f} s)")
+        print(
+            f"  particles = {n:>6}: {r.mean():8.3f} ± {r.std() / r.numel() ** 0.5:.3f}   ({time.perf_counter() - start:.1f} s)"
+        )
     small, large = regrets[a.particles], regrets[a.factor * a.particles]
     diff = small - large
     half = 1.96 * diff.std() / diff.numel() ** 0.5
     print(f"  ratio default / {a.factor}x = {small.mean() / large.mean():.3f}")
-    print(f"  paired difference = {diff.mean():.3f} (95% interval {diff.mean() - half:.3f} .. {diff.mean() + half:.3f})")
+    print(
+        f"  paired difference = {diff.mean():.3f} (95% interval {diff.mean() - half:.3f} .. {diff.mean() + half:.3f})"
+    )
 
 
 if __name__ == "__main__":

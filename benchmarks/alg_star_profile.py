@@ -7,6 +7,7 @@ Prints the functions sorted by their own time (``tottime``). cProfile sees torch
 methods that call them, so the table says which tensor op costs and ``_resample_move`` / ``observe`` /
 ``decide`` (cumulative) say in which part of a step.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,10 @@ def main(argv: list[str] | None = None) -> None:
     profile.enable()
     rollout(task, envs, policy, a.horizon, task_gen, policy_gen)
     profile.disable()
-    print(f"alg-star on {a.task}: {a.batch} episodes, T = {a.horizon}, likelihood={a.likelihood!r}, {a.particles} particles, {a.moves} moves, one thread; "
-          f"rejuvenations per episode {policy.rejuvenations.double().mean():.1f}")
+    print(
+        f"alg-star on {a.task}: {a.batch} episodes, T = {a.horizon}, likelihood={a.likelihood!r}, {a.particles} particles, {a.moves} moves, one thread; "
+        f"rejuvenations per episode {policy.rejuvenations.double().mean():.1f}"
+    )
     pstats.Stats(profile).sort_stats(a.sort).print_stats(a.top)
 
 

@@ -23,6 +23,7 @@ Decisions per second = ``B·T / seconds per step`` (what every layout has in com
 same for a rollout's decoding with the KV cache (ours: :meth:`SequenceModel.decode`; GPT-2:
 ``past_key_values``), one step's new tokens at a time over ``T`` steps, teacher-forced on the batch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,9 +53,20 @@ class HFTwoToken(nn.Module):
         super().__init__()
         cfg = ours.cfg
         self.ours = ours  # its embeddings and head only (its blocks are not called)
-        self.gpt2 = GPT2Model(GPT2Config(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, n_positions=2 * horizon,
-                                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, vocab_size=1,
-                                         bos_token_id=None, eos_token_id=None))  # no vocabulary: fed embeddings
+        self.gpt2 = GPT2Model(
+            GPT2Config(
+                n_layer=cfg.n_layer,
+                n_head=cfg.n_head,
+                n_embd=cfg.n_embd,
+                n_positions=2 * horizon,
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                vocab_size=1,
+                bos_token_id=None,
+                eos_token_id=None,
+            )
+        )  # no vocabulary: fed embeddings
 
     def forward(self, features, actions):
         hidden = self.gpt2(inputs_embeds=self.ours.tokens(features, actions)).last_hidden_state
@@ -119,7 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--no-decode", action="store_true", help="skip the KV-cached decoding")
     a = p.parse_args(argv)
     if transformers is None:
-        sys.exit('benchmarks/backbone.py needs transformers: pip install -e ".[bench]" (or pip install "transformers>=4.40")')
+        sys.exit(
+            'benchmarks/backbone.py needs transformers: pip install -e ".[bench]" (or pip install "transformers>=4.40")'
+        )
     steps, repeats = (10, 1) if a.quick else (a.steps, a.repeats)
     torch.set_num_threads(1)
     cfg = demo_config()["model"]
@@ -132,20 +146,34 @@ def main(argv: list[str] | None = None) -> dict:
     task = arms["ours paper"][0].task
     batch = next(iter(HistoryStream(task, batch_size=a.batch, n_batches=1, horizon=a.horizon, seed=0, epoch=0, rank=0)))
     hf = arms["GPT2Model"][1]
-    print(f"{machine()}; 1 thread; transformers {transformers.__version__} (GPT-2 attention: {hf.gpt2.config._attn_implementation})")
-    ours_backbone = sum(p.numel() for n, p in arms["ours paper"][1].named_parameters() if n.startswith(("blocks.", "pos_emb.", "ln_f.")))
-    print(f"demo network {cfg['n_layer']} layers x {cfg['n_embd']} dims, {cfg['n_head']} heads; batch {a.batch}, T = {a.horizon}; "
-          f"backbone parameters: ours {ours_backbone:,}, GPT2Model {sum(p.numel() for p in hf.gpt2.parameters()):,} (its one-word vocabulary unused)")
+    print(
+        f"{machine()}; 1 thread; transformers {transformers.__version__} (GPT-2 attention: {hf.gpt2.config._attn_implementation})"
+    )
+    ours_backbone = sum(
+        p.numel() for n, p in arms["ours paper"][1].named_parameters() if n.startswith(("blocks.", "pos_emb.", "ln_f."))
+    )
+    print(
+        f"demo network {cfg['n_layer']} layers x {cfg['n_embd']} dims, {cfg['n_head']} heads; batch {a.batch}, T = {a.horizon}; "
+        f"backbone parameters: ours {ours_backbone:,}, GPT2Model {sum(p.numel() for p in hf.gpt2.parameters()):,} (its one-word vocabulary unused)"
+    )
     train, decode = {n: float("inf") for n in arms}, {n: float("inf") for n in arms}
     for _ in range(repeats):
         for name, (module, net) in arms.items():
             train[name] = min(train[name], train_seconds(net, module, batch, steps))
             if not a.no_decode:
                 net.eval()
-                decode[name] = min(decode[name], decode_seconds(hf.decode_all if name == "GPT2Model" else lambda f, x: decode_ours(net, f, x), batch))
+                decode[name] = min(
+                    decode[name],
+                    decode_seconds(
+                        hf.decode_all if name == "GPT2Model" else lambda f, x: decode_ours(net, f, x), batch
+                    ),
+                )
                 net.train()
     decisions = a.batch * a.horizon
-    print(f"\n{'arm':<17}{'train decisions/s':>19}{'vs GPT2Model':>14}" + ("" if a.no_decode else f"{'decode decisions/s':>20}{'vs GPT2Model':>14}"))
+    print(
+        f"\n{'arm':<17}{'train decisions/s':>19}{'vs GPT2Model':>14}"
+        + ("" if a.no_decode else f"{'decode decisions/s':>20}{'vs GPT2Model':>14}")
+    )
     for name in arms:
         row = f"{name:<17}{decisions / train[name]:19.0f}{train['GPT2Model'] / train[name]:13.2f}x"
         if not a.no_decode:

@@ -6,6 +6,7 @@ For every task, times the noisy-oracle rollout of ``--batch`` environments at on
 DataModule does) and the same rollout done one environment at a time for ``--loop-envs``
 environments, and prints histories/s for both and their ratio, measured in this one run.
 """
+
 from __future__ import annotations
 
 import argparse

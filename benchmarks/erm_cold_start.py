@@ -11,6 +11,7 @@ cumulative regret (with its standard error) per ``l1``.
 
 Measured (2-core CPU, one thread, the default command): see ``benchmarks/RESULTS.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,10 @@ def main() -> None:
     print(f"{'l1':>5}  " + "  ".join(f"t={t:<3d}" for t in range(1, 11)) + "   final regret")
     for l1 in (float(v) for v in args.l1.split(",")):
         history = rollout(
-            task, envs, ERM(task, l1=l1), args.horizon,
+            task,
+            envs,
+            ERM(task, l1=l1),
+            args.horizon,
             torch.Generator().manual_seed(stream_seed(Stream.TEST_TASK, args.seed, 0)),
             torch.Generator().manual_seed(stream_seed(Stream.TEST_POLICY, args.seed, 0)),
         )

@@ -12,6 +12,7 @@ checks that both arms returned the same histories bit for bit. Wall-clock is the
 point is using more cores, so the speed-up is bounded by the cores that are free (2 on the project's
 machine; less when other work runs). ``--quick``: 40 runs in batches of 10, without alg-star.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ def timed(task, specs, runs, horizon, batch_size, jobs):
 
 
 def same(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(getattr(a[n], f.name), getattr(b[n], f.name))
-                                        for n in a for f in fields(a[n]) if f.name != "envs")
+    return a.keys() == b.keys() and all(
+        torch.equal(getattr(a[n], f.name), getattr(b[n], f.name)) for n in a for f in fields(a[n]) if f.name != "envs"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -52,8 +54,11 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = demo_config()["model"]
     task = make_episode_task(cfg["task"], cfg.get("task_options") or {}, a.horizon)
     specs = {n: ({"model": demo_module().model} if n == "omgpt" else {}) for n in a.policies.split(",")}
-    print(f"evaluate_policies on {task.name}, {a.runs} runs x T = {a.horizon} in batches of {a.batch_size}, "
-          f"policies {a.policies}: jobs=1 vs jobs={a.jobs}", flush=True)
+    print(
+        f"evaluate_policies on {task.name}, {a.runs} runs x T = {a.horizon} in batches of {a.batch_size}, "
+        f"policies {a.policies}: jobs=1 vs jobs={a.jobs}",
+        flush=True,
+    )
     best = {1: float("inf"), a.jobs: float("inf")}
     for r in range(a.repeats):
         for jobs in (1, a.jobs):

@@ -23,6 +23,7 @@ the runs' metrics.csv.
 similarities between the batches (near 1: the batches agree on a direction; near 0 or negative: the
 estimate is noise), and the CPU-seconds of one gradient.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,11 @@ def compare(ckpts: list[str], policies: list[str], runs: int, seed: int, versus:
         print(f"  played {name} in {time.process_time() - start:.1f} CPU-s", flush=True)
     versus = versus or [ckpts[0]]
     print(f"\n{task.name} {task.options()} T={horizon}: {runs} environments of validation seed {seed}")
-    print(f"{'policy':<60} {'regret':>7} {'90% CI':>16}" + "".join(f"   - {Path(v).name[:24]} [paired 90% CI]" for v in versus)
-          + ("   / alg-star [paired 90% CI]" if "alg-star" in played else ""))
+    print(
+        f"{'policy':<60} {'regret':>7} {'90% CI':>16}"
+        + "".join(f"   - {Path(v).name[:24]} [paired 90% CI]" for v in versus)
+        + ("   / alg-star [paired 90% CI]" if "alg-star" in played else "")
+    )
     for name, values in played.items():
         lo, hi = bootstrap90(values)
         row = f"{name[-60:]:<60} {values.mean():7.3f} [{lo:6.3f}, {hi:6.3f}]"
@@ -89,7 +93,9 @@ def curve(runs: list[str], out: str | None) -> None:
     series = {}
     for run in runs:
         rows = list(csv.DictReader(open(Path(run) / "metrics.csv")))
-        points = [(float(r["time/cpu_minutes"]), float(r["val/regret"]), int(r["step"])) for r in rows if r.get("val/regret")]
+        points = [
+            (float(r["time/cpu_minutes"]), float(r["val/regret"]), int(r["step"])) for r in rows if r.get("val/regret")
+        ]
         series[run] = points
         print(run)
         for cpu, regret, step in points:
@@ -124,8 +130,10 @@ def gradients(ckpt: str, batch: int, feedbacks: list[float]) -> None:
             grads.append(torch.cat([d.flatten() for d in torch.autograd.grad(history.regrets.sum(1).mean(), params)]))
             seconds.append(time.process_time() - start)
         cos = [float(grads[i] @ grads[j] / grads[i].norm() / grads[j].norm()) for i, j in ((0, 1), (0, 2), (1, 2))]
-        print(f"feedback_grad {feedback}: norms {[round(float(d.norm()), 1) for d in grads]}, cosines {[round(c, 2) for c in cos]}, "
-              f"{np.mean(seconds):.2f} CPU-s per gradient of {batch} rollouts")
+        print(
+            f"feedback_grad {feedback}: norms {[round(float(d.norm()), 1) for d in grads]}, cosines {[round(c, 2) for c in cos]}, "
+            f"{np.mean(seconds):.2f} CPU-s per gradient of {batch} rollouts"
+        )
 
 
 def main() -> None:
@@ -137,7 +145,9 @@ def main() -> None:
     p.add_argument("--policies", nargs="*", default=["alg-star"])
     p.add_argument("--runs", type=int, default=256)
     p.add_argument("--seed", type=int, default=10_002)
-    p.add_argument("--versus", nargs="*", help="the rows to take paired differences from (default: the first checkpoint)")
+    p.add_argument(
+        "--versus", nargs="*", help="the rows to take paired differences from (default: the first checkpoint)"
+    )
     p = sub.add_parser("curve")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out")

@@ -14,6 +14,7 @@ window), so no rollout is needed. Printed: both libraries' chosen configuration,
 scaled cost, LightGBM / scikit-learn on test, and the CPU seconds of each library's 64 fits (process
 time, one thread, the two libraries interleaved configuration by configuration in this one process).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,24 @@ def fit_sklearn(train: dict, q: float, c: dict):
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     held = train["held"]
-    model = HistGradientBoostingRegressor(loss="quantile", quantile=q, max_iter=MAX_ITER, early_stopping=True, n_iter_no_change=20,
-                                          scoring="loss", random_state=0, **c)
-    model.fit(train["inputs"][~held], train["targets"][~held], sample_weight=train["level"][~held],
-              X_val=train["inputs"][held], y_val=train["targets"][held], sample_weight_val=train["level"][held])
+    model = HistGradientBoostingRegressor(
+        loss="quantile",
+        quantile=q,
+        max_iter=MAX_ITER,
+        early_stopping=True,
+        n_iter_no_change=20,
+        scoring="loss",
+        random_state=0,
+        **c,
+    )
+    model.fit(
+        train["inputs"][~held],
+        train["targets"][~held],
+        sample_weight=train["level"][~held],
+        X_val=train["inputs"][held],
+        y_val=train["targets"][held],
+        sample_weight_val=train["level"][held],
+    )
     return model.predict, model.n_iter_
 
 
@@ -47,12 +62,28 @@ def fit_lightgbm(train: dict, q: float, c: dict):
     import lightgbm
 
     held = train["held"]
-    model = lightgbm.LGBMRegressor(objective="quantile", alpha=q, n_estimators=MAX_ITER, learning_rate=c["learning_rate"],
-                                   num_leaves=c["max_leaf_nodes"], min_child_samples=c["min_samples_leaf"], reg_lambda=c["l2_regularization"],
-                                   n_jobs=1, random_state=0, verbose=-1)
-    model.fit(train["inputs"][~held], train["targets"][~held], sample_weight=train["level"][~held],
-              eval_X=(train["inputs"][held],), eval_y=(train["targets"][held],), eval_sample_weight=[train["level"][held]],
-              eval_metric="quantile", callbacks=[lightgbm.early_stopping(20, verbose=False)])
+    model = lightgbm.LGBMRegressor(
+        objective="quantile",
+        alpha=q,
+        n_estimators=MAX_ITER,
+        learning_rate=c["learning_rate"],
+        num_leaves=c["max_leaf_nodes"],
+        min_child_samples=c["min_samples_leaf"],
+        reg_lambda=c["l2_regularization"],
+        n_jobs=1,
+        random_state=0,
+        verbose=-1,
+    )
+    model.fit(
+        train["inputs"][~held],
+        train["targets"][~held],
+        sample_weight=train["level"][~held],
+        eval_X=(train["inputs"][held],),
+        eval_y=(train["targets"][held],),
+        eval_sample_weight=[train["level"][held]],
+        eval_metric="quantile",
+        callbacks=[lightgbm.early_stopping(20, verbose=False)],
+    )
     return (lambda x: model.predict(x, num_iteration=model.best_iteration_)), model.best_iteration_
 
 
@@ -65,19 +96,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--q", type=float, nargs="+", default=[0.75])
     parser.add_argument("--libraries", nargs="+", default=list(LIBRARIES), choices=list(LIBRARIES))
-    parser.add_argument("--configs", type=int, default=None, help="a random subset of this many grid points (seeded; default: all 64)")
+    parser.add_argument(
+        "--configs", type=int, default=None, help="a random subset of this many grid points (seeded; default: all 64)"
+    )
     args = parser.parse_args(argv)
-    options = {"dataset": "bakery", "split": args.split, **({"split_seed": args.split_seed} if args.split == "series" else {})}
+    options = {
+        "dataset": "bakery",
+        "split": args.split,
+        **({"split_seed": args.split_seed} if args.split == "series" else {}),
+    }
     key = tuple(sorted(options.items()))
     configs = grid(GlobalGBM.tunable)
     default = {"learning_rate": 0.1, "max_leaf_nodes": 31, "min_samples_leaf": 20, "l2_regularization": 0.0}
     if args.configs:  # a quicker look: the paper-default point and a seeded random subset of the rest
         rest = [c for c in configs if c != default]
-        configs = [default] + [rest[i] for i in np.random.default_rng(0).choice(len(rest), args.configs - 1, replace=False)]
-    print(f"bakery, {args.split} split{f' {args.split_seed}' if args.split == 'series' else ''}: {len(configs)} configurations per library, "
-          f"up to {MAX_ITER} rounds, early stopping on held-out training windows; scored by cost per unit demanded")
+        configs = [default] + [
+            rest[i] for i in np.random.default_rng(0).choice(len(rest), args.configs - 1, replace=False)
+        ]
+    print(
+        f"bakery, {args.split} split{f' {args.split_seed}' if args.split == 'series' else ''}: {len(configs)} configurations per library, "
+        f"up to {MAX_ITER} rounds, early stopping on held-out training windows; scored by cost per unit demanded"
+    )
     for q in args.q:
-        train, validation, test = (part_days("newsvendor-data", key, 100, q, part) for part in ("train", "validation", "test"))
+        train, validation, test = (
+            part_days("newsvendor-data", key, 100, q, part) for part in ("train", "validation", "test")
+        )
         results = {name: [] for name in args.libraries}
         seconds = dict.fromkeys(args.libraries, 0.0)
         for c in configs:  # the libraries interleaved: each configuration fitted by both in turn
@@ -92,8 +135,10 @@ def main(argv: list[str] | None = None) -> None:
             val, c, rounds, predict = min(results[name], key=lambda r: r[0])
             best[name] = scaled_cost(predict(test["inputs"]), test, q)
             at_default = results[name][configs.index(default)][0]
-            print(f"  {name:>12}: best {c} ({rounds} rounds): validation {val:.4f} (the default constants {at_default:.4f}), "
-                  f"test {best[name]:.4f}; {seconds[name]:.0f} CPU s for {len(configs)} fits")
+            print(
+                f"  {name:>12}: best {c} ({rounds} rounds): validation {val:.4f} (the default constants {at_default:.4f}), "
+                f"test {best[name]:.4f}; {seconds[name]:.0f} CPU s for {len(configs)} fits"
+            )
         if len(best) == 2:
             print(f"  lightgbm / scikit-learn on test: {best['lightgbm'] / best['scikit-learn']:.3f}")
 

@@ -15,6 +15,7 @@ arithmetic dominates the ratio approaches ``T/2`` (50 at ``T = 100``) and beyond
 number of Python-level steps and kernel launches, so for a model small enough that those fixed
 costs dominate (a 2-layer, 32-dim GPT on a CPU) the ratio is smaller.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,15 +52,30 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(size: str, batch: int, horizon: int, device: str = "cpu", repeats: int = 1, task_name: str = "newsvendor",
-            layout: str = "paper") -> dict:
+def measure(
+    size: str,
+    batch: int,
+    horizon: int,
+    device: str = "cpu",
+    repeats: int = 1,
+    task_name: str = "newsvendor",
+    layout: str = "paper",
+) -> dict:
     """Times both rollouts ``repeats`` times, alternating, and keeps each one's fastest run (the least
     disturbed by other work on the machine)."""
     n_layer, n_head, n_embd = SIZES[size]
     task = make_task(task_name)
     torch.manual_seed(0)
-    cfg = ModelConfig(task.feature_dim, task.action_dim, n_layer=n_layer, n_head=n_head, n_embd=n_embd, dropout=0.0,
-                    max_steps=horizon, layout=layout)
+    cfg = ModelConfig(
+        task.feature_dim,
+        task.action_dim,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_embd=n_embd,
+        dropout=0.0,
+        max_steps=horizon,
+        layout=layout,
+    )
     model = GPT(cfg, task.scaling()).to(device).eval()
     envs = {k: v.to(device) for k, v in task.sample_envs(batch, torch.Generator().manual_seed(0)).items()}
     play(task, model, {k: v[: min(batch, 8)] for k, v in envs.items()}, min(horizon, 5), True, device)  # warm-up
@@ -70,17 +86,28 @@ def measure(size: str, batch: int, horizon: int, device: str = "cpu", repeats: i
         seconds, a_full = play(task, model, envs, horizon, False, device)
         full.append(seconds)
     return {
-        "size": size, "layout": layout, "layers": n_layer, "heads": n_head, "dims": n_embd, "params": model.num_params(),
-        "batch": batch, "horizon": horizon, "device": str(device),
-        "cached_s": min(cached), "full_s": min(full), "speedup": min(full) / min(cached),
+        "size": size,
+        "layout": layout,
+        "layers": n_layer,
+        "heads": n_head,
+        "dims": n_embd,
+        "params": model.num_params(),
+        "batch": batch,
+        "horizon": horizon,
+        "device": str(device),
+        "cached_s": min(cached),
+        "full_s": min(full),
+        "speedup": min(full) / min(cached),
         "max_abs_diff": float((a_cached - a_full).abs().max()),
     }
 
 
 def report(r: dict) -> str:
-    return (f"{r['size']:<6} {r['layout']:<8} {r['layers']:>2}L/{r['heads']:>2}H/{r['dims']:>3}d {r['params'] / 1e6:>6.2f}M  B={r['batch']:<4} T={r['horizon']:<4}"
-            f" cached {r['cached_s']:>8.2f}s  full recompute {r['full_s']:>8.2f}s  speed-up {r['speedup']:>6.1f}x"
-            f"  max|a_cached - a_full| {r['max_abs_diff']:.1e}")
+    return (
+        f"{r['size']:<6} {r['layout']:<8} {r['layers']:>2}L/{r['heads']:>2}H/{r['dims']:>3}d {r['params'] / 1e6:>6.2f}M  B={r['batch']:<4} T={r['horizon']:<4}"
+        f" cached {r['cached_s']:>8.2f}s  full recompute {r['full_s']:>8.2f}s  speed-up {r['speedup']:>6.1f}x"
+        f"  max|a_cached - a_full| {r['max_abs_diff']:.1e}"
+    )
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -89,7 +116,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--layouts", default="paper", help="comma-separated token layouts: paper, compact, transition")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--paper-batch", type=int, help="batch for the paper size only (its full recompute takes ~30 min on a 2-core CPU at B=256)")
+    p.add_argument(
+        "--paper-batch",
+        type=int,
+        help="batch for the paper size only (its full recompute takes ~30 min on a 2-core CPU at B=256)",
+    )
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (CPU)")

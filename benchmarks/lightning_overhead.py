@@ -14,6 +14,7 @@ It prints the steady-state seconds per step of both (after two warm-up steps) an
 measured in this one run. The bare loop builds AdamW over the model's own parameter groups with
 the module's learning rate (``configure_optimizers`` needs a Trainer for its cosine length).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,13 +35,17 @@ def batches(steps: int, batch_size: int | None = None, horizon: int | None = Non
     data.update(batches_per_epoch=steps)
     if batch_size:
         data["batch_size"] = batch_size
-    dm = HistoryDataModule(task=model["task"], task_options=model.get("task_options"), horizon=horizon or model["horizon"], **data)
+    dm = HistoryDataModule(
+        task=model["task"], task_options=model.get("task_options"), horizon=horizon or model["horizon"], **data
+    )
     return list(dm.train_dataloader())
 
 
 def under_trainer(data: list[dict], device: str, horizon: int | None) -> float:
     timer = StepTimer()
-    timing_trainer(len(data), device, [timer]).fit(demo_module(horizon), train_dataloaders=DataLoader(data, batch_size=None))
+    timing_trainer(len(data), device, [timer]).fit(
+        demo_module(horizon), train_dataloaders=DataLoader(data, batch_size=None)
+    )
     assert len(timer.ends) == len(data)
     return timer.seconds_per_step()
 
@@ -67,7 +72,9 @@ def bare_loop(data: list[dict], device: str, horizon: int | None, warmup: int = 
     return (ends[-1] - ends[0]) / (len(ends) - 1)
 
 
-def measure(steps: int = 60, repeats: int = 1, device: str = "cpu", batch_size: int | None = None, horizon: int | None = None) -> dict:
+def measure(
+    steps: int = 60, repeats: int = 1, device: str = "cpu", batch_size: int | None = None, horizon: int | None = None
+) -> dict:
     """Both loops ``repeats`` times, alternating; each one's fastest run (least disturbed by other work)."""
     quiet_lightning()
     data = batches(steps, batch_size, horizon)
@@ -76,14 +83,20 @@ def measure(steps: int = 60, repeats: int = 1, device: str = "cpu", batch_size: 
         trainer_s.append(under_trainer(data, device, horizon))
         bare_s.append(bare_loop(data, device, horizon))
     return {
-        "steps": steps, "batch": data[0]["features"].shape[0], "horizon": data[0]["features"].shape[1],
-        "trainer_s": min(trainer_s), "bare_s": min(bare_s), "ratio": min(trainer_s) / min(bare_s),
+        "steps": steps,
+        "batch": data[0]["features"].shape[0],
+        "horizon": data[0]["features"].shape[1],
+        "trainer_s": min(trainer_s),
+        "bare_s": min(bare_s),
+        "ratio": min(trainer_s) / min(bare_s),
     }
 
 
 def report(r: dict) -> str:
-    return (f"B={r['batch']} T={r['horizon']}: Trainer {1000 * r['trainer_s']:.1f} ms/step, bare PyTorch loop "
-            f"{1000 * r['bare_s']:.1f} ms/step, ratio {r['ratio']:.2f}")
+    return (
+        f"B={r['batch']} T={r['horizon']}: Trainer {1000 * r['trainer_s']:.1f} ms/step, bare PyTorch loop "
+        f"{1000 * r['bare_s']:.1f} ms/step, ratio {r['ratio']:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -7,6 +7,7 @@ this times ``runs`` environments rolled out together (what ``omgpt evaluate`` do
 policy on ``loop-envs`` environments one at a time (scaled to ``runs``), and prints both wall times
 and the speed-up, measured in this one run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,9 @@ def seconds(task, policy_name: str, envs: dict, horizon: int, batch: int) -> flo
     start = time.perf_counter()
     for i, lo in enumerate(range(0, n, batch)):
         part = {k: v[lo : lo + batch] for k, v in envs.items()}
-        rollout(task, part, policy, horizon, torch.Generator().manual_seed(i), torch.Generator().manual_seed(10_000 + i))
+        rollout(
+            task, part, policy, horizon, torch.Generator().manual_seed(i), torch.Generator().manual_seed(10_000 + i)
+        )
     return time.perf_counter() - start
 
 
@@ -40,7 +43,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    print(f"{a.runs} runs x T = {a.horizon}, {a.threads} thread(s); per-env loop timed on {a.loop_envs} envs and scaled")
+    print(
+        f"{a.runs} runs x T = {a.horizon}, {a.threads} thread(s); per-env loop timed on {a.loop_envs} envs and scaled"
+    )
     print(f"{'suite':<11} {'policy':<11} {'batched':>9} {'per-env loop':>13} {'speed-up':>9}")
     for suite in a.suites.split(","):
         task = make_task(suite)

@@ -13,6 +13,7 @@ Measured (2-core CPU, one thread, the default command): alg-star mean 4.59 (pair
 Bayes rule, the posterior mean rounded to the six rates (what OMGPT learns), is the best of alg-star's
 three, and certainty equivalence beats it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,15 +31,21 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     seeding.check_validation_seed(args.seed, "--seed")
     task = make_episode_task("queueing", {}, args.horizon)
-    players = {"alg-star mean": ("alg-star", {"decision": "mean"}), "alg-star median": ("alg-star", {"decision": "median"}),
-               "alg-star sampling": ("alg-star", {"decision": "sample"}), "ce": ("ce", {})}
+    players = {
+        "alg-star mean": ("alg-star", {"decision": "mean"}),
+        "alg-star median": ("alg-star", {"decision": "median"}),
+        "alg-star sampling": ("alg-star", {"decision": "sample"}),
+        "ce": ("ce", {}),
+    }
     final = {}
     for label, (name, options) in players.items():
         history = evaluate_policies(task, {name: options}, args.runs, args.horizon, args.seed, progress=False)[name]
         final[label] = history.cumulative_regret()[:, -1].double()
     for label, v in final.items():
         diff = v - final["ce"]
-        print(f"{label:>18}: {float(v.mean()):6.2f}   paired difference to ce {float(diff.mean()):+.2f} ± {float(diff.std() / len(diff) ** 0.5):.2f}")
+        print(
+            f"{label:>18}: {float(v.mean()):6.2f}   paired difference to ce {float(diff.mean()):+.2f} ± {float(diff.std() / len(diff) ** 0.5):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ each (after three warm-up steps), so a neighbour's load falls on all of them ali
 median over every timed step, and the ratio is against ``fp32`` at the same batch size, from this run.
 Data generation is not in the step (it is ~2% of it: ``benchmarks/streaming.py``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,20 @@ def main() -> None:
         for v in variants:
             torch.manual_seed(0)
             module = OMGPTModule(**cfg["model"])
-            batch = next(iter(HistoryStream(module.task, batch_size=b, n_batches=1, horizon=module.hparams.horizon, seed=0, epoch=0,
-                                            rank=0, policy=cfg["data"]["data_policy"])))
+            batch = next(
+                iter(
+                    HistoryStream(
+                        module.task,
+                        batch_size=b,
+                        n_batches=1,
+                        horizon=module.hparams.horizon,
+                        seed=0,
+                        epoch=0,
+                        rank=0,
+                        policy=cfg["data"]["data_policy"],
+                    )
+                )
+            )
             if v == "compiled":
                 module.model.compile()
             steps[b, v], times[b, v] = step_fn(module, batch, v), []
@@ -81,8 +94,10 @@ def main() -> None:
                 start = time.process_time()
                 step()
                 times[key].append(time.process_time() - start)
-    print(f"{machine()}; {args.threads} thread(s); demo model {cfg['model']['n_layer']}L/{cfg['model']['n_embd']}d, "
-          f"{cfg['model']['layout']} layout, T = {cfg['model']['horizon']}; {args.repeats} x {args.steps} steps per cell")
+    print(
+        f"{machine()}; {args.threads} thread(s); demo model {cfg['model']['n_layer']}L/{cfg['model']['n_embd']}d, "
+        f"{cfg['model']['layout']} layout, T = {cfg['model']['horizon']}; {args.repeats} x {args.steps} steps per cell"
+    )
     print(f"{'batch':>5} {'variant':10} {'CPU-ms/step':>11} {'histories/CPU-s':>15} {'vs fp32':>8}")
     for (b, v), ts in times.items():
         ms = 1000 * statistics.median(ts)

@@ -13,6 +13,7 @@ two warm-up steps: fetch or generation + forward + backward + optimizer) and the
 in this one run -- what streaming costs over having the data in memory. With ``--workers 1`` the
 histories are generated in a DataLoader worker process, in parallel with the training step.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ def datamodule(steps: int, workers: int, batch_size: int | None = None, horizon:
     data.update(batches_per_epoch=steps, num_workers=workers)
     if batch_size:
         data["batch_size"] = batch_size
-    return HistoryDataModule(task=model["task"], task_options=model.get("task_options"), horizon=horizon or model["horizon"], **data)
+    return HistoryDataModule(
+        task=model["task"], task_options=model.get("task_options"), horizon=horizon or model["horizon"], **data
+    )
 
 
 def seconds_per_step(steps: int, loader_or_datamodule, device: str, horizon: int | None) -> float:
@@ -46,7 +49,14 @@ def seconds_per_step(steps: int, loader_or_datamodule, device: str, horizon: int
     return timer.seconds_per_step()
 
 
-def measure(steps: int = 60, workers: int = 0, repeats: int = 1, device: str = "cpu", batch_size: int | None = None, horizon: int | None = None) -> dict:
+def measure(
+    steps: int = 60,
+    workers: int = 0,
+    repeats: int = 1,
+    device: str = "cpu",
+    batch_size: int | None = None,
+    horizon: int | None = None,
+) -> dict:
     """Both fits ``repeats`` times, alternating; each one's fastest run (least disturbed by other work)."""
     quiet_lightning()
     one = next(iter(datamodule(1, 0, batch_size, horizon).train_dataloader()))  # one batch, as the stream makes them
@@ -56,14 +66,21 @@ def measure(steps: int = 60, workers: int = 0, repeats: int = 1, device: str = "
         streaming.append(seconds_per_step(steps, datamodule(steps, workers, batch_size, horizon), device, horizon))
         fixed.append(seconds_per_step(steps, fixed_loader(), device, horizon))
     return {
-        "steps": steps, "workers": workers, "batch": one["features"].shape[0], "horizon": one["features"].shape[1],
-        "streaming_s": min(streaming), "fixed_s": min(fixed), "ratio": min(streaming) / min(fixed),
+        "steps": steps,
+        "workers": workers,
+        "batch": one["features"].shape[0],
+        "horizon": one["features"].shape[1],
+        "streaming_s": min(streaming),
+        "fixed_s": min(fixed),
+        "ratio": min(streaming) / min(fixed),
     }
 
 
 def report(r: dict) -> str:
-    return (f"B={r['batch']} T={r['horizon']}, {r['workers']} worker(s): streaming {1000 * r['streaming_s']:.1f} ms/step,"
-            f" fixed batch {1000 * r['fixed_s']:.1f} ms/step, ratio {r['ratio']:.2f}")
+    return (
+        f"B={r['batch']} T={r['horizon']}, {r['workers']} worker(s): streaming {1000 * r['streaming_s']:.1f} ms/step,"
+        f" fixed batch {1000 * r['fixed_s']:.1f} ms/step, ratio {r['ratio']:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -75,7 +92,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    print(f"streaming DataModule vs fixed in-memory batch, demo scale, {a.steps} steps, {a.device}, {a.threads} thread(s)")
+    print(
+        f"streaming DataModule vs fixed in-memory batch, demo scale, {a.steps} steps, {a.device}, {a.threads} thread(s)"
+    )
     results = []
     for workers in (int(w) for w in a.workers.split(",")):
         results.append(measure(a.steps, workers, a.repeats, a.device))

@@ -27,6 +27,7 @@ minutes on the shared one at load 8-14, where the collapsing configurations take
 
 The machine's other load is not controlled: say what else ran when quoting the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ import time
 from pathlib import Path
 
 WORKLOADS = {"demo": ["demo.yaml"], "fit": ["newsvendor.yaml", "scale/cpu.yaml"]}
-BUSY = ("import torch\ntorch.set_num_threads(2)\na = torch.randn(512, 512)\n"
-        "while True:\n    a = (a @ a).clamp_(-1, 1)\n")  # a user's other torch job, default threads on 2 cores
+BUSY = (
+    "import torch\ntorch.set_num_threads(2)\na = torch.randn(512, 512)\n"
+    "while True:\n    a = (a @ a).clamp_(-1, 1)\n"
+)  # a user's other torch job, default threads on 2 cores
 
 
 def child(workload: str, seconds: float) -> None:
@@ -71,7 +74,11 @@ def child(workload: str, seconds: float) -> None:
     dm = HistoryDataModule(task=model["task"], task_options=model.get("task_options"), horizon=model["horizon"], **data)
     timer = StepTimer()
     timing_trainer(100_000, "cpu", [timer, Budget()]).fit(module, datamodule=dm)
-    print(json.dumps({"steps_per_s": 1 / timer.seconds_per_step(), "steps": len(timer.ends), "threads": torch.get_num_threads()}))
+    print(
+        json.dumps(
+            {"steps_per_s": 1 / timer.seconds_per_step(), "steps": len(timer.ends), "threads": torch.get_num_threads()}
+        )
+    )
 
 
 def run_config(workload: str, config: str, seconds: float) -> float:
@@ -83,8 +90,13 @@ def run_config(workload: str, config: str, seconds: float) -> float:
         env["GOMP_SPINCOUNT"] = policy.removeprefix("spin")
     elif policy:
         env["OMP_WAIT_POLICY"] = policy.upper()
-    out = subprocess.run([sys.executable, __file__, "--child", workload, "--seconds", str(seconds)],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", workload, "--seconds", str(seconds)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert result["threads"] == int(threads), result
     return result["steps_per_s"]
@@ -106,14 +118,21 @@ def main(argv: list[str] | None = None) -> dict:
     seconds, repeats = (6.0, 1) if a.quick else (a.seconds, a.repeats)
     workloads, configs = a.workloads.split(","), a.configs.split(",")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"training steps/s, {seconds:.0f} s per run, best of {repeats}; {cpus} usable CPUs; "
-          f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"training steps/s, {seconds:.0f} s per run, best of {repeats}; {cpus} usable CPUs; "
+        f"load average before: {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     best: dict = {}
     for r in range(repeats):
         for workload in workloads:
             for config in configs:
                 for load in ("idle", "loaded"):
-                    busy = subprocess.Popen([sys.executable, "-c", BUSY], env={**os.environ, "OMP_NUM_THREADS": "2"}) if load == "loaded" else None
+                    busy = (
+                        subprocess.Popen([sys.executable, "-c", BUSY], env={**os.environ, "OMP_NUM_THREADS": "2"})
+                        if load == "loaded"
+                        else None
+                    )
                     try:
                         if busy:
                             time.sleep(1.0)  # let it reach its loop
@@ -126,14 +145,22 @@ def main(argv: list[str] | None = None) -> dict:
                     best[key] = max(best.get(key, 0.0), sps)
                     print(f"  repeat {r + 1}: {workload:<5} {config:<10} {load:<6} {sps:6.2f} steps/s", flush=True)
     base = configs[0]
-    print(f"\n{'workload':<9}{'config':<12}{'idle':>8}{'loaded':>9}{'loaded/idle':>13}{'idle vs ' + base:>14}{'loaded vs ' + base:>16}")
+    print(
+        f"\n{'workload':<9}{'config':<12}{'idle':>8}{'loaded':>9}{'loaded/idle':>13}{'idle vs ' + base:>14}{'loaded vs ' + base:>16}"
+    )
     for workload in workloads:
         for config in configs:
             idle, loaded = best[workload, config, "idle"], best[workload, config, "loaded"]
-            print(f"{workload:<9}{config:<12}{idle:8.2f}{loaded:9.2f}{loaded / idle:13.2f}"
-                  f"{idle / best[workload, base, 'idle']:14.2f}{loaded / best[workload, base, 'loaded']:16.2f}")
-    result = {"seconds": seconds, "repeats": repeats, "cpus": cpus,
-              "steps_per_s": {f"{w}/{c}/{l}": v for (w, c, l), v in best.items()}}
+            print(
+                f"{workload:<9}{config:<12}{idle:8.2f}{loaded:9.2f}{loaded / idle:13.2f}"
+                f"{idle / best[workload, base, 'idle']:14.2f}{loaded / best[workload, base, 'loaded']:16.2f}"
+            )
+    result = {
+        "seconds": seconds,
+        "repeats": repeats,
+        "cpus": cpus,
+        "steps_per_s": {f"{w}/{c}/{l}": v for (w, c, l), v in best.items()},
+    }
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
     return result

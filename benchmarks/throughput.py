@@ -22,6 +22,7 @@ for attention, forward and backward), and what fraction of this machine's measur
 a few ``1024×1024`` float32 matmuls at the same thread count) that makes. The ratios in the last
 column are against the eager paper layout, measured in this one run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,7 +91,12 @@ def main() -> None:
     p.add_argument("--no-compile", action="store_true", help="skip the compiled variants")
     p.add_argument("--device", default="cpu")
     p.add_argument("--layouts", default="paper,compact,transition", help="comma-separated token layouts")
-    p.add_argument("--size", choices=("demo", "paper"), default="demo", help="the demo's model or the paper's (configs/scale/paper.yaml)")
+    p.add_argument(
+        "--size",
+        choices=("demo", "paper"),
+        default="demo",
+        help="the demo's model or the paper's (configs/scale/paper.yaml)",
+    )
     p.add_argument("--precision", default="32", help="comma-separated: 32 (float32) and/or bf16 (autocast)")
     p.add_argument("--json", help="also write the numbers here")
     args = p.parse_args()
@@ -111,25 +117,54 @@ def main() -> None:
             torch.manual_seed(0)
             module = OMGPTModule(**{**cfg, "horizon": args.horizon, "layout": layout}).to(args.device)
             task = module.task
-            batch = next(iter(HistoryStream(task, batch_size=args.batch, n_batches=1, horizon=args.horizon, seed=0, epoch=0, rank=0)))
+            batch = next(
+                iter(
+                    HistoryStream(
+                        task, batch_size=args.batch, n_batches=1, horizon=args.horizon, seed=0, epoch=0, rank=0
+                    )
+                )
+            )
             batch = {k: v.to(args.device) for k, v in batch.items()}
             if compiled:
                 module.model.compile()
             sec = seconds_per_step(module, batch, args.steps, args.device, precision)
             flops = step_flops(module, args.batch, args.horizon)
             base = base or sec
-            row = {"layout": layout, "precision": precision, "compiled": compiled, "steps_per_s": 1 / sec,
-                   "decisions_per_s": args.batch * args.horizon / sec,
-                   "tokens_per_s": args.batch * module.model.cfg.tokens_per_step * args.horizon / sec,
-                   "gflop_per_step": flops / 1e9, "peak_fraction": flops / sec / peak, "speedup": base / sec}
+            row = {
+                "layout": layout,
+                "precision": precision,
+                "compiled": compiled,
+                "steps_per_s": 1 / sec,
+                "decisions_per_s": args.batch * args.horizon / sec,
+                "tokens_per_s": args.batch * module.model.cfg.tokens_per_step * args.horizon / sec,
+                "gflop_per_step": flops / 1e9,
+                "peak_fraction": flops / sec / peak,
+                "speedup": base / sec,
+            }
             rows.append(row)
-    print(f"{'layout':10} {'prec':5} {'compile':7} {'steps/s':>8} {'decisions/s':>12} {'tokens/s':>10} {'GFLOP/step':>10} {'of peak':>8} {'speed-up':>8}")
+    print(
+        f"{'layout':10} {'prec':5} {'compile':7} {'steps/s':>8} {'decisions/s':>12} {'tokens/s':>10} {'GFLOP/step':>10} {'of peak':>8} {'speed-up':>8}"
+    )
     for r in rows:
-        print(f"{r['layout']:10} {r['precision']:5} {str(r['compiled']):7} {r['steps_per_s']:8.2f} {r['decisions_per_s']:12.0f} {r['tokens_per_s']:10.0f} "
-              f"{r['gflop_per_step']:10.3f} {r['peak_fraction']:8.1%} {r['speedup']:7.2f}x")
+        print(
+            f"{r['layout']:10} {r['precision']:5} {str(r['compiled']):7} {r['steps_per_s']:8.2f} {r['decisions_per_s']:12.0f} {r['tokens_per_s']:10.0f} "
+            f"{r['gflop_per_step']:10.3f} {r['peak_fraction']:8.1%} {r['speedup']:7.2f}x"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "threads": args.threads, "size": args.size, "batch": args.batch, "horizon": args.horizon, "peak_gflops": peak / 1e9, "rows": rows}, f, indent=1)
+            json.dump(
+                {
+                    "machine": machine(),
+                    "threads": args.threads,
+                    "size": args.size,
+                    "batch": args.batch,
+                    "horizon": args.horizon,
+                    "peak_gflops": peak / 1e9,
+                    "rows": rows,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ held-out environments of ``--holdout-seed`` and prints each arm's ratio to ``alg
 with paired bootstrap 90% intervals. ``--quick``: budgets of 1 and 2 minutes and an
 evaluation every 5 CPU-seconds (a smoke run; its figures are not the benchmark's).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,10 @@ def validation_regret(task, envs: dict, policy_for, horizon: int, val_seed: int,
     from omgpt.module import validation_rollout
 
     runs = next(iter(envs.values())).shape[0]
-    finals = [validation_rollout(task, envs, idx, policy_for(), horizon, val_seed).cumulative_regret()[:, -1]
-              for idx in torch.arange(runs).split(batch)]
+    finals = [
+        validation_rollout(task, envs, idx, policy_for(), horizon, val_seed).cumulative_regret()[:, -1]
+        for idx in torch.arange(runs).split(batch)
+    ]
     return float(torch.cat(finals).mean())
 
 
@@ -86,8 +89,18 @@ class QualityClock(Callback):
     validation environments every ``eval_every`` CPU-seconds and at every budget, stops the fit after
     the last budget and writes the trace (``out``, JSON)."""
 
-    def __init__(self, out: str, alg_star: float, budgets: list[float], eval_every: float, val_runs: int,
-                 val_seed: int, val_batch: int, compile: bool = False, sdpa: str | None = None):
+    def __init__(
+        self,
+        out: str,
+        alg_star: float,
+        budgets: list[float],
+        eval_every: float,
+        val_runs: int,
+        val_seed: int,
+        val_batch: int,
+        compile: bool = False,
+        sdpa: str | None = None,
+    ):
         self.out, self.alg_star, self.budgets, self.eval_every = out, alg_star, sorted(budgets), eval_every
         self.val_runs, self.val_seed, self.val_batch, self.compile = val_runs, val_seed, val_batch, compile
         # sdpa="math": attention through PyTorch's reference path instead of the fused (flash) CPU
@@ -115,7 +128,10 @@ class QualityClock(Callback):
 
     def clock(self) -> tuple[float, float]:
         """(CPU, wall) seconds of training so far."""
-        return cpu_seconds() - self.start_cpu - self.paused_cpu, time.perf_counter() - self.start_wall - self.paused_wall
+        return (
+            cpu_seconds() - self.start_cpu - self.paused_cpu,
+            time.perf_counter() - self.start_wall - self.paused_wall,
+        )
 
     # The recipe's own validation (the checkpoint rule) is not training.
     def on_validation_start(self, trainer, pl_module) -> None:
@@ -139,7 +155,9 @@ class QualityClock(Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if not self.points or self.points[-1]["step"] != trainer.global_step:
             self.evaluate(trainer, pl_module)
-        ckpt = trainer.checkpoint_callback.best_model_path or trainer.checkpoint_callback.last_model_path  # what the demo plays
+        ckpt = (
+            trainer.checkpoint_callback.best_model_path or trainer.checkpoint_callback.last_model_path
+        )  # what the demo plays
         self.write(trainer, ckpt=ckpt, finished=True)
 
     def write(self, trainer, **more) -> None:
@@ -155,14 +173,31 @@ class QualityClock(Callback):
         model, was_training = pl_module.model, pl_module.model.training
         model.eval()
         with torch.no_grad():
-            regret = validation_regret(self.task, self.envs, lambda: make_policy("omgpt", self.task, model=model, window=pl_module.hparams.window),
-                                       pl_module.hparams.horizon, self.val_seed, self.val_batch)
+            regret = validation_regret(
+                self.task,
+                self.envs,
+                lambda: make_policy("omgpt", self.task, model=model, window=pl_module.hparams.window),
+                pl_module.hparams.horizon,
+                self.val_seed,
+                self.val_batch,
+            )
         model.train(was_training)
         eval_cpu = cpu_seconds() - paused[0]
-        self.points.append({"cpu_s": cpu, "wall_s": wall, "step": trainer.global_step, "regret": regret, "ratio": regret / self.alg_star,
-                            "eval_cpu_s": eval_cpu})
-        print(f"  step {trainer.global_step:5d}  {cpu:6.1f} CPU-s  {wall:6.1f} s  val regret {regret:6.2f}  {regret / self.alg_star:.3f}x alg-star"
-              f"  (evaluation {eval_cpu:.1f} CPU-s)", flush=True)
+        self.points.append(
+            {
+                "cpu_s": cpu,
+                "wall_s": wall,
+                "step": trainer.global_step,
+                "regret": regret,
+                "ratio": regret / self.alg_star,
+                "eval_cpu_s": eval_cpu,
+            }
+        )
+        print(
+            f"  step {trainer.global_step:5d}  {cpu:6.1f} CPU-s  {wall:6.1f} s  val regret {regret:6.2f}  {regret / self.alg_star:.3f}x alg-star"
+            f"  (evaluation {eval_cpu:.1f} CPU-s)",
+            flush=True,
+        )
         self.write(trainer)
         self.paused_cpu += cpu_seconds() - paused[0]
         self.paused_wall += time.perf_counter() - paused[1]
@@ -207,12 +242,25 @@ def alg_star_regret(config: str, val_runs: int, val_seed: int, val_batch: int, c
     path = cache_dir / f"alg_star_{h.hexdigest()[:16]}.json"
     if path.is_file():
         return json.loads(path.read_text())["regret"]
-    print(f"alg-star on the {val_runs} validation environments (seed {val_seed}; once, then cached in {path}) ...", flush=True)
+    print(
+        f"alg-star on the {val_runs} validation environments (seed {val_seed}; once, then cached in {path}) ...",
+        flush=True,
+    )
     start = time.process_time()
     regret = validation_regret(task, envs, lambda: make_policy("alg-star", task), model["horizon"], val_seed, val_batch)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"regret": regret, "cpu_s": time.process_time() - start, "task": task.name, "horizon": model["horizon"],
-                                "val_runs": val_runs, "val_seed": val_seed}))
+    path.write_text(
+        json.dumps(
+            {
+                "regret": regret,
+                "cpu_s": time.process_time() - start,
+                "task": task.name,
+                "horizon": model["horizon"],
+                "val_runs": val_runs,
+                "val_seed": val_seed,
+            }
+        )
+    )
     return regret
 
 
@@ -221,10 +269,32 @@ def fit_command(config: str, overrides: list[str], trace: Path, clock: dict, see
     import yaml
 
     layer = trace.with_suffix(".yaml")
-    layer.write_text(yaml.safe_dump({"trainer": {"callbacks+": [{"class_path": "time_to_quality.QualityClock", "init_args": clock}]}}))
-    return [sys.executable, "-m", "omgpt", "fit", "--config", config, *overrides, "--config", str(layer), "--seed_everything", str(seed),
-            "--trainer.logger.init_args.save_dir", str(trace.parent), "--trainer.logger.init_args.name", trace.stem,
-            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+    layer.write_text(
+        yaml.safe_dump(
+            {"trainer": {"callbacks+": [{"class_path": "time_to_quality.QualityClock", "init_args": clock}]}}
+        )
+    )
+    return [
+        sys.executable,
+        "-m",
+        "omgpt",
+        "fit",
+        "--config",
+        config,
+        *overrides,
+        "--config",
+        str(layer),
+        "--seed_everything",
+        str(seed),
+        "--trainer.logger.init_args.save_dir",
+        str(trace.parent),
+        "--trainer.logger.init_args.name",
+        trace.stem,
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+    ]
 
 
 def run_fit(cmd: list[str], threads: int) -> None:
@@ -259,19 +329,35 @@ def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
     for r in results:
         model, _, hp = load_model(r["ckpt"])
         task = make_episode_task(hp["task"], hp.get("task_options"), hp["horizon"])
-        finals[r["arm"]] = evaluate_policies(task, {"omgpt": {"model": model}}, runs, hp["horizon"], seed, progress=False)["omgpt"]
-        print(f"  {r['arm']}: omgpt evaluate --ckpt {r['ckpt']} --policies omgpt,alg-star --runs {runs} --seed {seed}", flush=True)
+        finals[r["arm"]] = evaluate_policies(
+            task, {"omgpt": {"model": model}}, runs, hp["horizon"], seed, progress=False
+        )["omgpt"]
+        print(
+            f"  {r['arm']}: omgpt evaluate --ckpt {r['ckpt']} --policies omgpt,alg-star --runs {runs} --seed {seed}",
+            flush=True,
+        )
     star = evaluate_policies(task, {"alg-star": {}}, runs, hp["horizon"], seed, progress=False)["alg-star"]
     final = lambda h: h.cumulative_regret()[:, -1].double().numpy()
     first = results[0]["arm"]
     print(f"\n{runs} held-out validation environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
     print(f"{'arm':16} {'regret':>7} {'/ alg-star [90% CI]':>24} {'/ ' + first + ' [90% CI]':>26}")
     for r in results:
-        to_star, to_first = paired_ratio(final(finals[r["arm"]]), final(star)), paired_ratio(final(finals[r["arm"]]), final(finals[first]))
-        r["holdout"] = {"runs": runs, "seed": seed, "regret": float(final(finals[r["arm"]]).mean()), "alg_star": float(final(star).mean()),
-                     "ratio_to_alg_star": to_star, "ratio_to_first": to_first}
-        print(f"{r['arm']:16} {r['holdout']['regret']:7.2f} {to_star['mean']:8.3f} {interval(to_star['ci90']):>15} "
-              f"{to_first['mean']:8.3f} {interval(to_first['ci90']):>17}")
+        to_star, to_first = (
+            paired_ratio(final(finals[r["arm"]]), final(star)),
+            paired_ratio(final(finals[r["arm"]]), final(finals[first])),
+        )
+        r["holdout"] = {
+            "runs": runs,
+            "seed": seed,
+            "regret": float(final(finals[r["arm"]]).mean()),
+            "alg_star": float(final(star).mean()),
+            "ratio_to_alg_star": to_star,
+            "ratio_to_first": to_first,
+        }
+        print(
+            f"{r['arm']:16} {r['holdout']['regret']:7.2f} {to_star['mean']:8.3f} {interval(to_star['ci90']):>15} "
+            f"{to_first['mean']:8.3f} {interval(to_first['ci90']):>17}"
+        )
 
 
 def main() -> None:
@@ -279,7 +365,9 @@ def main() -> None:
     from omgpt.timing import machine
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--arm", action="append", help="NAME=CONFIG [OVERRIDE ...] (repeatable; default: fc4ae5b's demo and today's)")
+    p.add_argument(
+        "--arm", action="append", help="NAME=CONFIG [OVERRIDE ...] (repeatable; default: fc4ae5b's demo and today's)"
+    )
     p.add_argument("--budgets", default="2,5,10", help="CPU-minute budgets, comma-separated")
     p.add_argument("--quick", action="store_true", help="budgets 1,2 and --eval-every 5 (a smoke run)")
     p.add_argument("--target", type=float, default=1.25, help="the validation ratio to alg-star to reach")
@@ -288,16 +376,30 @@ def main() -> None:
     p.add_argument("--val-runs", type=int, default=128)
     p.add_argument("--val-batch", type=int, default=128)
     p.add_argument("--val-seed", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0, help="seed_everything of every arm (training histories, initial weights)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed_everything of every arm (training histories, initial weights)"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "time_to_quality")
     p.add_argument("--json", type=Path, help="also write the results here")
-    p.add_argument("--holdout-runs", type=int, default=0, help="then play every arm's checkpoint and alg-star on this many held-out environments")
-    p.add_argument("--holdout-seed", type=int, default=10_003, help="their seed: a validation seed other than --val-seed (the comparison chooses)")
+    p.add_argument(
+        "--holdout-runs",
+        type=int,
+        default=0,
+        help="then play every arm's checkpoint and alg-star on this many held-out environments",
+    )
+    p.add_argument(
+        "--holdout-seed",
+        type=int,
+        default=10_003,
+        help="their seed: a validation seed other than --val-seed (the comparison chooses)",
+    )
     args = p.parse_args()
     check_validation_seed(args.val_seed, "--val-seed")
     check_validation_seed(args.holdout_seed, "--holdout-seed")
     if args.holdout_seed == args.val_seed:
-        raise SystemExit("time_to_quality.py: error: --holdout-seed must differ from --val-seed (the curves' own environments)")
+        raise SystemExit(
+            "time_to_quality.py: error: --holdout-seed must differ from --val-seed (the curves' own environments)"
+        )
     if args.quick:
         args.budgets, args.eval_every = "1,2", 5.0
     budgets = [float(b) * 60 for b in args.budgets.split(",")]
@@ -309,7 +411,9 @@ def main() -> None:
     for name, config, _ in arms[1:]:
         if alg_star_regret(config, args.val_runs, args.val_seed, args.val_batch, args.out) != alg_star:
             p.error(f"arm {name} trains another setting than {arms[0][0]} (its validation episodes differ)")
-    print(f"{machine()}; alg-star's validation regret {alg_star:.3f}; target {args.target}x; budgets {args.budgets} CPU-minutes")
+    print(
+        f"{machine()}; alg-star's validation regret {alg_star:.3f}; target {args.target}x; budgets {args.budgets} CPU-minutes"
+    )
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
@@ -319,37 +423,79 @@ def main() -> None:
         fit_overrides = [o for o in overrides if o not in knobs and not o.startswith("--threads=")]
         trace = args.out / f"{stamp}-{name}.json"
         args.out.mkdir(parents=True, exist_ok=True)
-        clock = {"out": str(trace), "alg_star": alg_star, "budgets": budgets, "eval_every": args.eval_every, "val_runs": args.val_runs,
-                 "val_seed": args.val_seed, "val_batch": args.val_batch, "compile": "--compile" in knobs,
-                 "sdpa": next((k.split("=", 1)[1] for k in knobs if k.startswith("--sdpa=")), None)}
+        clock = {
+            "out": str(trace),
+            "alg_star": alg_star,
+            "budgets": budgets,
+            "eval_every": args.eval_every,
+            "val_runs": args.val_runs,
+            "val_seed": args.val_seed,
+            "val_batch": args.val_batch,
+            "compile": "--compile" in knobs,
+            "sdpa": next((k.split("=", 1)[1] for k in knobs if k.startswith("--sdpa=")), None),
+        }
         cmd = fit_command(config, fit_overrides, trace, clock, args.seed)
         print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
         run_fit(cmd, threads)
         run = json.loads(trace.read_text())
         hit = first_at_most(run["points"], args.target)
-        results.append({"arm": name, "config": config, "overrides": overrides, "threads": threads, "steps": run["steps"],
-                        "to_target": hit, "at_budget": {f"{b / 60:g}": at_budget(run["points"], b) for b in budgets},
-                        "ckpt": run["ckpt"], "points": run["points"]})
+        results.append(
+            {
+                "arm": name,
+                "config": config,
+                "overrides": overrides,
+                "threads": threads,
+                "steps": run["steps"],
+                "to_target": hit,
+                "at_budget": {f"{b / 60:g}": at_budget(run["points"], b) for b in budgets},
+                "ckpt": run["ckpt"],
+                "points": run["points"],
+            }
+        )
 
     base = results[0]["to_target"]
-    print(f"\ntraining CPU-seconds to {args.target}x alg-star on the validation environments (machine possibly shared; CPU time)")
+    print(
+        f"\ntraining CPU-seconds to {args.target}x alg-star on the validation environments (machine possibly shared; CPU time)"
+    )
     head = "".join(f"{'ratio @' + format(b / 60, 'g') + ' min':>15}" for b in budgets)
-    print(f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11} {'CPU-s to target':>16} {'wall s':>8} {'at step':>8} {'speed-up':>9} {head}")
+    print(
+        f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11} {'CPU-s to target':>16} {'wall s':>8} {'at step':>8} {'speed-up':>9} {head}"
+    )
     for r in results:
         hit, last = r["to_target"], r["points"][-1]
         r["cpu_ms_per_step"] = 1000 * last["cpu_s"] / max(1, last["step"])
         speed = f"{base['cpu_s'] / hit['cpu_s']:.2f}x" if hit and base else "-"
-        reached = (f"{hit['cpu_s']:16.0f} {hit['wall_s']:8.0f} {hit['step']:8d}" if hit else f"{'not reached':>16} {'':8} {'':8}")
-        cells = "".join(f"{r['at_budget'][k]['ratio']:14.3f}{'*' if r['at_budget'][k]['cpu_s'] < float(k) * 60 else ' '}" for k in r["at_budget"])
+        reached = (
+            f"{hit['cpu_s']:16.0f} {hit['wall_s']:8.0f} {hit['step']:8d}"
+            if hit
+            else f"{'not reached':>16} {'':8} {'':8}"
+        )
+        cells = "".join(
+            f"{r['at_budget'][k]['ratio']:14.3f}{'*' if r['at_budget'][k]['cpu_s'] < float(k) * 60 else ' '}"
+            for k in r["at_budget"]
+        )
         print(f"{r['arm']:16} {r['steps']:6d} {r['cpu_ms_per_step']:11.1f} {reached} {speed:>9} {cells}")
     print(f"speed-up: {results[0]['arm']}'s CPU-seconds to target over the arm's")
     print("* the recipe ended before this budget: its last evaluation")
     if args.holdout_runs:
         holdout_ratios(results, args.holdout_runs, args.holdout_seed)
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "alg_star": alg_star, "target": args.target, "budgets_min": args.budgets,
-                                         "eval_every": args.eval_every, "val_runs": args.val_runs, "val_seed": args.val_seed,
-                                         "seed": args.seed, "arms": results}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": machine(),
+                    "alg_star": alg_star,
+                    "target": args.target,
+                    "budgets_min": args.budgets,
+                    "eval_every": args.eval_every,
+                    "val_runs": args.val_runs,
+                    "val_seed": args.val_seed,
+                    "seed": args.seed,
+                    "arms": results,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

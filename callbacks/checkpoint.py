@@ -7,6 +7,7 @@ authors' rule, lowest mean + one sd of validation regret) that is only when vali
 and a finished run's ``last.ckpt`` was not its end (seen on a 6,000-step fit whose ``last.ckpt`` held
 epoch 50 of 60). This subclass writes it after every validation, as before 2.6; everything else is
 Lightning's."""
+
 from __future__ import annotations
 
 import lightning.pytorch as pl
@@ -19,10 +20,18 @@ class ModelCheckpoint(_LightningModelCheckpoint):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)
         # skipped where Lightning saved at this step already (a new best: last.ckpt went with it)
-        if self.save_last and not self._should_skip_saving_checkpoint(trainer) and not self._should_save_on_train_epoch_end(trainer):
+        if (
+            self.save_last
+            and not self._should_skip_saving_checkpoint(trainer)
+            and not self._should_save_on_train_epoch_end(trainer)
+        ):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_epoch_end(trainer, pl_module)
-        if self.save_last and not self._should_skip_saving_checkpoint(trainer) and self._should_save_on_train_epoch_end(trainer):
+        if (
+            self.save_last
+            and not self._should_skip_saving_checkpoint(trainer)
+            and self._should_save_on_train_epoch_end(trainer)
+        ):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))

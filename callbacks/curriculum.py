@@ -1,4 +1,5 @@
 """The paper's horizon curriculum (appendix B.2), generalised to any target horizon."""
+
 from __future__ import annotations
 
 import math

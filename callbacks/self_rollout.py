@@ -1,4 +1,5 @@
 """Algorithm 1's mixed phase: train on the model's own rollouts (paper appendix B.2)."""
+
 from __future__ import annotations
 
 import copy
@@ -10,7 +11,6 @@ from omgpt.datamodules.history import SelfRollouts, history_batch, require_histo
 from omgpt.seeding import Stream, stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
-
 
 
 class SelfRolloutRefresh(Callback):
@@ -42,7 +42,14 @@ class SelfRolloutRefresh(Callback):
         rollout_batch: environments rolled out together.
     """
 
-    def __init__(self, start_epoch: int = 50, rollouts: int = 640, kappa: float = 1 / 3, batches_per_epoch: int | None = 50, rollout_batch: int = 320):
+    def __init__(
+        self,
+        start_epoch: int = 50,
+        rollouts: int = 640,
+        kappa: float = 1 / 3,
+        batches_per_epoch: int | None = 50,
+        rollout_batch: int = 320,
+    ):
         if not 0 <= kappa < 1:
             raise ValueError(f"kappa must be in [0, 1), got {kappa}")
         if rollouts < 1 or start_epoch < 0:
@@ -80,7 +87,9 @@ class SelfRolloutRefresh(Callback):
             model = copy.deepcopy(model)
             model.load_state_dict(weights)
         was_training = model.training
-        g = torch.Generator(device=module.device).manual_seed(stream_seed(Stream.SELF_ROLLOUT, dm.hparams.seed, epoch, trainer.global_rank))
+        g = torch.Generator(device=module.device).manual_seed(
+            stream_seed(Stream.SELF_ROLLOUT, dm.hparams.seed, epoch, trainer.global_rank)
+        )
         policy = make_policy("omgpt", task, model=model, window=module.hparams.get("window"))
         parts = []
         for lo in range(0, self.rollouts, self.rollout_batch):

@@ -11,6 +11,7 @@ main process's generation when ``num_workers=0``): each (seed, epoch, rank, work
 repeat each other, epochs never repeat, and every rank yields exactly ``batches_per_epoch`` batches
 (unequal counts would hang DDP at the epoch's end).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -28,18 +29,27 @@ from omgpt.seeding import Stream, stream_seed
 from omgpt.tasks import Task, make_episode_task
 
 
-
 def history_batch(history: History) -> dict[str, torch.Tensor]:
     """What a training step consumes: tokens, targets ``a*`` and observations (the observation
     head's targets), ``(B, T, ·)`` each."""
     features, actions = history.tokens()
-    return {"features": features, "actions": actions, "targets": history.optimal_actions, "observations": history.observations}
+    return {
+        "features": features,
+        "actions": actions,
+        "targets": history.optimal_actions,
+        "observations": history.observations,
+    }
 
 
-def generate_histories(task: Task, n: int, horizon: int, policy: str, policy_options: dict, generator: torch.Generator, chunk: int = 4096) -> dict[str, torch.Tensor]:
+def generate_histories(
+    task: Task, n: int, horizon: int, policy: str, policy_options: dict, generator: torch.Generator, chunk: int = 4096
+) -> dict[str, torch.Tensor]:
     """``n`` histories of ``horizon`` steps played by ``policy`` (a model-free one), as training tensors."""
     played = make_policy(policy, task, **policy_options)
-    parts = [history_batch(rollout(task, task.sample_envs(min(chunk, n - lo), generator), played, horizon, generator)) for lo in range(0, n, chunk)]
+    parts = [
+        history_batch(rollout(task, task.sample_envs(min(chunk, n - lo), generator), played, horizon, generator))
+        for lo in range(0, n, chunk)
+    ]
     return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -64,9 +74,19 @@ class HistoryStream(IterableDataset):
     """
 
     def __init__(
-        self, task: Task, batch_size: int, n_batches: int, horizon: int, seed: int, epoch: int, rank: int,
-        chunk: int = 4, policy: str = "noisy-oracle", policy_options: dict | None = None,
-        source: dict[str, torch.Tensor] | None = None, skip: int = 0,
+        self,
+        task: Task,
+        batch_size: int,
+        n_batches: int,
+        horizon: int,
+        seed: int,
+        epoch: int,
+        rank: int,
+        chunk: int = 4,
+        policy: str = "noisy-oracle",
+        policy_options: dict | None = None,
+        source: dict[str, torch.Tensor] | None = None,
+        skip: int = 0,
     ):
         self.task, self.batch_size, self.n_batches, self.horizon = task, batch_size, n_batches, horizon
         self.policy, self.policy_options = policy, policy_options or {}
@@ -186,15 +206,24 @@ class HistoryDataModule(L.LightningDataModule):
         val_batch_size: int = 256,
     ):
         super().__init__()
-        for name, value in (("horizon", horizon), ("batch_size", batch_size), ("batches_per_epoch", batches_per_epoch),
-                            ("val_runs", val_runs), ("val_batch_size", val_batch_size), ("chunk", chunk), ("history_pool", history_pool)):
+        for name, value in (
+            ("horizon", horizon),
+            ("batch_size", batch_size),
+            ("batches_per_epoch", batches_per_epoch),
+            ("val_runs", val_runs),
+            ("val_batch_size", val_batch_size),
+            ("chunk", chunk),
+            ("history_pool", history_pool),
+        ):
             checks.number(f"data.{name}", value, integer=True, low=1, none=name == "history_pool")
         checks.number("data.num_workers", num_workers, integer=True, low=0)
         checks.seed("data.seed", seed)
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
         if data_policy == "omgpt":
-            raise OMGPTError("data.data_policy cannot be 'omgpt' (self-rollouts come from callbacks.SelfRolloutRefresh)")
+            raise OMGPTError(
+                "data.data_policy cannot be 'omgpt' (self-rollouts come from callbacks.SelfRolloutRefresh)"
+            )
         make_policy(data_policy, self.task, **(data_policy_options or {}))  # fail now on a bad name or option
         self.horizon = horizon
         self.current_horizon = horizon  # what this epoch trains on
@@ -206,9 +235,14 @@ class HistoryDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         hp = self.hparams
         if stage == "fit" and hp.history_pool and self.pool is None:
-            checks.memory(checks.history_bytes(self.task, hp.history_pool, self.horizon), f"a pool of {hp.history_pool} histories of {self.horizon} steps")
+            checks.memory(
+                checks.history_bytes(self.task, hp.history_pool, self.horizon),
+                f"a pool of {hp.history_pool} histories of {self.horizon} steps",
+            )
             g = torch.Generator().manual_seed(stream_seed(Stream.F_TILDE_POOL, hp.seed))
-            self.pool = generate_histories(self.task, hp.history_pool, self.horizon, hp.data_policy, hp.data_policy_options or {}, g)
+            self.pool = generate_histories(
+                self.task, hp.history_pool, self.horizon, hp.data_policy, hp.data_policy_options or {}, g
+            )
             self.pool["self_rollout"] = torch.zeros(hp.history_pool, dtype=torch.bool)
 
     def _rank(self) -> int:
@@ -220,7 +254,9 @@ class HistoryDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         if self.trainer is not None and self.trainer.reload_dataloaders_every_n_epochs != 1:
             # Each epoch's stream is seeded by the epoch: without a reload every epoch would replay epoch 0.
-            raise ValueError("HistoryDataModule needs trainer.reload_dataloaders_every_n_epochs=1 (set in configs/base.yaml)")
+            raise ValueError(
+                "HistoryDataModule needs trainer.reload_dataloaders_every_n_epochs=1 (set in configs/base.yaml)"
+            )
         hp, epoch = self.hparams, self._epoch()
         if self.horizon_schedule is not None:
             self.current_horizon = self.horizon_schedule(epoch)
@@ -229,10 +265,26 @@ class HistoryDataModule(L.LightningDataModule):
         if mixed is not None:
             source, n_batches = self._mix(mixed, epoch), mixed.batches_per_epoch or n_batches
         stream = HistoryStream(
-            self.task, hp.batch_size, n_batches, self.current_horizon, hp.seed, epoch, self._rank(),
-            hp.chunk, hp.data_policy, hp.data_policy_options, source, skip=self._skip(epoch),
+            self.task,
+            hp.batch_size,
+            n_batches,
+            self.current_horizon,
+            hp.seed,
+            epoch,
+            self._rank(),
+            hp.chunk,
+            hp.data_policy,
+            hp.data_policy_options,
+            source,
+            skip=self._skip(epoch),
         )
-        return DataLoader(stream, batch_size=None, num_workers=hp.num_workers, persistent_workers=False, generator=self._loader_generator(epoch))
+        return DataLoader(
+            stream,
+            batch_size=None,
+            num_workers=hp.num_workers,
+            persistent_workers=False,
+            generator=self._loader_generator(epoch),
+        )
 
     def _mix(self, mixed: SelfRollouts, epoch: int) -> dict[str, torch.Tensor]:
         """The epoch's training set: the self-rollouts plus ``f~`` histories, ``kappa`` of the total."""
@@ -244,7 +296,9 @@ class HistoryDataModule(L.LightningDataModule):
             idx = torch.randint(len(self.pool["targets"]), (n_fresh,), generator=g)
             fresh = {k: v[idx] for k, v in self.pool.items()}
         else:
-            fresh = generate_histories(self.task, n_fresh, self.horizon, hp.data_policy, hp.data_policy_options or {}, g)
+            fresh = generate_histories(
+                self.task, n_fresh, self.horizon, hp.data_policy, hp.data_policy_options or {}, g
+            )
         fresh["self_rollout"] = torch.zeros(n_fresh, dtype=torch.bool)
         return {k: torch.cat([fresh[k], own[k]]) for k in own}
 
@@ -264,7 +318,12 @@ class HistoryDataModule(L.LightningDataModule):
         return at[1] if at is not None and at[0] == epoch else 0
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(ValidationEnvIndices(self.hparams.val_runs), batch_size=self.hparams.val_batch_size, shuffle=False, generator=self._loader_generator(2**31))
+        return DataLoader(
+            ValidationEnvIndices(self.hparams.val_runs),
+            batch_size=self.hparams.val_batch_size,
+            shuffle=False,
+            generator=self._loader_generator(2**31),
+        )
 
     def _loader_generator(self, epoch: int) -> torch.Generator:
         # A DataLoader draws its workers' base seed from this generator each time it is iterated; by

@@ -11,6 +11,7 @@ posterior oracle, the bar OMGPT is measured against) and ``erm`` (the paper's be
 its mean final regret (the episode's summed ``info["regret"]``) with a 90% confidence interval;
 ``pretrained/newsvendor/card.md`` has the same numbers over 200 episodes from ``omgpt evaluate``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> dict[str, np.ndarray]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=20, help="episodes per agent (default: 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode (default: 0)")
-    parser.add_argument("--model", default=str(MODEL), help="checkpoint or model folder (default: pretrained/newsvendor)")
+    parser.add_argument(
+        "--model", default=str(MODEL), help="checkpoint or model folder (default: pretrained/newsvendor)"
+    )
     args = parser.parse_args(argv)
 
     env = gymnasium.make("omgpt/newsvendor-v0")

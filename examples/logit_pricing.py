@@ -24,6 +24,7 @@ task is registered::
 
 (or ``import examples.logit_pricing`` before calling :func:`omgpt.commands.cli.cli_main` in Python).
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,8 +45,8 @@ BETA_RANGE = (0.5, 1.5)  # price sensitivity
 @register("logit-pricing")
 class LogitPricing(Task):
     """Args:
-        dim: context dimension ``d``.
-        customers: customers per period ``N`` (the observation is how many of them buy).
+    dim: context dimension ``d``.
+    customers: customers per period ``N`` (the observation is how many of them buy).
     """
 
     loss = "mse"  # regress a*: alg-star then decides by the posterior mean of a*
@@ -64,7 +65,10 @@ class LogitPricing(Task):
 
     # -- prior and simulator ------------------------------------------------------------------------
     def sample_prior(self, n: int, generator: torch.Generator) -> Envs:
-        return {"alpha": uniform(n, (self.dim,), *ALPHA_RANGE, generator), "beta": uniform(n, (), *BETA_RANGE, generator)}
+        return {
+            "alpha": uniform(n, (self.dim,), *ALPHA_RANGE, generator),
+            "beta": uniform(n, (), *BETA_RANGE, generator),
+        }
 
     def sample_context(self, envs: Envs, t: int, generator: torch.Generator) -> Tensor:
         return uniform(envs["beta"].shape[0], (self.dim,), 0.0, 1.0, generator)
@@ -101,7 +105,9 @@ class LogitPricing(Task):
         return buyers * F.logsigmoid(eta) + (self.customers - buyers) * F.logsigmoid(-eta)
 
     def log_prior(self, candidates: Envs) -> Tensor:
-        return box_log_density(candidates["alpha"], *ALPHA_RANGE) + box_log_density(candidates["beta"][:, None], *BETA_RANGE)
+        return box_log_density(candidates["alpha"], *ALPHA_RANGE) + box_log_density(
+            candidates["beta"][:, None], *BETA_RANGE
+        )
 
     def scaling(self) -> Scaling:
         # Measured under the prior (d = 2, N = 10, 4096 environments x 50 steps) with the noisy oracle's

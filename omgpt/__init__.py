@@ -6,6 +6,7 @@ to use a trained model anywhere, :func:`omgpt.load_model` and :class:`omgpt.Agen
 the Gymnasium environments ``gymnasium.make("omgpt/<task>-v0")`` that importing ``omgpt`` registers
 (:mod:`omgpt.envs`).
 """
+
 __version__ = "0.1.0"
 
 import os as _os
@@ -23,8 +24,9 @@ def _interrupted_while_starting(signum, frame) -> None:
 # The omgpt command (`python -m omgpt`: its package imports under argv ['-m']; the console script) gets
 # its Ctrl-C handler before the heavy imports below; cli_main hands SIGINT back to Python's
 # KeyboardInterrupt once it runs. A library import never touches SIGINT, nor does an ignored one change.
-if (_sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "") == "omgpt") and \
-        _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+if (_sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "") == "omgpt") and _signal.getsignal(
+    _signal.SIGINT
+) is _signal.default_int_handler:
     _signal.signal(_signal.SIGINT, _interrupted_while_starting)
 
 from omgpt.threads import passive_on_the_command_line  # noqa: E402

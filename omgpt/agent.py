@@ -37,6 +37,7 @@ Gymnasium environment's ``env.unwrapped.envs``. Without it, their first read is 
 demand before a data set's window when given its ``envs``; without them (a practitioner's own series)
 they start from the window's own days and the look-back summaries in the contexts.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,11 +61,15 @@ from omgpt.tasks.base import Envs
 def _batch_of(envs: Any) -> int:
     """The number of episodes ``envs`` (``reset(envs=...)``) holds: every entry a tensor of that many rows."""
     if not isinstance(envs, dict) or not envs or not all(isinstance(v, Tensor) and v.dim() >= 1 for v in envs.values()):
-        raise OMGPTError(f"envs must be a non-empty mapping of tensors with one row per episode (a Gymnasium environment's "
-                         f"env.unwrapped.envs), got {type(envs).__name__}")
+        raise OMGPTError(
+            f"envs must be a non-empty mapping of tensors with one row per episode (a Gymnasium environment's "
+            f"env.unwrapped.envs), got {type(envs).__name__}"
+        )
     sizes = {k: v.shape[0] for k, v in envs.items()}
     if len(set(sizes.values())) > 1:
-        raise OMGPTError(f"envs holds {', '.join(f'{k}: {n}' for k, n in sizes.items())} rows: one row per episode in every entry")
+        raise OMGPTError(
+            f"envs holds {', '.join(f'{k}: {n}' for k, n in sizes.items())} rows: one row per episode in every entry"
+        )
     return next(iter(sizes.values()))
 
 
@@ -96,8 +101,10 @@ class _Unseen(dict):
             what = f"the episode's known parameters ({key!r}: public, but not all in the contexts)"
         else:
             what = f"the hidden environment ({key!r})"
-        raise OMGPTError(f"policy {self.policy.name!r} reads {what}, which an agent is not given; give it with "
-                         f"agent.reset(envs=...), e.g. a Gymnasium environment's env.unwrapped.envs")
+        raise OMGPTError(
+            f"policy {self.policy.name!r} reads {what}, which an agent is not given; give it with "
+            f"agent.reset(envs=...), e.g. a Gymnasium environment's env.unwrapped.envs"
+        )
 
 
 class Agent:
@@ -116,8 +123,10 @@ class Agent:
 
     def __init__(self, policy: Policy, horizon: int | None = None, device: str | torch.device = "cpu", seed: int = 0):
         if not isinstance(policy, Policy):
-            raise OMGPTError(f"Agent plays a policy (make_policy(...)), got {type(policy).__name__} {policy!r}; "
-                             f"Agent.from_policy(name, task) builds one by name, Agent.load(path) a trained OMGPT")
+            raise OMGPTError(
+                f"Agent plays a policy (make_policy(...)), got {type(policy).__name__} {policy!r}; "
+                f"Agent.from_policy(name, task) builds one by name, Agent.load(path) a trained OMGPT"
+            )
         self.policy, self.task = policy, policy.task
         self.horizon = checks.number("horizon", self.task.horizon if horizon is None else horizon, integer=True, low=1)
         self.device = checks.device(str(device), "device")
@@ -130,8 +139,15 @@ class Agent:
     # ---------------------------------------------------------------------------------------------
     # Building one.
     @classmethod
-    def load(cls, path: str | os.PathLike, device: str | torch.device = "cpu", window: int | None = None, seed: int = 0,
-             horizon: int | None = None, **options: Any) -> "Agent":
+    def load(
+        cls,
+        path: str | os.PathLike,
+        device: str | torch.device = "cpu",
+        window: int | None = None,
+        seed: int = 0,
+        horizon: int | None = None,
+        **options: Any,
+    ) -> "Agent":
         """OMGPT from a checkpoint or a model folder (``pretrained/<name>``), via
         :func:`omgpt.model.load_model` (no Lightning).
 
@@ -145,14 +161,23 @@ class Agent:
         return cls(policy, hparams["horizon"] if horizon is None else horizon, dev, seed)
 
     @classmethod
-    def from_policy(cls, name: str, task: str | Task, device: str | torch.device = "cpu", seed: int = 0,
-                    horizon: int | None = None, **options: Any) -> "Agent":
+    def from_policy(
+        cls,
+        name: str,
+        task: str | Task,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        horizon: int | None = None,
+        **options: Any,
+    ) -> "Agent":
         """Any policy by its CLI name (``erm``, ``alg-star``, ``ucb``, ``ilse-tuned``, ...) for ``task``
         (a :class:`~omgpt.tasks.Task` or a task name, built with its default options); ``options`` are
         the policy's. ``horizon``: the default episode length (default: the task's), also the one a
         ``-tuned`` policy reads its constants for."""
         if name == "omgpt" and "model" not in options:
-            raise OMGPTError("policy 'omgpt' needs its network: Agent.load(path) loads a trained one (or give model=...)")
+            raise OMGPTError(
+                "policy 'omgpt' needs its network: Agent.load(path) loads a trained one (or give model=...)"
+            )
         task = make_task(task) if isinstance(task, str) else task
         if not isinstance(task, Task):
             raise OMGPTError(f"task must be a task name or a Task, got {type(task).__name__} {task!r}")
@@ -161,7 +186,9 @@ class Agent:
 
     # ---------------------------------------------------------------------------------------------
     # Playing.
-    def reset(self, batch: int = 1, horizon: int | None = None, seed: int | None = None, envs: Envs | None = None) -> None:
+    def reset(
+        self, batch: int = 1, horizon: int | None = None, seed: int | None = None, envs: Envs | None = None
+    ) -> None:
         """Start ``batch`` new episodes of ``horizon`` steps (default: the agent's ``horizon``) and end
         the current ones. ``seed`` restarts the policy's generator. ``envs``: the hidden environment
         of the episodes, for the policies that read it (see the module docstring); it sets the batch."""
@@ -173,7 +200,9 @@ class Agent:
         if seed is not None:
             self.generator.manual_seed(checks.seed("seed", seed))
         try:
-            self.policy.reset(_Unseen(self.policy, batch, self.device) if envs is None else envs, horizon, self.generator)
+            self.policy.reset(
+                _Unseen(self.policy, batch, self.device) if envs is None else envs, horizon, self.generator
+            )
         except OMGPTError:
             raise
         except ValueError as e:  # the policy's own refusal, e.g. a horizon past OMGPT's max_steps without a window
@@ -186,10 +215,14 @@ class Agent:
         if self.batch is None:
             raise OMGPTError("act() before reset(): call agent.reset() to start an episode")
         if self._played is not None:
-            raise OMGPTError(f"act() twice at step {self.t + 1}: call agent.observe(outcome) with the last action's outcome first")
+            raise OMGPTError(
+                f"act() twice at step {self.t + 1}: call agent.observe(outcome) with the last action's outcome first"
+            )
         if self.t >= self._horizon:
-            raise OMGPTError(f"the episode's {self._horizon} steps are played: call agent.reset() for a new one "
-                             f"(reset(horizon=...) for longer episodes)")
+            raise OMGPTError(
+                f"the episode's {self._horizon} steps are played: call agent.reset() for a new one "
+                f"(reset(horizon=...) for longer episodes)"
+            )
         x, form = self._read(context, self.task.context_dim, "context")
         # as omgpt.rollout.rollout plays it; a policy's numerical failure (a singular least-squares system) is one line
         step = f"policy {self.policy.name!r} at step {self.t + 1}"

@@ -4,6 +4,7 @@ trainer (:mod:`omgpt.commands.lightning_cli`), so every checkpoint Lightning wri
 it reads is weights-only. A module of its own because it subclasses a Lightning class: what reads a
 checkpoint without training (:func:`omgpt.load_model`, :class:`omgpt.Agent`) never imports Lightning.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,9 +28,14 @@ class SafeCheckpointIO(TorchCheckpointIO):
         try:
             atomic_write(path, lambda f: torch.save(checkpoint, f))
         except (OSError, RuntimeError) as e:  # a full disk: torch says "PytorchStreamWriter failed writing file"
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise OMGPTError(f"cannot save checkpoint {path} (disk full?): {reason}; "
-                             f"any earlier {Path(path).name} is unchanged") from None
+            reason = (
+                e.strerror
+                if isinstance(e, OSError) and e.strerror
+                else (str(e).strip().splitlines() or [type(e).__name__])[0]
+            )
+            raise OMGPTError(
+                f"cannot save checkpoint {path} (disk full?): {reason}; any earlier {Path(path).name} is unchanged"
+            ) from None
 
     def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict:
         # weights_only is True whatever the caller asks: no path loads a checkpoint that can run code.

@@ -12,6 +12,7 @@
   Lightning's loop state that makes a step checkpoint resume exactly. The module calls these from
   ``on_load_checkpoint``; :func:`omgpt.module.load_module` from its loader.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,9 @@ def read_checkpoint(path: str | Path, map_location: Any = "cpu", mmap: bool = Fa
     except pickle.UnpicklingError as e:
         found = re.search(r"GLOBAL (\S+)", str(e))  # weights_only refused to build this Python object
         if found:
-            raise OMGPTError(f"refusing to load checkpoint {path}: it would call {found.group(1)}; a checkpoint holds only tensors and plain data") from None
+            raise OMGPTError(
+                f"refusing to load checkpoint {path}: it would call {found.group(1)}; a checkpoint holds only tensors and plain data"
+            ) from None
         raise OMGPTError(f"cannot read checkpoint {path} (UnpicklingError); is the file complete?") from None
     except Exception as e:  # truncated, corrupted, or not a torch file at all
         raise OMGPTError(f"cannot read checkpoint {path} ({type(e).__name__}); is the file complete?") from None
@@ -51,7 +54,11 @@ def export_weights(ckpt: str | Path, out: str | Path) -> Path:
     """Weights and hyper-parameters of a Lightning checkpoint, nothing else (no optimizer state, so it
     stays small enough to commit), written atomically to ``out``; ``omgpt evaluate --ckpt`` reads it."""
     full = read_checkpoint(ckpt)
-    slim = {"state_dict": full["state_dict"], "hyper_parameters": full["hyper_parameters"], "global_step": full.get("global_step")}
+    slim = {
+        "state_dict": full["state_dict"],
+        "hyper_parameters": full["hyper_parameters"],
+        "global_step": full.get("global_step"),
+    }
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(out, lambda f: torch.save(slim, f))
 
@@ -73,7 +80,9 @@ def check_resumable(checkpoint: dict, settings: dict, path: str | None = None) -
     changed = [k for k in trained if _comparable(trained[k]) != _comparable(settings[k])]
     if changed:
         shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {settings[k]!r})" for k in changed[:3])
-        raise OMGPTError(f"{name} was trained with {shown}{', ...' if len(changed) > 3 else ''}; use the settings it was trained with")
+        raise OMGPTError(
+            f"{name} was trained with {shown}{', ...' if len(changed) > 3 else ''}; use the settings it was trained with"
+        )
 
 
 def check_weights(checkpoint: dict, module: torch.nn.Module, path: str | None = None) -> None:
@@ -83,7 +92,9 @@ def check_weights(checkpoint: dict, module: torch.nn.Module, path: str | None = 
     wrong = sorted(k for k in own.keys() & theirs.keys() if own[k] != theirs[k]) + sorted(own.keys() ^ theirs.keys())
     if wrong:
         name = f"checkpoint {path}" if path else "the checkpoint"
-        raise OMGPTError(f"{name}: its weights do not fit the model its settings describe ({wrong[0]}{', ...' if len(wrong) > 1 else ''})")
+        raise OMGPTError(
+            f"{name}: its weights do not fit the model its settings describe ({wrong[0]}{', ...' if len(wrong) > 1 else ''})"
+        )
 
 
 def _comparable(value):

@@ -13,6 +13,7 @@ the run, or a silently wrong result.
   and an evaluation's report (:func:`report_bytes`) hold;
 * :func:`rollout_time` -- the rollout loop's steps (:func:`loop_steps`) against :data:`MAX_LOOP_STEPS`.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -29,8 +30,17 @@ SEED_MAX = 2**32 - 1  # what Lightning's seed_everything and numpy accept
 
 # --------------------------------------------------------------------------------------------------
 # Numbers.
-def number(name: str, value: Any, *, integer: bool = False, low: float | None = None, high: float | None = None,
-           low_open: bool = False, high_open: bool = False, none: bool = False):
+def number(
+    name: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    none: bool = False,
+):
     """``value`` as a finite number (an ``int`` when ``integer``) within ``[low, high]`` (an open end
     with ``low_open`` / ``high_open``), else :class:`OMGPTError` naming ``name``. Strings are parsed
     (``"1e-3"``); ``None`` passes when ``none``."""
@@ -41,9 +51,12 @@ def number(name: str, value: Any, *, integer: bool = False, low: float | None = 
         x = float(parsed)
     except (TypeError, ValueError, OverflowError):
         x = math.nan
-    if (not math.isfinite(x) or (integer and x != int(x))
-            or (low is not None and (x <= low if low_open else x < low))
-            or (high is not None and (x >= high if high_open else x > high))):
+    if (
+        not math.isfinite(x)
+        or (integer and x != int(x))
+        or (low is not None and (x <= low if low_open else x < low))
+        or (high is not None and (x >= high if high_open else x > high))
+    ):
         raise OMGPTError(f"{name} must be {_wanted(integer, low, high, low_open, high_open)}, got {value!r}")
     return (parsed if isinstance(parsed, int) else int(x)) if integer else x
 
@@ -102,8 +115,13 @@ def inputs(what: str, t: torch.Tensor, low: float = -math.inf) -> torch.Tensor:
     bad = ~torch.isfinite(t) | (t.abs() > MAGNITUDE) | (t < low)
     if bool(bad.any()):
         value = float(t[bad][0])
-        why = ("non-finite numbers" if not math.isfinite(value) else f"{value:g}, beyond the magnitude {MAGNITUDE:g} omgpt computes "
-               f"with (float32)" if abs(value) > MAGNITUDE else f"{value:g}, below the task's {low:g}")
+        why = (
+            "non-finite numbers"
+            if not math.isfinite(value)
+            else f"{value:g}, beyond the magnitude {MAGNITUDE:g} omgpt computes with (float32)"
+            if abs(value) > MAGNITUDE
+            else f"{value:g}, below the task's {low:g}"
+        )
         raise OMGPTError(f"the {what} holds {why}")
     return t
 
@@ -216,8 +234,10 @@ def memory(nbytes: float, what: str, dev: torch.device | str = "cpu") -> None:
     """Refuse, before allocating, work estimated to need more memory than ``dev`` has free."""
     free = free_memory(dev)
     if free is not None and nbytes > free:
-        raise OMGPTError(f"{what} needs about {_size(nbytes)} of memory on {dev}, more than the {_size(free)} free; "
-                         f"use fewer runs, a shorter horizon or a smaller batch")
+        raise OMGPTError(
+            f"{what} needs about {_size(nbytes)} of memory on {dev}, more than the {_size(free)} free; "
+            f"use fewer runs, a shorter horizon or a smaller batch"
+        )
 
 
 def history_bytes(task, n: float, horizon: float) -> float:
@@ -257,9 +277,11 @@ def loop_steps(rollouts: int, runs: int, horizon: int, batch_size: int) -> int:
 def rollout_time(steps: int, what: str, force: bool = False) -> None:
     """Refuse, before any work, ``steps`` of the rollout loop beyond :data:`MAX_LOOP_STEPS` unless ``force``."""
     if steps > MAX_LOOP_STEPS and not force:
-        raise OMGPTError(f"{what} takes {steps:,} steps of the rollout loop, more than the {MAX_LOOP_STEPS:,} (minutes to a quarter "
-                         f"of an hour) run without --force; use fewer runs or policies, a shorter horizon or a larger --batch-size, "
-                         f"or pass --force")
+        raise OMGPTError(
+            f"{what} takes {steps:,} steps of the rollout loop, more than the {MAX_LOOP_STEPS:,} (minutes to a quarter "
+            f"of an hour) run without --force; use fewer runs or policies, a shorter horizon or a larger --batch-size, "
+            f"or pass --force"
+        )
 
 
 def _size(nbytes: float) -> str:

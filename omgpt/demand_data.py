@@ -44,6 +44,7 @@ Splits (:class:`DemandData`), with the training part's statistics only:
 
 Either way no test window shares a decision day with a training or validation window.
 """
+
 from __future__ import annotations
 
 import functools
@@ -137,7 +138,9 @@ def ddop_file(name: str) -> Path:
     try:
         return Path(importlib.resources.files("ddop")) / "datasets" / "data" / name
     except ModuleNotFoundError:
-        raise OMGPTError("the ddop data sets need the ddop package: pip install --no-deps ddop==0.7.6 (setup.sh installs it)") from None
+        raise OMGPTError(
+            "the ddop data sets need the ddop package: pip install --no-deps ddop==0.7.6 (setup.sh installs it)"
+        ) from None
 
 
 def _read_csv(path, what: str):
@@ -148,7 +151,9 @@ def _read_csv(path, what: str):
     except FileNotFoundError:
         raise OMGPTError(f"{what}: no such file") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise OMGPTError(f"{what}: not a readable CSV table ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+        raise OMGPTError(
+            f"{what}: not a readable CSV table ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})"
+        ) from None
 
 
 def _ddop_frame(name: str):
@@ -161,11 +166,21 @@ def _ddop_frame(name: str):
     if spec.targets is None:
         return pd.concat([data, target], axis=1)
     wide = pd.concat([data, target], axis=1)
-    return wide.melt(id_vars=list(data.columns), value_vars=list(target.columns), var_name=spec.targets, value_name="demand")
+    return wide.melt(
+        id_vars=list(data.columns), value_vars=list(target.columns), var_name=spec.targets, value_name="demand"
+    )
 
 
-def load_table(dataset: str | None = None, csv: str | None = None, series=None, date: str = "date", demand: str = "demand",
-               drop=None, categorical=None, group=None) -> DemandTable:
+def load_table(
+    dataset: str | None = None,
+    csv: str | None = None,
+    series=None,
+    date: str = "date",
+    demand: str = "demand",
+    drop=None,
+    categorical=None,
+    group=None,
+) -> DemandTable:
     """Read and check a demand table: ``dataset`` (a ``ddop`` data set, which fixes the column roles)
     or ``csv`` (a path; ``series``, ``date``, ``demand`` name its columns, ``drop`` columns to ignore,
     ``categorical`` numeric columns to one-hot encode -- a series column named there is a feature too --
@@ -173,14 +188,29 @@ def load_table(dataset: str | None = None, csv: str | None = None, series=None, 
     columns). Cached per source and options (the
     file's modification time included), since every part of a run builds its task."""
     if (dataset is None) == (csv is None):
-        raise OMGPTError("a demand table is one of --option dataset=NAME (" + ", ".join(sorted(DATASETS)) + ") or --option csv=PATH, not both")
+        raise OMGPTError(
+            "a demand table is one of --option dataset=NAME ("
+            + ", ".join(sorted(DATASETS))
+            + ") or --option csv=PATH, not both"
+        )
     if csv is not None and not str(csv).strip():
-        raise OMGPTError("--option csv= is empty; give the path of a CSV table (or leave csv out for --option dataset=NAME)")
+        raise OMGPTError(
+            "--option csv= is empty; give the path of a CSV table (or leave csv out for --option dataset=NAME)"
+        )
     if dataset is not None:
         if dataset not in DATASETS:
-            raise OMGPTError(f"unknown dataset {dataset!r}; available: {', '.join(sorted(DATASETS))} (or --option csv=PATH)")
+            raise OMGPTError(
+                f"unknown dataset {dataset!r}; available: {', '.join(sorted(DATASETS))} (or --option csv=PATH)"
+            )
         spec = DATASETS[dataset]
-        roles = (spec.series, "date", "demand", spec.drop + _names(drop), spec.categorical + _names(categorical), spec.group)
+        roles = (
+            spec.series,
+            "date",
+            "demand",
+            spec.drop + _names(drop),
+            spec.categorical + _names(categorical),
+            spec.group,
+        )
         return _load(("dataset", dataset), *roles)
     path = os.path.abspath(csv)
     try:
@@ -191,17 +221,28 @@ def load_table(dataset: str | None = None, csv: str | None = None, series=None, 
 
 
 @functools.lru_cache(maxsize=8)
-def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, categorical: tuple, group: tuple) -> DemandTable:
+def _load(
+    source: tuple, series: tuple, date: str, demand: str, drop: tuple, categorical: tuple, group: tuple
+) -> DemandTable:
     import pandas as pd
 
     what = f"dataset {source[1]!r}" if source[0] == "dataset" else f"csv {source[1]}"
     frame = _ddop_frame(source[1]) if source[0] == "dataset" else _read_csv(source[1], what)
-    named = {"series": series, "date": (date,), "demand": (demand,), "drop": drop, "categorical": categorical, "group": group}
+    named = {
+        "series": series,
+        "date": (date,),
+        "demand": (demand,),
+        "drop": drop,
+        "categorical": categorical,
+        "group": group,
+    }
     for role, columns in named.items():
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             hint = f"name it with --option {role}=COLUMN" if role in ("date", "demand") else f"fix --option {role}="
-            raise OMGPTError(f"{what}: no {role} column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))}); {hint}")
+            raise OMGPTError(
+                f"{what}: no {role} column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))}); {hint}"
+            )
     if len(frame) == 0:
         raise OMGPTError(f"{what}: the table has no rows")
 
@@ -209,11 +250,18 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
     bad = values.isna() & frame[demand].notna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise OMGPTError(f"{what}: demand column {demand!r} holds a non-numeric value {frame[demand].iloc[i]!r} (row {i + 2} of the file)")
+        raise OMGPTError(
+            f"{what}: demand column {demand!r} holds a non-numeric value {frame[demand].iloc[i]!r} (row {i + 2} of the file)"
+        )
     _refuse_rows(what, f"demand column {demand!r}", values.isna().to_numpy(), "missing values")
     _refuse_rows(what, f"demand column {demand!r}", ~np.isfinite(values.to_numpy(dtype=float)), "non-finite values")
     _refuse_rows(what, f"demand column {demand!r}", values.to_numpy(dtype=float) < 0, "negative values")
-    _refuse_rows(what, f"demand column {demand!r}", values.to_numpy(dtype=float) > MAX_VALUE, f"values above {MAX_VALUE:.0e} (a unit or parsing error?)")
+    _refuse_rows(
+        what,
+        f"demand column {demand!r}",
+        values.to_numpy(dtype=float) > MAX_VALUE,
+        f"values above {MAX_VALUE:.0e} (a unit or parsing error?)",
+    )
     dates = pd.to_datetime(frame[date], errors="coerce")
     _refuse_rows(what, f"date column {date!r}", dates.isna().to_numpy(), "values that are not dates")
 
@@ -221,7 +269,11 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
     group_cols = group or series
     groups = frame[list(group_cols)].astype(str).agg("/".join, axis=1) if group_cols else ids
     order = np.lexsort((dates.to_numpy(), ids.to_numpy()))
-    ids, groups, dates = ids.to_numpy()[order], groups.to_numpy()[order], dates.to_numpy().astype("datetime64[D]")[order]
+    ids, groups, dates = (
+        ids.to_numpy()[order],
+        groups.to_numpy()[order],
+        dates.to_numpy().astype("datetime64[D]")[order],
+    )
     same = (ids[1:] == ids[:-1]) & (dates[1:] == dates[:-1])
     if same.any():
         i = int(np.flatnonzero(same)[0])
@@ -230,8 +282,10 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
     if gap.any():
         i = int(np.flatnonzero(gap)[0])
         missing = int((dates[i + 1] - dates[i]).astype(int)) - 1
-        raise OMGPTError(f"{what}: series {ids[i]!r} jumps from {dates[i]} to {dates[i + 1]} ({missing} missing days; {int(gap.sum())} gaps "
-                         f"in all); rows are read as consecutive days: add the missing dates to the file (demand 0 where closed)")
+        raise OMGPTError(
+            f"{what}: series {ids[i]!r} jumps from {dates[i]} to {dates[i + 1]} ({missing} missing days; {int(gap.sum())} gaps "
+            f"in all); rows are read as consecutive days: add the missing dates to the file (demand 0 where closed)"
+        )
 
     numeric, categorical_out = {}, {}
     used = set(series) | {date, demand} | set(drop) | set(group)
@@ -241,24 +295,37 @@ def _load(source: tuple, series: tuple, date: str, demand: str, drop: tuple, cat
         col = frame[column].iloc[order]
         if col.isna().any():
             i = int(np.flatnonzero(frame[column].isna().to_numpy())[0])
-            raise OMGPTError(f"{what}: feature column {column!r} has missing values (first in row {i + 2} of the file); fill or drop it (--option drop={column})")
+            raise OMGPTError(
+                f"{what}: feature column {column!r} has missing values (first in row {i + 2} of the file); fill or drop it (--option drop={column})"
+            )
         if column in categorical or not _numeric_kind(col):
             levels = col.astype(str).to_numpy()
             if column in categorical and len(set(levels)) > MAX_CATEGORICAL_LEVELS:  # before the one-hot is built
-                raise OMGPTError(f"{what}: categorical column {column!r} has {len(set(levels))} levels, too many to one-hot encode "
-                                 f"(at most {MAX_CATEGORICAL_LEVELS}); leave it out of --option categorical= or drop it")
+                raise OMGPTError(
+                    f"{what}: categorical column {column!r} has {len(set(levels))} levels, too many to one-hot encode "
+                    f"(at most {MAX_CATEGORICAL_LEVELS}); leave it out of --option categorical= or drop it"
+                )
             if column not in categorical:
                 parsed = pd.to_numeric(col, errors="coerce")
                 if parsed.notna().mean() >= 0.5:  # a numeric column with stray text: a data error, not a category
                     i = int(np.flatnonzero(parsed.isna().to_numpy())[0])
-                    raise OMGPTError(f"{what}: feature column {column!r} is numeric but holds the non-numeric value {col.iloc[i]!r}; fix it or drop the column (--option drop={column})")
+                    raise OMGPTError(
+                        f"{what}: feature column {column!r} is numeric but holds the non-numeric value {col.iloc[i]!r}; fix it or drop the column (--option drop={column})"
+                    )
                 if len(set(levels)) > MAX_LEVELS:
-                    raise OMGPTError(f"{what}: feature column {column!r} has {len(set(levels))} distinct text values, too many to one-hot encode (at most {MAX_LEVELS}); drop it (--option drop={column})")
+                    raise OMGPTError(
+                        f"{what}: feature column {column!r} has {len(set(levels))} distinct text values, too many to one-hot encode (at most {MAX_LEVELS}); drop it (--option drop={column})"
+                    )
             categorical_out[str(column)] = levels
         else:
             raw = frame[column].to_numpy(dtype=float)
             _refuse_rows(what, f"feature column {column!r}", ~np.isfinite(raw), "non-finite values")
-            _refuse_rows(what, f"feature column {column!r}", np.abs(raw) > MAX_VALUE, f"values beyond ±{MAX_VALUE:.0e} (a unit or parsing error?)")
+            _refuse_rows(
+                what,
+                f"feature column {column!r}",
+                np.abs(raw) > MAX_VALUE,
+                f"values beyond ±{MAX_VALUE:.0e} (a unit or parsing error?)",
+            )
             numeric[str(column)] = raw[order]
     return DemandTable(ids, groups, dates, values.to_numpy(dtype=float)[order], numeric, categorical_out, what)
 
@@ -271,7 +338,9 @@ def _numeric_kind(col) -> bool:
 
 def _refuse_rows(what: str, column: str, bad: np.ndarray, kind: str) -> None:
     if bad.any():
-        raise OMGPTError(f"{what}: {column} has {int(bad.sum())} {kind} (first in row {int(np.flatnonzero(bad)[0]) + 2} of the file)")
+        raise OMGPTError(
+            f"{what}: {column} has {int(bad.sum())} {kind} (first in row {int(np.flatnonzero(bad)[0]) + 2} of the file)"
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -297,8 +366,15 @@ class DemandData:
         validation_from, test_from: the time split's dates (``None`` in the series split).
     """
 
-    def __init__(self, table: DemandTable, split: str = "series", lookback: int = 28, validation_share: float = 0.15,
-                 test_share: float = 0.15, split_seed: int = 0):
+    def __init__(
+        self,
+        table: DemandTable,
+        split: str = "series",
+        lookback: int = 28,
+        validation_share: float = 0.15,
+        test_share: float = 0.15,
+        split_seed: int = 0,
+    ):
         if split not in SPLITS:
             raise OMGPTError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         self.table, self.split, self.lookback = table, split, lookback
@@ -311,7 +387,11 @@ class DemandData:
         self.weekday = ((table.dates.astype("int64") + 3) % WEEKDAYS).astype(np.int64)  # 1970-01-01 was a Thursday
         self.lookback_mean = self._lookback_mean()
         self.validation_from = self.test_from = None
-        self.part = self._time_parts(validation_share, test_share) if split == "time" else self._series_parts(validation_share, test_share, split_seed)
+        self.part = (
+            self._time_parts(validation_share, test_share)
+            if split == "time"
+            else self._series_parts(validation_share, test_share, split_seed)
+        )
         train = self.part == 0
         self.features, self.feature_names = self._encode(train)
         scales = self.lookback_mean[train & (self.lookback_mean > 0)]
@@ -324,13 +404,19 @@ class DemandData:
         import pandas as pd
 
         demand = pd.Series(self.demand)
-        return demand.groupby(self.series_index).transform(lambda s: s.shift(1).rolling(self.lookback).mean()).to_numpy(dtype=float, copy=True)
+        return (
+            demand.groupby(self.series_index)
+            .transform(lambda s: s.shift(1).rolling(self.lookback).mean())
+            .to_numpy(dtype=float, copy=True)
+        )
 
     def _series_parts(self, validation_share: float, test_share: float, seed: int) -> np.ndarray:
         groups = np.unique(self.table.groups)
         if len(groups) < 3:
-            raise OMGPTError(f"{self.table.source}: the series split needs at least 3 groups of series (train, validation, test), "
-                             f"the table has {len(groups)}; use --option split=time")
+            raise OMGPTError(
+                f"{self.table.source}: the series split needs at least 3 groups of series (train, validation, test), "
+                f"the table has {len(groups)}; use --option split=time"
+            )
         order = np.random.default_rng(seed).permutation(len(groups))
         n_test = min(len(groups) - 2, max(1, round(test_share * len(groups))))
         n_val = min(len(groups) - 1 - n_test, max(1, round(validation_share * len(groups))))
@@ -350,7 +436,10 @@ class DemandData:
         from omgpt import checks
 
         width = sum(len(set(levels[train])) for levels in self.table.categorical.values()) + len(self.table.numeric)
-        checks.memory(4 * len(self.demand) * width, f"{self.table.source}: the encoded features ({len(self.demand)} rows x {width} columns)")
+        checks.memory(
+            4 * len(self.demand) * width,
+            f"{self.table.source}: the encoded features ({len(self.demand)} rows x {width} columns)",
+        )
         columns, names = [], []
         for name, levels in self.table.categorical.items():
             for level in sorted(set(levels[train])):
@@ -371,7 +460,9 @@ class DemandData:
         p = PARTS.index(part)
         n = len(self.demand)
         in_part = np.r_[(self.part == p).astype(np.int64), 0]
-        run = np.convolve(in_part, np.ones(horizon, dtype=np.int64), "full")[horizon - 1 : horizon - 1 + n]  # days in part from each row
+        run = np.convolve(in_part, np.ones(horizon, dtype=np.int64), "full")[
+            horizon - 1 : horizon - 1 + n
+        ]  # days in part from each row
         rows_left = np.repeat(self.series_rows, self.series_rows) - self.position
         ok = (run == horizon) & (rows_left >= horizon) & (self.position >= self.lookback)
         ok &= (self.lookback_mean > 0) if need_level else True
@@ -389,10 +480,14 @@ class DemandData:
         if not (self.part == PARTS.index(part)).any():
             return f"{where} has no rows ({self.describe()}); use other shares"
         if len(self.windows(part, horizon, need_level=False)) == 0:
-            return (f"{where} has no {horizon} consecutive days of one series after {self.lookback} look-back days "
-                    f"({self.describe()}); use a shorter --horizon, a shorter --option lookback or other shares")
-        return (f"{where}: every window of {horizon} days has {self.lookback} look-back days without demand, so no level "
-                f"to measure it in (a series before it opened); the part's series sold nothing before its windows")
+            return (
+                f"{where} has no {horizon} consecutive days of one series after {self.lookback} look-back days "
+                f"({self.describe()}); use a shorter --horizon, a shorter --option lookback or other shares"
+            )
+        return (
+            f"{where}: every window of {horizon} days has {self.lookback} look-back days without demand, so no level "
+            f"to measure it in (a series before it opened); the part's series sold nothing before its windows"
+        )
 
     def check_lengths(self, horizon: int) -> None:
         """Every series must hold at least one window: ``lookback + horizon`` days."""
@@ -400,26 +495,37 @@ class DemandData:
         short = np.flatnonzero(self.series_rows < need)
         if len(short):
             s = short[0]
-            raise OMGPTError(f"{self.table.source}: series {self.series_names[s]!r} has {self.series_rows[s]} days, fewer than lookback "
-                             f"({self.lookback}) + horizon ({horizon}) = {need}; drop it, or use a shorter --horizon or --option lookback")
+            raise OMGPTError(
+                f"{self.table.source}: series {self.series_names[s]!r} has {self.series_rows[s]} days, fewer than lookback "
+                f"({self.lookback}) + horizon ({horizon}) = {need}; drop it, or use a shorter --horizon or --option lookback"
+            )
 
     def describe(self) -> str:
         """One line: the table and its split (for logs and reports)."""
         counts = [int((self.part == p).sum()) for p in range(3)]
-        split = (f"time split at {self.validation_from} (validation) and {self.test_from} (test)" if self.split == "time"
-                 else f"series split by {len(np.unique(self.table.groups))} groups")
-        return (f"{self.table.source}: {len(self.series_names)} series, {len(self.demand)} rows, {len(self.feature_names)} encoded features; "
-                f"{split}; rows train/validation/test {counts[0]}/{counts[1]}/{counts[2]}")
+        split = (
+            f"time split at {self.validation_from} (validation) and {self.test_from} (test)"
+            if self.split == "time"
+            else f"series split by {len(np.unique(self.table.groups))} groups"
+        )
+        return (
+            f"{self.table.source}: {len(self.series_names)} series, {len(self.demand)} rows, {len(self.feature_names)} encoded features; "
+            f"{split}; rows train/validation/test {counts[0]}/{counts[1]}/{counts[2]}"
+        )
 
 
-def demand_data(source: dict, split: str, lookback: int, validation_share: float, test_share: float, split_seed: int) -> DemandData:
+def demand_data(
+    source: dict, split: str, lookback: int, validation_share: float, test_share: float, split_seed: int
+) -> DemandData:
     """:class:`DemandData` of the table :func:`load_table` ``(**source)`` reads, cached: a run builds
     its task many times (model, data, validation, every policy) and each must see the same encoding."""
     return _encoded(load_table(**source), split, lookback, validation_share, test_share, split_seed)
 
 
 @functools.lru_cache(maxsize=8)
-def _encoded(table: DemandTable, split: str, lookback: int, validation_share: float, test_share: float, split_seed: int) -> DemandData:
+def _encoded(
+    table: DemandTable, split: str, lookback: int, validation_share: float, test_share: float, split_seed: int
+) -> DemandData:
     return DemandData(table, split, lookback, validation_share, test_share, split_seed)
 
 

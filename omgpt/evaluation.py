@@ -12,6 +12,7 @@ pure function of ``(seed, batch index)``, so the units can be played in any orde
 as one process playing them in turn, at one thread (``benchmarks/evaluate_jobs.py`` measures the
 speed-up).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -52,8 +53,13 @@ def evaluate_policies(
     if int(jobs) < 1:
         raise OMGPTError(f"jobs must be at least 1, got {jobs}")
     one = task.sample_envs(1, torch.Generator(device=device).manual_seed(0))
-    checks.memory(runs * sum(v.element_size() * v.numel() for v in one.values()), f"drawing {runs} test environments", device)
-    checks.memory(len(policies) * checks.history_bytes(task, runs, horizon), f"keeping {len(policies)} policies' histories of {runs} runs x {horizon} steps")
+    checks.memory(
+        runs * sum(v.element_size() * v.numel() for v in one.values()), f"drawing {runs} test environments", device
+    )
+    checks.memory(
+        len(policies) * checks.history_bytes(task, runs, horizon),
+        f"keeping {len(policies)} policies' histories of {runs} runs x {horizon} steps",
+    )
     env_gen = torch.Generator(device=device).manual_seed(stream_seed(evaluation_streams(seed)[0], seed))
     envs = task.sample_envs(runs, env_gen)
     chunks = [(lo, min(runs, lo + batch_size)) for lo in range(0, runs, batch_size)]
@@ -65,7 +71,12 @@ def evaluate_policies(
         if base != name and base in order[: order.index(name)] and policies[base] == {} and plays_as_base(made[name]):
             same_as[name] = base
     # (a copy of each batch: a worker is sent that batch, not the storage of all the runs' environments)
-    units = [(name, i, {k: v[lo:hi].clone() for k, v in envs.items()}) for name in made if name not in same_as for i, (lo, hi) in enumerate(chunks)]
+    units = [
+        (name, i, {k: v[lo:hi].clone() for k, v in envs.items()})
+        for name in made
+        if name not in same_as
+        for i, (lo, hi) in enumerate(chunks)
+    ]
     results: dict[str, list[History | None]] = {name: [None] * len(chunks) for name in made if name not in same_as}
     bar = tqdm(total=len(policies) * runs, desc="evaluate", unit="run", disable=not progress)
     bar.update(len(same_as) * runs)
@@ -104,7 +115,9 @@ def _start_method(device) -> str:
 _worker: dict = {}
 
 
-def _set_worker(task: Task, specs: dict[str, dict], horizon: int, seed: int, device, policies: dict | None = None) -> None:
+def _set_worker(
+    task: Task, specs: dict[str, dict], horizon: int, seed: int, device, policies: dict | None = None
+) -> None:
     _worker.update(task=task, specs=specs, horizon=horizon, seed=seed, device=device, policies=dict(policies or {}))
 
 
@@ -126,6 +139,10 @@ def _play(unit: tuple[str, int, dict]) -> tuple[str, int, History]:
     history = rollout(task, part, _worker["policies"][name], horizon, task_gen, policy_gen).to("cpu")
     # A NaN here (a diverged checkpoint, an option the task cannot use) would be averaged
     # into the report as a number, or written as invalid JSON: refuse it.
-    checks.finite(f"policy {name!r} on task {task.name!r} {task.options() or ''}".rstrip(), actions=history.actions,
-                  observations=history.observations, regrets=history.regrets)
+    checks.finite(
+        f"policy {name!r} on task {task.name!r} {task.options() or ''}".rstrip(),
+        actions=history.actions,
+        observations=history.observations,
+        regrets=history.regrets,
+    )
     return name, i, history

@@ -14,6 +14,7 @@ Beside it: :mod:`omgpt.locks` keeps a run folder to one live process; :mod:`omgp
 checkpoints so that a file cannot run code (and writes the slim ones through :func:`atomic_write`);
 :mod:`omgpt.checkpoint_io` puts both into Lightning.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -175,10 +176,14 @@ def _check_replaceable(out: Path, produces: tuple[str, ...], command: str) -> No
         return
     if out.is_symlink() or not out.is_dir():
         raise OMGPTError(f"{command}: --out {out} exists and is not a folder")
-    foreign = sorted(p.name for p in out.iterdir() if not p.is_file() or not any(fnmatch.fnmatch(p.name, g) for g in produces))
+    foreign = sorted(
+        p.name for p in out.iterdir() if not p.is_file() or not any(fnmatch.fnmatch(p.name, g) for g in produces)
+    )
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise OMGPTError(f"{command}: --out {out} holds files it does not write ({shown}); choose a new or empty folder")
+        raise OMGPTError(
+            f"{command}: --out {out} holds files it does not write ({shown}); choose a new or empty folder"
+        )
 
 
 def _install(stage: Path, out: Path) -> None:

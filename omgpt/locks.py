@@ -4,6 +4,7 @@
 however the process ends, so a killed holder blocks no one): two fits logging to one folder, or two
 tunings merging into one file, are refused or wait instead of interleaving their files.
 """
+
 from __future__ import annotations
 
 import contextlib

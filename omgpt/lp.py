@@ -15,6 +15,7 @@ problem reused through cvxpy ``Parameter`` s), which is why it is the reference 
 
 cvxpy is imported on first use: importing :mod:`omgpt` does not pay for it.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -52,7 +53,7 @@ def box_lp(c, m, b, upper) -> tuple[np.ndarray, np.ndarray]:
     c, m, b, upper = (np.asarray(v, dtype=np.float64) for v in (c, m, b, upper))
     lead, (k, j) = c.shape[:-1], (c.shape[-1], b.shape[-1])
     problem, y, params = _box_lp(k, j)
-    rows = [v.reshape(-1, *v.shape[len(lead):]) for v in (c, m, b, upper)]
+    rows = [v.reshape(-1, *v.shape[len(lead) :]) for v in (c, m, b, upper)]
     ys = np.empty((len(rows[0]), k))
     for i in range(len(ys)):
         for param, value in zip(params, rows):

@@ -2,6 +2,7 @@
 operating system tells it (``/proc/meminfo``, the ``ulimit -v`` address-space limit, CUDA's free memory).
 :func:`omgpt.checks.memory` refuses work estimated to need more than this, before the work starts.
 """
+
 from __future__ import annotations
 
 import os

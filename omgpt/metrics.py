@@ -1,4 +1,5 @@
 """DDP-safe evaluation metrics (torchmetrics): per-step curves reduced by summing over ranks."""
+
 from __future__ import annotations
 
 import torch

@@ -44,6 +44,7 @@ notebook or a service needs to act.
 
 Reading order: config, the shared model, attention, MLP, block, GPT, LSTM, loading.
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,11 @@ class ModelConfig:
     pos_encoding: str = "learned"  # "learned" table (paper), "rope" (rotary), "none"; the LSTM needs none
 
     def __post_init__(self):
-        for name, value, allowed in (("backbone", self.backbone, BACKBONES), ("layout", self.layout, LAYOUTS),
-                                     ("pos_encoding", self.pos_encoding, POS_ENCODINGS)):
+        for name, value, allowed in (
+            ("backbone", self.backbone, BACKBONES),
+            ("layout", self.layout, LAYOUTS),
+            ("pos_encoding", self.pos_encoding, POS_ENCODINGS),
+        ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.obs_head and not 0 < self.obs_dim <= self.feature_dim:
@@ -134,7 +138,9 @@ class SequenceModel(nn.Module):
         super().__init__()
         self.cfg = cfg
         if scaling is None:
-            scaling = Scaling((0.0,) * cfg.feature_dim, (1.0,) * cfg.feature_dim, (0.0,) * cfg.action_dim, (1.0,) * cfg.action_dim)
+            scaling = Scaling(
+                (0.0,) * cfg.feature_dim, (1.0,) * cfg.feature_dim, (0.0,) * cfg.action_dim, (1.0,) * cfg.action_dim
+            )
         for name in ("feature_loc", "feature_scale", "action_loc", "action_scale"):
             self.register_buffer(name, torch.tensor(getattr(scaling, name), dtype=torch.float32))
         self.feature_emb = nn.Linear(cfg.feature_dim, cfg.n_embd)
@@ -338,7 +344,9 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if input_pos is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+            y = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            )
         else:
             if self.k_cache is None:
                 raise RuntimeError("decoding needs a started KV cache: call start_cache(batch_size, max_steps) first")
@@ -444,10 +452,14 @@ class LSTM(SequenceModel):
 
     def build_backbone(self, cfg: ModelConfig) -> None:
         if cfg.pos_encoding != "learned":  # "learned" is the config default; the LSTM has no table at all
-            raise ValueError(f"the LSTM backbone takes no pos_encoding (got {cfg.pos_encoding!r}): the recurrence orders the tokens")
+            raise ValueError(
+                f"the LSTM backbone takes no pos_encoding (got {cfg.pos_encoding!r}): the recurrence orders the tokens"
+            )
         self.drop = nn.Dropout(cfg.dropout)
         between = cfg.dropout if cfg.n_layer > 1 else 0.0  # nn.LSTM's dropout acts between layers only
-        self.lstm = nn.LSTM(cfg.n_embd, cfg.n_embd, num_layers=cfg.n_layer, bias=cfg.bias, batch_first=True, dropout=between)
+        self.lstm = nn.LSTM(
+            cfg.n_embd, cfg.n_embd, num_layers=cfg.n_layer, bias=cfg.bias, batch_first=True, dropout=between
+        )
         self.clear_cache()
 
     def _run(self, tokens: Tensor, input_pos: int | None) -> Tensor:
@@ -481,9 +493,27 @@ class LSTM(SequenceModel):
 # network computes (tests/test_agent.py keeps the groups equal to OMGPTModule's signature).
 NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_head", "layout", "pos_encoding")
 EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
-TRAINING_HPARAMS = ("lr", "weight_decay", "betas", "warmup_steps", "schedule", "min_lr_ratio", "val_seed", "obs_loss_weight", "target",
-                    # the regret objective (fine-tuning, docs/finetune.md)
-                    "objective", "init_from", "estimator", "feedback_grad", "rollout_envs", "group_size", "explore_std", "imitation_weight", "trust_radius")
+TRAINING_HPARAMS = (
+    "lr",
+    "weight_decay",
+    "betas",
+    "warmup_steps",
+    "schedule",
+    "min_lr_ratio",
+    "val_seed",
+    "obs_loss_weight",
+    "target",
+    # the regret objective (fine-tuning, docs/finetune.md)
+    "objective",
+    "init_from",
+    "estimator",
+    "feedback_grad",
+    "rollout_envs",
+    "group_size",
+    "explore_std",
+    "imitation_weight",
+    "trust_radius",
+)
 
 
 class TrainedModel(NamedTuple):
@@ -499,7 +529,10 @@ def network_config(task: Task, hparams: dict) -> ModelConfig:
     from ``task``, ``max_steps`` the context window ``W`` or else the horizon, the architecture settings
     present in ``hparams`` (an absent one keeps its default, which is OMGPTModule's)."""
     return ModelConfig(
-        task.feature_dim, task.action_dim, max_steps=hparams.get("window") or hparams["horizon"], obs_dim=task.obs_dim,
+        task.feature_dim,
+        task.action_dim,
+        max_steps=hparams.get("window") or hparams["horizon"],
+        obs_dim=task.obs_dim,
         **{k: hparams[k] for k in NETWORK_HPARAMS if k in hparams},
     )
 
@@ -515,12 +548,16 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
     The global RNG is left as it was (building the network draws initial weights, which the
     checkpoint's then replace)."""
     if not isinstance(path, (str, os.PathLike)):
-        raise OMGPTError(f"load_model needs the path of a checkpoint or of a model folder, got {type(path).__name__} {path!r}")
+        raise OMGPTError(
+            f"load_model needs the path of a checkpoint or of a model folder, got {type(path).__name__} {path!r}"
+        )
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "model.ckpt")
     if not isinstance(map_location, (str, torch.device)):
-        raise OMGPTError(f"map_location must be a device such as 'cpu' or 'cuda', got {type(map_location).__name__} {map_location!r}")
+        raise OMGPTError(
+            f"map_location must be a device such as 'cpu' or 'cuda', got {type(map_location).__name__} {map_location!r}"
+        )
     map_location = checks.device(str(map_location), "map_location")  # no GPU here: said so, not "is the file complete?"
     ckpt = read_checkpoint(path, map_location)
     hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
@@ -538,10 +575,14 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
     prefix = "model."  # the network is OMGPTModule.model: its tensors are the module's under this prefix
     weights = {k.removeprefix(prefix): v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
     own = {k: v.shape for k, v in model.state_dict().items()}
-    wrong = sorted(k for k in own.keys() & weights.keys() if own[k] != weights[k].shape) + sorted(own.keys() ^ weights.keys())
+    wrong = sorted(k for k in own.keys() & weights.keys() if own[k] != weights[k].shape) + sorted(
+        own.keys() ^ weights.keys()
+    )
     if wrong:
         more = ", ..." if len(wrong) > 1 else ""
-        raise OMGPTError(f"checkpoint {path}: its weights do not fit the model its settings describe ({prefix}{wrong[0]}{more})")
+        raise OMGPTError(
+            f"checkpoint {path}: its weights do not fit the model its settings describe ({prefix}{wrong[0]}{more})"
+        )
     if not all(bool(torch.isfinite(v).all()) for v in weights.values() if v.is_floating_point()):
         raise OMGPTError(f"checkpoint {path} has non-finite weights: its fit diverged")
     model.load_state_dict(weights)

@@ -1,5 +1,6 @@
 """OMGPTModule: the supervised pre-training logic (paper §3.3) around the plain ``GPT`` network, and
 :func:`load_module`, its safe loader (the checks a checkpoint must pass: :mod:`omgpt.checkpoints`)."""
+
 from __future__ import annotations
 
 import inspect
@@ -15,7 +16,14 @@ from torch import Tensor
 from omgpt import seeding
 from omgpt.seeding import Stream, stream_seed
 from omgpt import checks
-from omgpt.checkpoints import _comparable, all_finite, check_resumable, check_weights, read_checkpoint, resume_after_last_batch
+from omgpt.checkpoints import (
+    _comparable,
+    all_finite,
+    check_resumable,
+    check_weights,
+    read_checkpoint,
+    resume_after_last_batch,
+)
 from omgpt.errors import OMGPTError
 from omgpt.metrics import MeanCurve
 from omgpt.model import BACKBONES, ModelConfig, build_model
@@ -32,7 +40,9 @@ def validation_envs(task: Task, runs: int, val_seed: int) -> dict[str, Tensor]:
     return task.sample_envs(runs, torch.Generator().manual_seed(stream_seed(Stream.VALIDATION_ENVS, val_seed)))
 
 
-def validation_rollout(task: Task, envs: dict[str, Tensor], idx: Tensor, policy, horizon: int, val_seed: int, device="cpu") -> History:
+def validation_rollout(
+    task: Task, envs: dict[str, Tensor], idx: Tensor, policy, horizon: int, val_seed: int, device="cpu"
+) -> History:
     """One validation batch (``envs[idx]``) played by ``policy`` with the batch's own seed: what the
     module validates on, so that any other policy (``alg-star``, a benchmark) can be measured on the
     very same episodes."""
@@ -155,7 +165,9 @@ class OMGPTModule(L.LightningModule):
             checks.number(f"model.{name}", value, **bounds)
         seeding.check_validation_seed(checks.seed("model.val_seed", val_seed), "model.val_seed")
         if window is not None and window > horizon:  # a window is a slice of the training histories
-            raise OMGPTError(f"model.window ({window}) must not exceed model.horizon ({horizon}): the model never sees more than the horizon")
+            raise OMGPTError(
+                f"model.window ({window}) must not exceed model.horizon ({horizon}): the model never sees more than the horizon"
+            )
         if schedule not in ("constant", "cosine"):
             raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
         if backbone not in BACKBONES:
@@ -170,8 +182,18 @@ class OMGPTModule(L.LightningModule):
         check_finetuning(self.task, objective, estimator, window, init_from, trust_radius)
         try:
             cfg = ModelConfig(
-                self.task.feature_dim, self.task.action_dim, n_layer, n_head, n_embd, dropout, max_steps=window or horizon,
-                backbone=backbone, obs_dim=self.task.obs_dim, obs_head=obs_head, layout=layout, pos_encoding=pos_encoding,
+                self.task.feature_dim,
+                self.task.action_dim,
+                n_layer,
+                n_head,
+                n_embd,
+                dropout,
+                max_steps=window or horizon,
+                backbone=backbone,
+                obs_dim=self.task.obs_dim,
+                obs_head=obs_head,
+                layout=layout,
+                pos_encoding=pos_encoding,
             )
         except ValueError as e:  # an impossible combination of options: one line for the user
             raise OMGPTError(str(e)) from None
@@ -223,7 +245,9 @@ class OMGPTModule(L.LightningModule):
         W, T = self.hparams.window, batch["features"].shape[1]
         if W is None or T <= W:
             return batch
-        g = torch.Generator().manual_seed(stream_seed(Stream.WINDOW_SLICE, torch.initial_seed(), self.global_step, batch_idx, self.global_rank))
+        g = torch.Generator().manual_seed(
+            stream_seed(Stream.WINDOW_SLICE, torch.initial_seed(), self.global_step, batch_idx, self.global_rank)
+        )
         s = int(torch.randint(T - W + 1, (), generator=g))
         sliced = {k: v[:, s : s + W] if v.dim() > 1 else v for k, v in batch.items()}
         if s > 0:
@@ -237,7 +261,10 @@ class OMGPTModule(L.LightningModule):
         batch = self.window_slice(batch, batch_idx)
         if self.hparams.obs_head:
             pred, obs = self.model(batch["features"], batch["actions"], observations=True)
-            action_loss, obs_loss = self.target_loss(pred, batch), self.obs_loss(obs, batch["features"], batch.get("observations"))
+            action_loss, obs_loss = (
+                self.target_loss(pred, batch),
+                self.obs_loss(obs, batch["features"], batch.get("observations")),
+            )
             loss = action_loss + self.hparams.obs_loss_weight * obs_loss
             self.log("train/action_loss", action_loss)
             self.log("train/obs_loss", obs_loss)
@@ -276,7 +303,10 @@ class OMGPTModule(L.LightningModule):
         """
         hp, task = self.hparams, self.task
         seed = stream_seed(Stream.REGRET_ROLLOUT, torch.initial_seed(), self.global_step, self.global_rank)
-        envs = {k: v.to(self.device) for k, v in task.sample_envs(hp.rollout_envs, torch.Generator().manual_seed(seed)).items()}
+        envs = {
+            k: v.to(self.device)
+            for k, v in task.sample_envs(hp.rollout_envs, torch.Generator().manual_seed(seed)).items()
+        }
         task_noise = lambda: torch.Generator(device=self.device).manual_seed(seed)  # noqa: E731 -- the same for every rollout
         if hp.estimator == "pathwise":
             policy = make_policy("omgpt", task, model=self.model, differentiable=True, feedback_grad=hp.feedback_grad)
@@ -285,7 +315,9 @@ class OMGPTModule(L.LightningModule):
         regrets, log_probs = [], []
         for k in range(hp.group_size):
             policy = make_policy("omgpt", task, model=self.model, explore_std=None if task.discrete else hp.explore_std)
-            own = torch.Generator(device=self.device).manual_seed(stream_seed(Stream.REGRET_HEAD, seed, k))  # the head's draws
+            own = torch.Generator(device=self.device).manual_seed(
+                stream_seed(Stream.REGRET_HEAD, seed, k)
+            )  # the head's draws
             history = rollout(task, envs, policy, hp.horizon, task_noise(), policy_generator=own)
             regrets.append(history.regrets)
             log_probs.append(self.log_prob(history, policy.samples))
@@ -359,10 +391,14 @@ class OMGPTModule(L.LightningModule):
     def validation_step(self, batch: Tensor, batch_idx: int) -> None:
         if self._val_envs is None:
             self._val_task = self.task.validation_task()
-            self._val_envs = validation_envs(self._val_task, len(self.trainer.val_dataloaders.dataset), self.hparams.val_seed)
+            self._val_envs = validation_envs(
+                self._val_task, len(self.trainer.val_dataloaders.dataset), self.hparams.val_seed
+            )
         task = self._val_task
         policy = make_policy("omgpt", task, model=self.model, window=self.hparams.window)
-        history = validation_rollout(task, self._val_envs, batch.cpu(), policy, self.hparams.horizon, self.hparams.val_seed, self.device)
+        history = validation_rollout(
+            task, self._val_envs, batch.cpu(), policy, self.hparams.horizon, self.hparams.val_seed, self.device
+        )
         self.val_regret.update(history.cumulative_regret())
         self.val_subopt.update(history.suboptimality)
         if self.val_totals is not None:
@@ -470,23 +506,41 @@ def score_function_loss(regrets: Tensor, log_probs: Tensor) -> Tensor:
     return ((to_go - baseline).detach() * log_probs).sum(-1).mean()
 
 
-def check_finetuning(task: Task, objective: str, estimator: str, window: int | None, init_from: str | None, trust_radius: float | None) -> None:
+def check_finetuning(
+    task: Task, objective: str, estimator: str, window: int | None, init_from: str | None, trust_radius: float | None
+) -> None:
     """The regret objective's settings, or one line saying what does not fit."""
     if objective not in OBJECTIVES:
         raise OMGPTError(f"model.objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     if estimator not in ESTIMATORS:
         raise OMGPTError(f"model.estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     if objective == "regret" and estimator == "pathwise" and task.discrete:
-        raise OMGPTError(f"task {task.name!r} has discrete actions, which carry no pathwise gradient; use model.estimator score")
+        raise OMGPTError(
+            f"task {task.name!r} has discrete actions, which carry no pathwise gradient; use model.estimator score"
+        )
     if objective == "regret" and window is not None:
         raise OMGPTError("the regret objective plays whole histories: it needs model.window null")
     if trust_radius is not None and init_from is None:
-        raise OMGPTError("model.trust_radius bounds the distance to the model.init_from weights: name a checkpoint in model.init_from")
+        raise OMGPTError(
+            "model.trust_radius bounds the distance to the model.init_from weights: name a checkpoint in model.init_from"
+        )
 
 
 # The settings a checkpoint's weights are only meaningful with: fine-tuning must start from a model of
 # this run's task, horizon and architecture (the weights' shapes alone do not tell a layout apart).
-INIT_SETTINGS = ("task", "task_options", "horizon", "window", "n_layer", "n_head", "n_embd", "backbone", "obs_head", "layout", "pos_encoding")
+INIT_SETTINGS = (
+    "task",
+    "task_options",
+    "horizon",
+    "window",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "backbone",
+    "obs_head",
+    "layout",
+    "pos_encoding",
+)
 
 
 def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
@@ -500,7 +554,9 @@ def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
     changed = [k for k in INIT_SETTINGS if k in trained and _comparable(trained[k]) != _comparable(own.get(k))]
     if changed:
         shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {own.get(k)!r})" for k in changed[:3])
-        raise OMGPTError(f"model.init_from {path} was trained with {shown}; fine-tune with the settings it was trained with")
+        raise OMGPTError(
+            f"model.init_from {path} was trained with {shown}; fine-tune with the settings it was trained with"
+        )
     check_weights(ckpt, module, path)
     if not all_finite(ckpt["state_dict"].values()):
         raise OMGPTError(f"model.init_from {path} has non-finite weights: its fit diverged")
@@ -515,11 +571,15 @@ def check_target(task: Task, target: str | None) -> str:
     if target not in TARGETS:
         raise OMGPTError(f"model.target must be one of {', '.join(TARGETS)}, got {target!r}")
     if target == "cost" and not task.has_outcome_cost:
-        raise OMGPTError(f"task {task.name!r} has no outcome cost to train on (its reward is not a function of the action and an outcome "
-                         f"the action does not change); use model.target optimal_action")
+        raise OMGPTError(
+            f"task {task.name!r} has no outcome cost to train on (its reward is not a function of the action and an outcome "
+            f"the action does not change); use model.target optimal_action"
+        )
     if target == "optimal_action" and not task.has_optimal_action:
-        raise OMGPTError(f"task {task.name!r} has no optimal action to imitate (its a* is the hindsight outcome, and imitating it "
-                         f"learns the wrong quantile); use model.target cost")
+        raise OMGPTError(
+            f"task {task.name!r} has no optimal action to imitate (its a* is the hindsight outcome, and imitating it "
+            f"learns the wrong quantile); use model.target cost"
+        )
     return target
 
 

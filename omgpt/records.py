@@ -13,6 +13,7 @@ A *schema* is a mapping ``key -> kind``: a type or a tuple of types (``(int, flo
 value of a kind, or :data:`ANY`. Keys a schema does not
 name are allowed (newer writers may add fields).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -180,5 +181,7 @@ def check_checksum(model: str | Path, recorded: str | None, record: str | Path) 
     except OSError as e:
         raise RecordError(f"{record}: its model {model} cannot be read ({e.strerror or e})") from None
     if actual != recorded:
-        raise RecordError(f"{model}: not the model {record} was written for (checksum {actual[:19]}..., recorded {recorded[:19]}...); "
-                          f"retrain or re-card it instead of replacing the file")
+        raise RecordError(
+            f"{model}: not the model {record} was written for (checksum {actual[:19]}..., recorded {recorded[:19]}...); "
+            f"retrain or re-card it instead of replacing the file"
+        )

@@ -6,6 +6,7 @@ repository's ``configs/`` and ``benchmarks/`` folders, next to the ``omgpt`` pac
 ``omgpt/_benchmarks`` (``pyproject.toml`` maps them), so ``omgpt fit``, ``omgpt demo`` and
 ``omgpt bench`` find the same files there.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +34,15 @@ def code_version() -> str:
     if not (CHECKOUT / ".git").exists():
         return __version__
     try:
-        sha = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(CHECKOUT), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return __version__
     return f"{__version__}+g{sha}{'.dirty' if dirty else ''}" if sha else __version__

@@ -10,6 +10,7 @@ their count and in fixed 64-bit words before ``numpy.random.SeedSequence`` mixes
 alone pads its entropy with zeros, so ``(s)``, ``(s, 0)`` and ``(s, 0, 0, 0)`` were one seed: a fit's
 epoch-0 histories with ``data.seed = 0`` were the test environments of ``omgpt evaluate --seed 0``.)
 """
+
 from __future__ import annotations
 
 import enum
@@ -89,8 +90,10 @@ def _check(seed: int, allowed: range, kind: str, other: str, what: str) -> int:
     from omgpt.errors import OMGPTError
 
     if int(seed) not in allowed:
-        raise OMGPTError(f"{what} {seed} is not a {kind} seed: {kind} seeds are {allowed.start}-{allowed.stop - 1} "
-                         f"({other}; choices and reported numbers stay on disjoint seeds)")
+        raise OMGPTError(
+            f"{what} {seed} is not a {kind} seed: {kind} seeds are {allowed.start}-{allowed.stop - 1} "
+            f"({other}; choices and reported numbers stay on disjoint seeds)"
+        )
     return int(seed)
 
 

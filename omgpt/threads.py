@@ -24,6 +24,7 @@ Every command that trains or evaluates (fit, validate, demo, evaluate, tune, exp
 :func:`configure` once, at start, through :func:`omgpt.commands.cli.cli_main`; a process it starts
 for a background fit gets its thread count through :func:`child_env`.
 """
+
 from __future__ import annotations
 
 import math
@@ -75,13 +76,19 @@ def _cgroup_quota() -> float | None:
 def choose(threads: int | None = None) -> tuple[int, str]:
     """``(count, why)``: ``threads`` if given, else ``$OMGPT_THREADS``, else ``$OMP_NUM_THREADS``, else
     the usable CPUs where OpenMP waits passively, half of them (at least one) where it does not."""
-    for value, source in ((threads, "--threads"), (os.environ.get(ENV), ENV), (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS")):
+    for value, source in (
+        (threads, "--threads"),
+        (os.environ.get(ENV), ENV),
+        (os.environ.get("OMP_NUM_THREADS"), "OMP_NUM_THREADS"),
+    ):
         if value is not None and value != "":
             return _count(value, source), f"from {source}"
     cpus = usable_cpus()
     if _passive:
         return cpus, f"the {cpus} CPU{'s' if cpus > 1 else ''} this process may use"
-    return max(1, cpus // 2), f"half of the {cpus} CPU{'s' if cpus > 1 else ''} this process may use: OpenMP does not wait passively"
+    return max(
+        1, cpus // 2
+    ), f"half of the {cpus} CPU{'s' if cpus > 1 else ''} this process may use: OpenMP does not wait passively"
 
 
 def configure(threads: int | None = None, announce: bool = True) -> int:
@@ -99,7 +106,10 @@ def configure(threads: int | None = None, announce: bool = True) -> int:
     if announce and _configured is None and os.environ.get("LOCAL_RANK", "0") == "0":
         wait = os.environ.get("OMP_WAIT_POLICY", "unset").lower()
         # on stdout, with the commands' other progress lines: stderr holds nothing but an error's one line
-        print(f"omgpt: {n} torch thread{'s' if n > 1 else ''} ({why}; --threads N or {ENV}=N to change), OpenMP wait policy {wait}", flush=True)
+        print(
+            f"omgpt: {n} torch thread{'s' if n > 1 else ''} ({why}; --threads N or {ENV}=N to change), OpenMP wait policy {wait}",
+            flush=True,
+        )
     _configured = n
     return n
 

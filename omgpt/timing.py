@@ -4,6 +4,7 @@ timer, the demo's module and a bare timing Trainer, quiet logs, and a one-line m
 Library code: the benchmark scripts import it, and the ``bench`` command runs the scripts, so no script
 imports the command that runs it.
 """
+
 from __future__ import annotations
 
 import os

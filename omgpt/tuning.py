@@ -33,6 +33,7 @@ policy reads it as it reads any config), holds for every tuned benchmark:
 ``omgpt tune`` writes it under a lock (read, merge, atomic write: two tunings of one setting at once
 both land); a policy tuned again replaces its own entry only.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -70,18 +71,28 @@ def canonical_options(task_name: str, options: dict) -> dict:
         defaults.update(factory.defaults)
     # ``part`` (a data set's train / validation / test windows) names a piece of one setting, not another
     # prior: a data task's benchmarks are tuned on its validation part and played on its test part.
-    return {k: v for k, v in sorted(options.items()) if k not in ("horizon", "part") and not (k in defaults and defaults[k] == v)}
+    return {
+        k: v
+        for k, v in sorted(options.items())
+        if k not in ("horizon", "part") and not (k in defaults and defaults[k] == v)
+    }
 
 
 def setting_key(task_name: str, options: dict, horizon: int) -> str:
     """``pricing-T100``, ``mab-pool_size=100-T100``: the file stem of a setting's tuned constants."""
-    parts = [task_name] + [f"{k}={_plain(v)}" for k, v in canonical_options(task_name, options).items()] + [f"T{int(horizon)}"]
+    parts = (
+        [task_name]
+        + [f"{k}={_plain(v)}" for k, v in canonical_options(task_name, options).items()]
+        + [f"T{int(horizon)}"]
+    )
     return "-".join(parts)
 
 
 def _plain(v) -> str:
-    if isinstance(v, str) and ("/" in v or os.sep in v):  # a file (a user's demand table): its name and its content's hash,
-        return _file_tag(v)                                # so a file name holds no folders and the same table has one key
+    if isinstance(v, str) and (
+        "/" in v or os.sep in v
+    ):  # a file (a user's demand table): its name and its content's hash,
+        return _file_tag(v)  # so a file name holds no folders and the same table has one key
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
@@ -123,17 +134,28 @@ def read_tuned(path: Path) -> dict:
     except (TypeError, ValueError):
         key = None
     if key != path.stem:
-        raise RecordError(f"{path}: setting (task {setting['task']!r}, options {setting['task_options']}, horizon "
-                          f"{setting['horizon']}) is setting {key}, not the file's name {path.stem}; the file belongs to another setting")
+        raise RecordError(
+            f"{path}: setting (task {setting['task']!r}, options {setting['task_options']}, horizon "
+            f"{setting['horizon']}) is setting {key}, not the file's name {path.stem}; the file belongs to another setting"
+        )
     for name, entry in data["policies"].items():  # tuned on validation environments, never on test ones
         if not entry["constants"]:
-            raise RecordError(f"{path}: policies.{name}.constants is empty; tune it again: {tune_command(setting['task'], setting['task_options'], setting['horizon'], [name])}")
+            raise RecordError(
+                f"{path}: policies.{name}.constants is empty; tune it again: {tune_command(setting['task'], setting['task_options'], setting['horizon'], [name])}"
+            )
         seeding.check_validation_seed(entry["validation"]["seed"], f"{path}: policies.{name}.validation.seed")
     return data
 
 
-def tuned_constants(policy: str, task_name: str, options: dict, horizon: int, tuned_on: str | None = None,
-                    folder: Path | None = None, names: tuple[str, ...] | None = None) -> dict:
+def tuned_constants(
+    policy: str,
+    task_name: str,
+    options: dict,
+    horizon: int,
+    tuned_on: str | None = None,
+    folder: Path | None = None,
+    names: tuple[str, ...] | None = None,
+) -> dict:
     """The constants ``policy`` was tuned to for a setting: the task's own (``task_name``, ``options``,
     ``horizon``) or, with ``tuned_on``, the setting of that key (a shifted test task plays the constants
     tuned on the prior OMGPT was trained on). No tuning: :class:`OMGPTError` with the command to run;
@@ -141,23 +163,31 @@ def tuned_constants(policy: str, task_name: str, options: dict, horizon: int, tu
     of it)."""
     key = tuned_on or setting_key(task_name, options, horizon)
     path = tuned_path(key, folder)
-    command = tune_command(task_name, options, horizon, [policy]) if tuned_on is None else f"omgpt tune for setting {key}"
+    command = (
+        tune_command(task_name, options, horizon, [policy]) if tuned_on is None else f"omgpt tune for setting {key}"
+    )
     if not path.is_file():
         raise OMGPTError(f"{policy}-tuned: no tuned constants for {key} ({_shown(path)} missing); run: {command}")
     data = read_tuned(path)
     if tuned_on is None and data["setting"]["task"] != task_name:  # (the key check makes this one a safeguard)
-        raise OMGPTError(f"{policy}-tuned: {_shown(path)} was tuned for task {data['setting']['task']!r}, not {task_name!r}")
+        raise OMGPTError(
+            f"{policy}-tuned: {_shown(path)} was tuned for task {data['setting']['task']!r}, not {task_name!r}"
+        )
     entry = data["policies"].get(policy)
     if entry is None:
         raise OMGPTError(f"{policy}-tuned: {_shown(path)} has no tuning of {policy!r}; run: {command}")
     wanted = tuning_metric(data["setting"]["task"])
     if entry_metric(entry) != wanted:
-        raise OMGPTError(f"{policy}-tuned: {_shown(path)} tuned {policy} on {entry_metric(entry) or 'the mean final regret'}, not on "
-                         f"{wanted or 'the mean final regret'}, the task's metric; tune it again: {command}")
+        raise OMGPTError(
+            f"{policy}-tuned: {_shown(path)} tuned {policy} on {entry_metric(entry) or 'the mean final regret'}, not on "
+            f"{wanted or 'the mean final regret'}, the task's metric; tune it again: {command}"
+        )
     unknown = sorted(set(entry["constants"]) - set(names)) if names is not None else []
     if unknown:
-        raise OMGPTError(f"{policy}-tuned: {_shown(path)} gives {', '.join(unknown)}, not constants of {policy} ({', '.join(names)}); "
-                         f"tune it again: {command}")
+        raise OMGPTError(
+            f"{policy}-tuned: {_shown(path)} gives {', '.join(unknown)}, not constants of {policy} ({', '.join(names)}); "
+            f"tune it again: {command}"
+        )
     return dict(entry["constants"])
 
 

@@ -10,6 +10,7 @@ batch count per epoch, the global step, a checksum and exact hash of the final p
 rank's *local* validation sums (before torchmetrics reduces them across ranks), the validation
 environment indices it rolled out, and the ``val/regret`` Lightning logged (after reduction).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,10 +63,15 @@ class Probe(Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         epoch = trainer.current_epoch
-        self.batches.append({
-            "epoch": epoch, "batch_idx": batch_idx, "step": trainer.global_step, "horizon": int(batch["features"].shape[1]),
-            "hash": tensor_hash(batch["features"], batch["actions"], batch["targets"]),
-        })
+        self.batches.append(
+            {
+                "epoch": epoch,
+                "batch_idx": batch_idx,
+                "step": trainer.global_step,
+                "horizon": int(batch["features"].shape[1]),
+                "hash": tensor_hash(batch["features"], batch["actions"], batch["targets"]),
+            }
+        )
         self.per_epoch[epoch] += 1
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):

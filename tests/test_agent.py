@@ -9,6 +9,7 @@
 * misuse -- wrong shapes, acting twice, observing first, a horizon past max_steps without a window,
   an oracle without its environment -- is one line.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -48,8 +49,17 @@ def tiny_checkpoint(path: Path, seed: int = 0, **hparams) -> Path:
 def tiny_model(task, horizon: int, layout: str = "paper", backbone: str = "gpt"):
     """A randomly initialised 2-layer, 8-dim network for ``task``."""
     torch.manual_seed(1)
-    cfg = ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=8, max_steps=horizon, obs_dim=task.obs_dim,
-                    layout=layout, backbone=backbone)
+    cfg = ModelConfig(
+        task.feature_dim,
+        task.action_dim,
+        n_layer=2,
+        n_head=2,
+        n_embd=8,
+        max_steps=horizon,
+        obs_dim=task.obs_dim,
+        layout=layout,
+        backbone=backbone,
+    )
     return build_model(cfg, task.scaling())
 
 
@@ -122,8 +132,14 @@ env.step(agent.act(obs["context"]))
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("lightning", "pytorch_lightning", "lightning_fabric"))
 assert not loaded, loaded
 """
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -148,9 +164,15 @@ def _poison(ckpt: dict) -> None:
 
 
 EDITS = {  # defect -> (edit of the checkpoint dict, the message), the cases of tests/test_faults.py and test_safety.py
-    "extra hyper-parameter": (lambda c: c["hyper_parameters"].update(colour=3), "hyper-parameters OMGPTModule does not take: colour"),
+    "extra hyper-parameter": (
+        lambda c: c["hyper_parameters"].update(colour=3),
+        "hyper-parameters OMGPTModule does not take: colour",
+    ),
     "wrongly shaped tensor": (_widen_a_matrix, "weights do not fit the model its settings describe"),
-    "missing tensor": (lambda c: c["state_dict"].pop("model.ln_f.weight"), "weights do not fit the model its settings describe (model.ln_f.weight)"),
+    "missing tensor": (
+        lambda c: c["state_dict"].pop("model.ln_f.weight"),
+        "weights do not fit the model its settings describe (model.ln_f.weight)",
+    ),
     "non-finite weights": (_poison, "has non-finite weights: its fit diverged"),
     "no hyper-parameters": (lambda c: c.pop("hyper_parameters"), "is not an OMGPT checkpoint"),
     "unknown task": (lambda c: c["hyper_parameters"].update(task="no-such-task"), "unknown task 'no-such-task'"),
@@ -183,8 +205,12 @@ def test_a_missing_unreadable_or_malicious_file_is_one_line_and_runs_no_code(bad
         torch.save({"weights": torch.zeros(3)}, path)
     elif bad == "malicious":
         torch.save({"state_dict": {}, "payload": Payload(tmp_path / "pwned")}, path)
-    expected = {"missing": "checkpoint not found", "empty folder": "checkpoint not found", "not-a-checkpoint": "is not a Lightning checkpoint",
-                "malicious": "refusing to load checkpoint"}.get(bad, "cannot read checkpoint")
+    expected = {
+        "missing": "checkpoint not found",
+        "empty folder": "checkpoint not found",
+        "not-a-checkpoint": "is not a Lightning checkpoint",
+        "malicious": "refusing to load checkpoint",
+    }.get(bad, "cannot read checkpoint")
     with pytest.raises(OMGPTError) as error:
         Agent.load(path)
     assert expected in str(error.value) and "\n" not in str(error.value)
@@ -211,8 +237,14 @@ def test_an_agents_actions_are_the_rollouts_on_the_same_histories(case):
     task = make_episode_task(name, None, horizon)
     model = tiny_model(task, window or horizon, layout, backbone)
     g = torch.Generator().manual_seed(4)
-    history = rollout(task, task.sample_envs(batch, g), make_policy("omgpt", task, model=model, window=window), horizon, g,
-                      policy_generator=torch.Generator().manual_seed(9))
+    history = rollout(
+        task,
+        task.sample_envs(batch, g),
+        make_policy("omgpt", task, model=model, window=window),
+        horizon,
+        g,
+        policy_generator=torch.Generator().manual_seed(9),
+    )
     agent = Agent(make_policy("omgpt", task, model=model, window=window), horizon=horizon, seed=9)
     agent.reset(batch=batch)
     for t in range(horizon):
@@ -228,8 +260,14 @@ def test_a_loaded_agent_plays_the_shipped_model_as_the_rollout_does():
     agent = Agent.load(NEWSVENDOR, seed=3)
     task, horizon = agent.task, agent.horizon
     g = torch.Generator().manual_seed(0)
-    history = rollout(task, task.sample_envs(4, g), make_policy("omgpt", task, model=agent.policy.model), horizon, g,
-                      policy_generator=torch.Generator().manual_seed(3))
+    history = rollout(
+        task,
+        task.sample_envs(4, g),
+        make_policy("omgpt", task, model=agent.policy.model),
+        horizon,
+        g,
+        policy_generator=torch.Generator().manual_seed(3),
+    )
     agent.reset(batch=4)
     for t in range(horizon):
         assert torch.equal(agent.act(history.contexts[:, t]), history.actions[:, t]), f"step {t}"
@@ -251,7 +289,9 @@ def test_an_agent_trained_with_a_window_keeps_it_and_may_be_given_another(tmp_pa
 def test_a_benchmark_by_name_plays_as_in_a_rollout(name):
     task = make_episode_task("newsvendor", {"pool_size": 4} if name == "alg-star" else None, 6)
     g = torch.Generator().manual_seed(2)
-    history = rollout(task, task.sample_envs(2, g), make_policy(name, task), 6, g, policy_generator=torch.Generator().manual_seed(5))
+    history = rollout(
+        task, task.sample_envs(2, g), make_policy(name, task), 6, g, policy_generator=torch.Generator().manual_seed(5)
+    )
     agent = Agent.from_policy(name, task, seed=5, horizon=6)
     agent.reset(batch=2)
     for t in range(6):
@@ -318,7 +358,9 @@ def test_observing_another_action_than_the_one_chosen_is_what_the_policy_learns_
         assert agent.act() == int(task.project(policy.act(t, x), x).argmax())
         policy.observe(t, task.one_hot(played[t : t + 1]), outcomes[t : t + 1])
         agent.observe(float(outcomes[t]), action=int(played[t]))
-    assert torch.equal(agent.policy.actions, policy.actions) and agent.policy.actions.argmax(-1).tolist() == [played.tolist()]
+    assert torch.equal(agent.policy.actions, policy.actions) and agent.policy.actions.argmax(-1).tolist() == [
+        played.tolist()
+    ]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """``alg-star``, the posterior oracle: exact posteriors on small pools against numpy, identification of
 the true environment, the particle version, its fallbacks and errors, and ``omgpt evaluate``."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -57,7 +58,9 @@ def test_log_posterior_on_a_pool_matches_numpy(name):
     task = make_task(name, pool_size=4)
     policy = make_policy("alg-star", task)
     h = play(task, policy, runs=6, horizon=5)
-    ll = numpy_log_likelihood(task, task.pool, h.contexts.double().numpy(), h.actions.double().numpy(), h.observations.double().numpy())
+    ll = numpy_log_likelihood(
+        task, task.pool, h.contexts.double().numpy(), h.actions.double().numpy(), h.observations.double().numpy()
+    )
     expected = ll - np.logaddexp.reduce(ll, axis=1, keepdims=True)
     got = policy.log_posterior().numpy()
     assert got.shape == (6, 4)
@@ -172,7 +175,10 @@ def test_rejuvenated_particles_match_the_conjugate_bandit_posterior():
         precision = 1 + n / var
         exact_mean = o[:, played].sum(1) / var / precision
         assert torch.allclose(mean[:, a], exact_mean, atol=0.08 if n else 0.15), (a, mean[:, a], exact_mean)
-        assert torch.allclose(sd[:, a], torch.full((2,), precision**-0.5, dtype=torch.float64), rtol=0.25), (a, sd[:, a])
+        assert torch.allclose(sd[:, a], torch.full((2,), precision**-0.5, dtype=torch.float64), rtol=0.25), (
+            a,
+            sd[:, a],
+        )
 
 
 def test_pricing_prior_density_matches_the_in_domain_shift_draws():
@@ -245,7 +251,9 @@ def test_decision_option_and_cold_start():
     envs = task.sample_envs(3, gen(0))
     policy.reset(envs, 5, gen(1))
     x = task.sample_context(envs, 0, gen(2))
-    a_star = task.optimal_action({k: v.repeat(3, *[1] * (v.dim() - 1)) for k, v in task.pool.items()}, x.repeat_interleave(4, 0), 0)
+    a_star = task.optimal_action(
+        {k: v.repeat(3, *[1] * (v.dim() - 1)) for k, v in task.pool.items()}, x.repeat_interleave(4, 0), 0
+    )
     expected = a_star.reshape(3, 4).sort(-1).values[:, 1]  # uniform prior over 4: the second smallest
     assert torch.allclose(policy.act(0, x)[:, 0], expected)
     mean = make_policy("alg-star", task)  # pricing default: posterior averaging
@@ -269,8 +277,22 @@ def test_tasks_without_a_likelihood_raise():
 
 def test_cli_evaluate_with_alg_star(tmp_path):
     out = tmp_path / "a"
-    args = ["evaluate", "--task", "pricing", "--option", "pool_size=4", "--policies", "alg-star,oracle",
-            "--runs", "8", "--horizon", "30", "--out", str(out), "--no-progress"]
+    args = [
+        "evaluate",
+        "--task",
+        "pricing",
+        "--option",
+        "pool_size=4",
+        "--policies",
+        "alg-star,oracle",
+        "--runs",
+        "8",
+        "--horizon",
+        "30",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli_main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["policies"]) == {"alg-star", "oracle"}
@@ -287,7 +309,9 @@ def test_particle_benchmark_script_runs(capsys):
     assert "ratio default / 2x" in out
     script.main(["--speed", "--tasks", "pricing", "--runs", "2", "--horizon", "4", "--particles", "16", "--batch", "2"])
     out = capsys.readouterr().out
-    assert "likelihood 'history' (reference) vs 'stats'" in out and "pricing:" in out and "paired difference +0.000" in out
+    assert (
+        "likelihood 'history' (reference) vs 'stats'" in out and "pricing:" in out and "paired difference +0.000" in out
+    )
     script.main(["--speed", "--erm", "--runs", "2", "--horizon", "4", "--batch", "2"])
     out = capsys.readouterr().out
     assert "solver 'highs' (reference) vs 'ipm'" in out and "newsvendor:" in out
@@ -298,7 +322,22 @@ def test_profile_script_names_where_the_time_goes(capsys):
     spec = importlib.util.spec_from_file_location("alg_star_profile", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    script.main(["--task", "newsvendor", "--batch", "2", "--horizon", "6", "--particles", "32", "--sort", "cumulative", "--top", "40"])
+    script.main(
+        [
+            "--task",
+            "newsvendor",
+            "--batch",
+            "2",
+            "--horizon",
+            "6",
+            "--particles",
+            "32",
+            "--sort",
+            "cumulative",
+            "--top",
+            "40",
+        ]
+    )
     out = capsys.readouterr().out
     assert "alg-star on newsvendor: 2 episodes, T = 6" in out and "_resample_move" in out and "decide" in out
 
@@ -339,7 +378,9 @@ def test_the_list_covers_every_task_with_alg_star():
     from omgpt.tasks.registry import TASKS
 
     # the built-in tasks (tests/test_example_task.py registers the example's in the same process)
-    tasks = {name: make_task(name) for name, factory in TASKS.items() if factory.cls.__module__.startswith("omgpt.tasks.")}
+    tasks = {
+        name: make_task(name) for name, factory in TASKS.items() if factory.cls.__module__.startswith("omgpt.tasks.")
+    }
     # the tasks whose alg-star moves particles (queueing's posterior is exact over six rates: no moves)
     particles = {name for name, task in tasks.items() if task.has_likelihood and not task.candidates(1, 2, gen(0))[2]}
     assert particles == {name for name, _ in EVERY_TASK_WITH_ALG_STAR}
@@ -360,7 +401,9 @@ def test_likelihood_from_stats_is_the_sum_over_the_history(name, options):
         x, a, o = (v[:, t] for v in (h.contexts, h.actions, h.observations))
         stats = task.likelihood_stats(stats, x, a, o, t, used[:, t])
         rows = lambda v: v.repeat_interleave(n, 0).double()  # noqa: E731 -- episode i's rows i N .. (i+1) N - 1
-        ll = task.log_likelihood({k: v.double() if v.is_floating_point() else v for k, v in cands.items()}, rows(x), rows(a), rows(o), t)
+        ll = task.log_likelihood(
+            {k: v.double() if v.is_floating_point() else v for k, v in cands.items()}, rows(x), rows(a), rows(o), t
+        )
         expected += torch.where(used[:, t].repeat_interleave(n), ll, 0.0)
     got = task.likelihood_from_stats(cands, stats)
     assert got.dtype == torch.float64 and got.shape == (3 * n,)

@@ -1,4 +1,5 @@
 """Algorithm 1: the f~ pool, the mixed phase's self-rollouts and κ mixture, and resume."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -23,7 +24,15 @@ def datamodule(rank: int = 0, epoch: int = 0, **kw) -> HistoryDataModule:
 
 
 def fake_rollouts(n: int, kappa: float) -> SelfRollouts:
-    return SelfRollouts({"features": torch.full((n, T, 7), 9.0), "actions": torch.full((n, T, 1), 9.0), "targets": torch.full((n, T, 1), 9.0)}, kappa, 40)
+    return SelfRollouts(
+        {
+            "features": torch.full((n, T, 7), 9.0),
+            "actions": torch.full((n, T, 1), 9.0),
+            "targets": torch.full((n, T, 1), 9.0),
+        },
+        kappa,
+        40,
+    )
 
 
 def test_pool_is_identical_on_every_rank_and_batches_sample_it():
@@ -81,12 +90,24 @@ class WeightsAtEnd(Callback):
 def fit(tmp, max_epochs: int, ckpt_path=None):
     L.seed_everything(0, verbose=False)
     module = OMGPTModule(task="pricing", horizon=T, n_layer=2, n_head=2, n_embd=16, dropout=0.1)
-    data = HistoryDataModule(task="pricing", horizon=T, batch_size=8, batches_per_epoch=3, history_pool=40, val_runs=8, val_batch_size=8)
+    data = HistoryDataModule(
+        task="pricing", horizon=T, batch_size=8, batches_per_epoch=3, history_pool=40, val_runs=8, val_batch_size=8
+    )
     end = WeightsAtEnd()
     trainer = L.Trainer(
-        max_epochs=max_epochs, accelerator="cpu", reload_dataloaders_every_n_epochs=1, num_sanity_val_steps=0,
-        callbacks=[HorizonCurriculum(stage_epochs=1), SelfRolloutRefresh(start_epoch=1, rollouts=12, batches_per_epoch=2), ModelCheckpoint(dirpath=tmp, save_last=True), end],
-        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        max_epochs=max_epochs,
+        accelerator="cpu",
+        reload_dataloaders_every_n_epochs=1,
+        num_sanity_val_steps=0,
+        callbacks=[
+            HorizonCurriculum(stage_epochs=1),
+            SelfRolloutRefresh(start_epoch=1, rollouts=12, batches_per_epoch=2),
+            ModelCheckpoint(dirpath=tmp, save_last=True),
+            end,
+        ],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
     )
     trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
     return end.weights, trainer

@@ -1,5 +1,6 @@
 """Backbones behind one interface (GPT, LSTM), the context window in training, the scale presets, and
 the demand-prediction report (paper §5.1.6) -- through the CLI where a user would go."""
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,12 @@ def tiny_lstm(task, max_steps: int = 40, seed: int = 0) -> LSTM:
     torch.manual_seed(seed)
     s = task.scaling()
     scaling = Scaling(s.feature_loc, s.feature_scale, (15.0,), (15.0,))
-    model = build_model(ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_embd=16, dropout=0.1, max_steps=max_steps, backbone="lstm"), scaling)
+    model = build_model(
+        ModelConfig(
+            task.feature_dim, task.action_dim, n_layer=2, n_embd=16, dropout=0.1, max_steps=max_steps, backbone="lstm"
+        ),
+        scaling,
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.3)
@@ -60,9 +66,20 @@ def play(task, model, horizon, batch=16, seed=0, **options):
 def test_both_backbones_share_the_interface_the_policy_and_module_use():
     task = make_task("pricing")
     for backbone, cls in (("gpt", GPT), ("lstm", LSTM)):
-        model = build_model(ModelConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, backbone=backbone), task.scaling())
+        model = build_model(
+            ModelConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, backbone=backbone), task.scaling()
+        )
         assert type(model) is cls and isinstance(model, SequenceModel) and model.cfg.backbone == backbone
-        for name in ("start_cache", "clear_cache", "decode", "forward", "read_out", "predict_observations", "optimizer_groups", "num_params"):
+        for name in (
+            "start_cache",
+            "clear_cache",
+            "decode",
+            "forward",
+            "read_out",
+            "predict_observations",
+            "optimizer_groups",
+            "num_params",
+        ):
             assert callable(getattr(model, name)), name
         groups = model.optimizer_groups(0.1)
         assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
@@ -129,12 +146,21 @@ def test_trained_with_a_window_acts_beyond_its_training_horizon(tmp_path):
     T = 16, and plays T = 24 with the window -- cached and re-encoded decisions agree beyond W."""
     L.seed_everything(0, verbose=False)
     module = OMGPTModule(task="pricing", horizon=16, window=8, n_layer=2, n_head=2, n_embd=16, lr=1e-3)
-    data = HistoryDataModule(task="pricing", horizon=16, batch_size=8, batches_per_epoch=3, val_runs=8, val_batch_size=8)
+    data = HistoryDataModule(
+        task="pricing", horizon=16, batch_size=8, batches_per_epoch=3, val_runs=8, val_batch_size=8
+    )
     seen = []
     module.model.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[1]) if m.training else None)
     trainer = L.Trainer(
-        max_epochs=1, reload_dataloaders_every_n_epochs=1, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+        max_epochs=1,
+        reload_dataloaders_every_n_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -183,12 +209,27 @@ def test_scale_presets_build_the_paper_models(configs, backbone, n_layer):
 @pytest.fixture(scope="module")
 def lstm_obs_ckpt(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("lstm")
-    code = cli_main([
-        "fit", "--config", str(ROOT / "configs/pricing.yaml"), "--config", str(ROOT / "configs/scale/tiny.yaml"),
-        "--model.backbone", "lstm", "--model.obs_head", "true", "--model.horizon", "12",
-        "--trainer.logger.init_args.save_dir", str(tmp / "runs"), "--trainer.log_every_n_steps", "1",
-        "--trainer.enable_progress_bar", "false",
-    ])
+    code = cli_main(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs/pricing.yaml"),
+            "--config",
+            str(ROOT / "configs/scale/tiny.yaml"),
+            "--model.backbone",
+            "lstm",
+            "--model.obs_head",
+            "true",
+            "--model.horizon",
+            "12",
+            "--trainer.logger.init_args.save_dir",
+            str(tmp / "runs"),
+            "--trainer.log_every_n_steps",
+            "1",
+            "--trainer.enable_progress_bar",
+            "false",
+        ]
+    )
     assert code == 0
     (ckpt,) = (tmp / "runs").rglob("last.ckpt")
     return ckpt
@@ -202,17 +243,34 @@ def test_lstm_fits_through_the_cli_loads_and_evaluates(lstm_obs_ckpt, tmp_path):
     col = header.index("train/obs_loss")
     assert any(r[col] and np.isfinite(float(r[col])) for r in rows)
     out = tmp_path / "eval"
-    assert cli_main([
-        "evaluate", "--policies", "omgpt,oracle", "--ckpt", str(lstm_obs_ckpt), "--runs", "4", "--horizon", "12",
-        "--out", str(out), "--no-progress",
-    ]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--policies",
+                "omgpt,oracle",
+                "--ckpt",
+                str(lstm_obs_ckpt),
+                "--runs",
+                "4",
+                "--horizon",
+                "12",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["task"] == "pricing" and np.isfinite(summary["policies"]["omgpt"]["final_regret"]["mean"])
 
 
 def test_demand_prediction_report(lstm_obs_ckpt, tmp_path):
     out = tmp_path / "demand"
-    summary = run_demand_prediction(str(lstm_obs_ckpt), {}, runs=6, horizon=12, window=None, seed=1, out=str(out), progress=False)
+    summary = run_demand_prediction(
+        str(lstm_obs_ckpt), {}, runs=6, horizon=12, window=None, seed=1, out=str(out), progress=False
+    )
     saved = json.loads((out / "demand_prediction.json").read_text())
     assert saved == json.loads(json.dumps(summary))
     assert saved["n"] == list(range(1, 12)) and saved["ridge_lambda"] == 0.1 and saved["runs"] == 6
@@ -222,7 +280,9 @@ def test_demand_prediction_report(lstm_obs_ckpt, tmp_path):
         assert all(lo <= mid <= hi for lo, mid, hi in zip(m["ci90"][0], m["mse"], m["ci90"][1]))
     assert (out / "demand_prediction.png").stat().st_size > 10_000
     # Window: past max_steps the head reads the last W steps.
-    windowed = run_demand_prediction(str(lstm_obs_ckpt), {}, runs=2, horizon=16, window=6, seed=1, out=str(tmp_path / "w"), progress=False)
+    windowed = run_demand_prediction(
+        str(lstm_obs_ckpt), {}, runs=2, horizon=16, window=6, seed=1, out=str(tmp_path / "w"), progress=False
+    )
     assert len(windowed["methods"]["omgpt"]["mse"]) == 15
 
 

@@ -3,6 +3,7 @@
 Correctness only -- cached and uncached rollouts act identically, every ratio is printed and finite --
 never a timing assertion: timings depend on the machine and on what else runs on it.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,13 +68,41 @@ def test_bench_runs_from_a_regular_install(tmp_path):
     import subprocess
 
     site = tmp_path / "site"
-    build = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                            "--target", str(site), str(ROOT)], capture_output=True, text=True, cwd=tmp_path)
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     assert (site / "omgpt/_benchmarks/kv_cache.py").is_file() and (site / "omgpt/_configs/base.yaml").is_file()
     env = {**os.environ, "PYTHONPATH": str(site), "OMP_NUM_THREADS": "1"}
-    probe = subprocess.run([sys.executable, "-c", "import omgpt.resources as r; print(r.BENCHMARKS)"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import omgpt.resources as r; print(r.BENCHMARKS)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert probe.stdout.strip() == str(site / "omgpt/_benchmarks"), probe.stderr
-    done = subprocess.run([sys.executable, "-m", "omgpt", "bench", "--smoke"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "omgpt", "bench", "--smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "the four ratios" in done.stdout

@@ -1,4 +1,5 @@
 """The classical benchmarks (ERM, FAI, ILSE, CILS) on hand-computed cases, plus their regret in rollouts."""
+
 from __future__ import annotations
 
 import itertools
@@ -150,7 +151,9 @@ def test_batched_quantile_regression_reaches_the_lp_optimum(n, d, l1):
     feats = rng.uniform(0, 3, (b, n, d))
     targets = (feats @ rng.uniform(0, 3, (b, d, 1)))[..., 0] + rng.uniform(0, 5, (b, n))
     q = rng.uniform(1 / 3, 2 / 3, b)
-    fast = batched_quantile_regression(torch.from_numpy(feats), torch.from_numpy(targets), torch.from_numpy(q), l1).numpy()
+    fast = batched_quantile_regression(
+        torch.from_numpy(feats), torch.from_numpy(targets), torch.from_numpy(q), l1
+    ).numpy()
     for i in range(b):
         design = np.hstack([np.ones((n, 1)), feats[i]])
 
@@ -221,8 +224,10 @@ def test_penalised_erm_is_far_better_than_the_exact_lp_with_few_samples():
     from ``a*``; the penalised ERM does not (benchmarks/erm_cold_start.py: 4.0-4.7 against 2.3-3.4)."""
     task = make_task("newsvendor")
     envs = task.sample_envs(200, gen(0))
-    subopt = {name: rollout(task, envs, make_policy(name, task), 6, gen(1), gen(2)).suboptimality[:, 2:6].mean()
-              for name in ("erm", "erm-lp")}
+    subopt = {
+        name: rollout(task, envs, make_policy(name, task), 6, gen(1), gen(2)).suboptimality[:, 2:6].mean()
+        for name in ("erm", "erm-lp")
+    }
     assert subopt["erm"] < 0.85 * subopt["erm-lp"]
 
 

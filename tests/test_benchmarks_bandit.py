@@ -1,5 +1,6 @@
 """The bandit benchmarks (UCB, Gaussian TS, LinUCB, LinTS): formulas on hand-built histories, the
 LinUCB maximisation against brute force, and their regret in rollouts."""
+
 from __future__ import annotations
 
 import math
@@ -198,9 +199,14 @@ def test_maximise_on_ball_random_instances(d):
     """Ridge matrices from few, anisotropic actions (so M = Σ^{-1} is ill-conditioned) and estimates
     from tiny to large."""
     g, b = gen(50 + d), 16
-    acts = torch.randn(b, 6, d, generator=g, dtype=torch.float64) * torch.rand(b, 1, d, generator=g, dtype=torch.float64) ** 2
+    acts = (
+        torch.randn(b, 6, d, generator=g, dtype=torch.float64)
+        * torch.rand(b, 1, d, generator=g, dtype=torch.float64) ** 2
+    )
     m = torch.linalg.inv(0.2 * torch.eye(d, dtype=torch.float64) + acts.mT @ acts)
-    w_hat = torch.randn(b, d, generator=g, dtype=torch.float64) * torch.logspace(-4, 0.5, b, dtype=torch.float64)[:, None]
+    w_hat = (
+        torch.randn(b, d, generator=g, dtype=torch.float64) * torch.logspace(-4, 0.5, b, dtype=torch.float64)[:, None]
+    )
     beta = math.sqrt(2 * math.log(100))
     a = maximise_on_ball(w_hat, m, beta)
     torch.testing.assert_close(torch.linalg.vector_norm(a, dim=-1), torch.ones(b, dtype=torch.float64))
@@ -265,7 +271,10 @@ def test_lints_cold_start_is_a_uniform_direction():
 def test_linear_bandit_regret_beats_random(name):
     task, batch, horizon = make_task("linear-bandit"), 32, 100
     envs = task.sample_envs(batch, gen(61))
-    regrets = {p: rollout(task, envs, make_policy(p, task), horizon, gen(62), gen(63)).regrets.mean(0) for p in (name, "random")}
+    regrets = {
+        p: rollout(task, envs, make_policy(p, task), horizon, gen(62), gen(63)).regrets.mean(0)
+        for p in (name, "random")
+    }
     ours = regrets[name]
     assert regrets["random"].sum() > 80  # 1 per step: E[wᵀa] = 0 for a uniform in the ball
     assert ours.sum() < 0.3 * regrets["random"].sum()
@@ -277,6 +286,19 @@ def test_linear_bandit_regret_beats_random(name):
 @pytest.mark.parametrize(("task", "policies"), [("mab", "ucb,ts,oracle"), ("linear-bandit", "linucb,lints,oracle")])
 def test_cli_evaluate_runs_the_bandit_benchmarks(tmp_path, task, policies):
     out = tmp_path / "m"
-    args = ["evaluate", "--task", task, "--policies", policies, "--runs", "8", "--horizon", "30", "--out", str(out), "--no-progress"]
+    args = [
+        "evaluate",
+        "--task",
+        task,
+        "--policies",
+        policies,
+        "--runs",
+        "8",
+        "--horizon",
+        "30",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli_main(args) == 0
     assert any(out.iterdir())

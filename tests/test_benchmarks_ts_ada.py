@@ -1,5 +1,6 @@
 """Thompson sampling for pricing (``ts-pricing``) and the Adaptive Allocation algorithm (``ada``, the
 paper's algorithm 4) on hand-computed cases, in rollouts and through the CLI."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 model's weights (``init_from``: trained after it, keyed by it), and the kind that reports the supervised
 OMGPT against its regret-fine-tuned child, ``alg-star`` and the best benchmark -- numbers computed from
 the same test environments' final regrets, the child started from its parent's weights."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def _experiment(tmp_path, monkeypatch, models: dict, panels: list | None = None,
     folder = tmp_path / "experiments"
     folder.mkdir(exist_ok=True)
     panels = panels or [{"title": "p", "model": next(iter(models)), "policies": ["omgpt", "erm"]}]
-    (folder / f"{name}.yaml").write_text(yaml.safe_dump({"title": "t", "horizon": 6, "models": models, "panels": panels}))
+    (folder / f"{name}.yaml").write_text(
+        yaml.safe_dump({"title": "t", "horizon": 6, "models": models, "panels": panels})
+    )
     monkeypatch.setattr(config, "EXPERIMENTS", folder)
     return name
 
@@ -79,9 +82,18 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
     assert len(set(keys.values())) == len(keys)
 
     # a changed parent (here its training length) gives its child, whose own spec is unchanged, a new key
-    changed = replace(exp, models={**exp.models, "linear-bandit-100": replace(exp.models["linear-bandit-100"], args={"trainer.max_epochs": 61})})
+    changed = replace(
+        exp,
+        models={
+            **exp.models,
+            "linear-bandit-100": replace(exp.models["linear-bandit-100"], args={"trainer.max_epochs": 61}),
+        },
+    )
     again = experiment_keys(changed, [])
-    assert again["linear-bandit-100"] != keys["linear-bandit-100"] and again["linear-bandit-100-rl"] != keys["linear-bandit-100-rl"]
+    assert (
+        again["linear-bandit-100"] != keys["linear-bandit-100"]
+        and again["linear-bandit-100-rl"] != keys["linear-bandit-100-rl"]
+    )
     assert again["mab-100-rl"] == keys["mab-100-rl"]
     # a re-shipped reference model (other weights, same name) retrains its children too
     card = store.read_card
@@ -91,11 +103,19 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
 
     # the fit starts from the parent's kept model.ckpt, wherever that lies; the slot is the same
     fits = []
-    monkeypatch.setattr(store, "train", lambda folder, args, info, what: fits.append((folder, args, info)) or {"train_seconds": 1, "best_val_regret": 1})
+    monkeypatch.setattr(
+        store,
+        "train",
+        lambda folder, args, info, what: (
+            fits.append((folder, args, info)) or {"train_seconds": 1, "best_val_regret": 1}
+        ),
+    )
     child = exp.models["linear-bandit-100-rl"]
     for where in ("a", "b"):
         parent = {"key": keys["linear-bandit-100"], "ckpt": str(tmp_path / where / "model.ckpt")}
-        store.train_model("linear-bandit-100-rl", child, scale="cpu", models_dir=tmp_path / "models", extra_configs=[], parent=parent)
+        store.train_model(
+            "linear-bandit-100-rl", child, scale="cpu", models_dir=tmp_path / "models", extra_configs=[], parent=parent
+        )
     (first, args, info), (second, _, _) = fits
     assert first == second == tmp_path / "models" / keys["linear-bandit-100-rl"]
     assert args[-2:] == ["--model.init_from", str(tmp_path / "a" / "model.ckpt")]
@@ -103,7 +123,14 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
     assert model_key(child, "cpu", []) != keys["linear-bandit-100-rl"]  # without its parent: another run
     # a shipped reference model as the parent: the child starts from pretrained/NAME/model.ckpt
     reference = store.pretrained_model("queueing", exp.models["queueing"])
-    store.train_model("queueing-rl", exp.models["queueing-rl"], scale="cpu", models_dir=tmp_path / "models", extra_configs=[], parent=reference)
+    store.train_model(
+        "queueing-rl",
+        exp.models["queueing-rl"],
+        scale="cpu",
+        models_dir=tmp_path / "models",
+        extra_configs=[],
+        parent=reference,
+    )
     folder, args, info = fits[-1]
     assert folder.name == keys["queueing-rl"] and args[-2:] == ["--model.init_from", "pretrained/queueing/model.ckpt"]
     assert info["init_from"] == "pretrained/queueing"
@@ -149,22 +176,44 @@ def test_a_failed_parent_trains_none_of_its_children(monkeypatch):
 
     monkeypatch.setattr(store, "train_model", fake_train)
     with pytest.raises(OMGPTError, match="model 'a' failed"):
-        store.train_all(_parents(**{"a": None, "a-rl": "a"}), scale="cpu", models_dir=Path("unused"), extra_configs=[], jobs=2)
+        store.train_all(
+            _parents(**{"a": None, "a-rl": "a"}), scale="cpu", models_dir=Path("unused"), extra_configs=[], jobs=2
+        )
     assert started == ["a"]
 
 
 def test_a_panel_the_kind_cannot_report_on_is_refused_before_any_training(tmp_path, monkeypatch, capsys):
     nv = {"task": "newsvendor"}
     models = {"m": nv, "m-rl": {**nv, "init_from": "m"}, "other": nv}
-    for policies in (["omgpt", "omgpt@m-rl", "erm"],                         # no alg-star
-                     ["omgpt", "omgpt@other", "alg-star", "erm"],           # not a fine-tuning of the panel's model
-                     ["omgpt", "omgpt@m-rl", "omgpt@other", "alg-star", "erm"],  # two models beside the supervised one
-                     ["omgpt", "omgpt@m-rl", "alg-star"]):                  # no benchmark
-        _experiment(tmp_path, monkeypatch, models, [{"title": "p", "model": "m", "policies": policies}], name="beyond-alg-star")
-        assert cli_main(["experiment", "beyond-alg-star", "--out", str(tmp_path / "out"), "--models-dir", str(tmp_path / "models")]) == 2
+    for policies in (
+        ["omgpt", "omgpt@m-rl", "erm"],  # no alg-star
+        ["omgpt", "omgpt@other", "alg-star", "erm"],  # not a fine-tuning of the panel's model
+        ["omgpt", "omgpt@m-rl", "omgpt@other", "alg-star", "erm"],  # two models beside the supervised one
+        ["omgpt", "omgpt@m-rl", "alg-star"],
+    ):  # no benchmark
+        _experiment(
+            tmp_path, monkeypatch, models, [{"title": "p", "model": "m", "policies": policies}], name="beyond-alg-star"
+        )
+        assert (
+            cli_main(
+                [
+                    "experiment",
+                    "beyond-alg-star",
+                    "--out",
+                    str(tmp_path / "out"),
+                    "--models-dir",
+                    str(tmp_path / "models"),
+                ]
+            )
+            == 2
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all("experiment beyond-alg-star: panel 'p': " in line for line in err), err
-    assert "plays omgpt (the supervised model), exactly one omgpt@NAME (its fine-tuned model) and alg-star" in err[0] == err[2]
+    assert (
+        "plays omgpt (the supervised model), exactly one omgpt@NAME (its fine-tuned model) and alg-star"
+        in err[0]
+        == err[2]
+    )
     assert "does not start from the panel's model 'm'" in err[1] and "plays no benchmark" in err[3]
     assert not (tmp_path / "models").exists() and not (tmp_path / "out").exists()
 
@@ -192,6 +241,7 @@ def test_the_fine_tuning_numbers_are_paired_over_the_same_environments():
 
     def panel(ratio_ci, diff_ci):
         return {"finetuning": {"kept_versus_best": {"ci90": ratio_ci}, "kept_minus_supervised": {"ci90": diff_ci}}}
+
     assert below_best(panel([0.8, 0.99], [0, 1])) and not below_best(panel([0.8, 1.01], [0, 1]))
     assert not below_best(panel([0.8, None], [0, 1])) and not below_best(panel(None, None))
     assert worse(panel(None, [0.01, 1])) and not worse(panel(None, [-0.01, 1])) and not worse(panel(None, None))
@@ -211,10 +261,15 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     from omgpt.module import OMGPTModule
 
     real = yaml.safe_load((ROOT / "configs/experiments/beyond-alg-star.yaml").read_text())
-    real["models"] = {"linear-bandit-100": {**real["models"]["linear-bandit-100"], "cpu": {}},
-                      "linear-bandit-100-rl": real["models"]["linear-bandit-100-rl"]}
-    real["panels"] = [{**p, "policies": ["omgpt", "omgpt@linear-bandit-100-rl", "alg-star", "random"]}
-                      for p in real["panels"] if p["model"] == "linear-bandit-100"]
+    real["models"] = {
+        "linear-bandit-100": {**real["models"]["linear-bandit-100"], "cpu": {}},
+        "linear-bandit-100-rl": real["models"]["linear-bandit-100-rl"],
+    }
+    real["panels"] = [
+        {**p, "policies": ["omgpt", "omgpt@linear-bandit-100-rl", "alg-star", "random"]}
+        for p in real["panels"]
+        if p["model"] == "linear-bandit-100"
+    ]
     (tmp_path / "experiments").mkdir()
     (tmp_path / "experiments" / "beyond-alg-star.yaml").write_text(yaml.safe_dump(real))
     monkeypatch.setattr(config, "EXPERIMENTS", tmp_path / "experiments")
@@ -227,7 +282,20 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
 
     monkeypatch.setattr(BeyondAlgStar, "rollout", rollout)
     out, models_dir = tmp_path / "out", tmp_path / "models"
-    args = ["experiment", "beyond-alg-star", "--fit-config", TINY, "--horizon", "6", "--runs", "40", "--out", str(out), "--models-dir", str(models_dir)]
+    args = [
+        "experiment",
+        "beyond-alg-star",
+        "--fit-config",
+        TINY,
+        "--horizon",
+        "6",
+        "--runs",
+        "40",
+        "--out",
+        str(out),
+        "--models-dir",
+        str(models_dir),
+    ]
     assert cli_main(args) == 0
     console = capsys.readouterr().out
     assert console.index("linear-bandit-100: training") < console.index("linear-bandit-100-rl: training")
@@ -241,7 +309,9 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     moved = max(float((theta[k] - theta0[k]).abs().max()) for k in theta0)
     assert child["steps"] == 2 and 0 < moved < 5e-4
     hp = read_checkpoint(models_dir / parent["key"] / "model.ckpt")["hyper_parameters"]
-    fresh = OMGPTModule(**{k: hp[k] for k in ("task", "task_options", "horizon", "n_layer", "n_head", "n_embd", "layout")}).state_dict()
+    fresh = OMGPTModule(
+        **{k: hp[k] for k in ("task", "task_options", "horizon", "n_layer", "n_head", "n_embd", "layout")}
+    ).state_dict()
     assert max(float((fresh[k] - theta0[k]).abs().max()) for k in theta0) > 1e-2  # the bound can tell
 
     # the numbers are those of the same rollouts' per-environment final regrets
@@ -249,7 +319,9 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     f, best = panel["finetuning"], panel["best_benchmark"]["name"]
     final = {k: h.cumulative_regret()[:, -1].double().numpy() for k, h in played.items()}
     ft, sup = final["linear-bandit-100-rl"], final["omgpt"]
-    assert best == "random" and f["finetuned"]["label"] == "linear-bandit-100-rl" and f["supervised"]["label"] == "omgpt"
+    assert (
+        best == "random" and f["finetuned"]["label"] == "linear-bandit-100-rl" and f["supervised"]["label"] == "omgpt"
+    )
     assert (ft != sup).any()  # the fine-tuned model acts otherwise (continuous actions: any step changes them)
     assert f["minus_supervised"]["mean"] == pytest.approx((ft - sup).mean(), rel=1e-9, abs=1e-12)
     assert f["versus_best"]["mean"] == pytest.approx(ft.mean() / final[best].mean())
@@ -263,7 +335,9 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     sel = f["selection"]
     kept = "linear-bandit-100-rl" if sel["finetuned"] < sel["supervised"] else "omgpt"
     assert sel["kept"] == kept and sel["runs"] == 1000 and sel["seed"] == 10_002
-    assert sel["finetuned_minus_supervised"]["mean"] == pytest.approx(sel["finetuned"] - sel["supervised"], rel=1e-9, abs=1e-12)
+    assert sel["finetuned_minus_supervised"]["mean"] == pytest.approx(
+        sel["finetuned"] - sel["supervised"], rel=1e-9, abs=1e-12
+    )
     assert f["kept_versus_best"]["mean"] == pytest.approx(final[kept].mean() / final[best].mean())
     assert f["kept_minus_supervised"]["mean"] == pytest.approx((final[kept] - sup).mean(), rel=1e-9, abs=1e-12)
 
@@ -272,9 +346,11 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     ratio = f["kept_versus_best"]
     below = ratio["ci90"][1] < 1
     assert below_best(panel) == below
-    assert (f"the kept OMGPT ({kept}) {final[kept].mean():.2f} is {'below' if below else 'NOT below'} the best benchmark "
-            f"({final[best].mean():.2f}, random): {kept} / random {ratio['mean']:.2f} [{ratio['ci90'][0]:.2f}, {ratio['ci90'][1]:.2f}], "
-            f"the interval {'lies' if below else 'does not lie'} below 1") in report
+    assert (
+        f"the kept OMGPT ({kept}) {final[kept].mean():.2f} is {'below' if below else 'NOT below'} the best benchmark "
+        f"({final[best].mean():.2f}, random): {kept} / random {ratio['mean']:.2f} [{ratio['ci90'][0]:.2f}, {ratio['ci90'][1]:.2f}], "
+        f"the interval {'lies' if below else 'does not lie'} below 1"
+    ) in report
     assert "where the best benchmark beats alg-star" not in report  # random does not beat alg-star: no such panel
     assert "elsewhere fine-tuning, kept only where it wins on validation, does not make OMGPT worse" in report
 

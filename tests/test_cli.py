@@ -1,4 +1,5 @@
 """End to end through the command line: fit -> checkpoint -> evaluate, the demo, and user errors."""
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,17 @@ TINY = str(ROOT / "configs/scale/tiny.yaml")
 
 def fit_args(tmp_path: Path, *extra: str) -> list[str]:
     return [
-        "fit", "--config", NEWSVENDOR, "--config", TINY,
-        "--model.horizon", "12",
-        "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"),
-        "--trainer.enable_progress_bar", "false",
+        "fit",
+        "--config",
+        NEWSVENDOR,
+        "--config",
+        TINY,
+        "--model.horizon",
+        "12",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        "--trainer.enable_progress_bar",
+        "false",
         *extra,
     ]
 
@@ -43,13 +51,31 @@ def trained(tmp_path_factory) -> Path:
 
 def test_fit_writes_checkpoint_and_evaluate_writes_the_contract(trained, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = cli_main([
-        "evaluate", "--task", "newsvendor", "--policies", "omgpt,oracle,erm,fai", "--ckpt", str(trained),
-        "--runs", "6", "--horizon", "12", "--seed", "3", "--out", str(out), "--no-progress",
-    ])
+    code = cli_main(
+        [
+            "evaluate",
+            "--task",
+            "newsvendor",
+            "--policies",
+            "omgpt,oracle,erm,fai",
+            "--ckpt",
+            str(trained),
+            "--runs",
+            "6",
+            "--horizon",
+            "12",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["task"] == "newsvendor" and summary["horizon"] == 12 and summary["runs"] == 6 and summary["seed"] == 3
+    assert (
+        summary["task"] == "newsvendor" and summary["horizon"] == 12 and summary["runs"] == 6 and summary["seed"] == 3
+    )
     assert set(summary["policies"]) == {"omgpt", "oracle", "erm", "fai"}
     assert summary["policies"]["oracle"]["final_regret"]["mean"] == 0.0
     for p in summary["policies"].values():
@@ -65,7 +91,25 @@ def test_fit_writes_checkpoint_and_evaluate_writes_the_contract(trained, tmp_pat
 
 def test_evaluate_without_checkpoint_on_pricing(tmp_path):
     out = tmp_path / "pricing"
-    assert cli_main(["evaluate", "--task", "pricing", "--policies", "oracle,ilse,cils", "--runs", "4", "--horizon", "10", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "pricing",
+                "--policies",
+                "oracle,ilse,cils",
+                "--runs",
+                "4",
+                "--horizon",
+                "10",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["policies"]["oracle"]["final_regret"]["mean"] == 0.0
     assert summary["policies"]["ilse"]["final_regret"]["mean"] > 0
@@ -74,10 +118,30 @@ def test_evaluate_without_checkpoint_on_pricing(tmp_path):
 def test_evaluate_records_the_batch_size_and_device_that_name_its_draws(tmp_path):
     """docs/protocol.md: each batch draws its noise from its own generator, so a seed played at another
     batch size is another sample (same environments, other noise); summary.json records both."""
+
     def final(batch, name):
         out = tmp_path / name
-        assert cli_main(["evaluate", "--task", "pricing", "--policies", "ilse", "--runs", "4", "--horizon", "10",
-                         "--batch_size", str(batch), "--out", str(out), "--no-progress"]) == 0
+        assert (
+            cli_main(
+                [
+                    "evaluate",
+                    "--task",
+                    "pricing",
+                    "--policies",
+                    "ilse",
+                    "--runs",
+                    "4",
+                    "--horizon",
+                    "10",
+                    "--batch_size",
+                    str(batch),
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         summary = json.loads((out / "summary.json").read_text())
         assert summary["batch_size"] == batch and summary["device"] == "cpu"
         return summary["policies"]["ilse"]["final_regret"]["mean"]
@@ -111,7 +175,10 @@ def test_user_errors_are_one_line_and_exit_2(args, message, capsys, tmp_path):
 
 def test_mismatched_and_corrupt_checkpoints_are_rejected(trained, tmp_path, capsys):
     out = tmp_path / "e"
-    assert cli_main(["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", str(trained), "--out", str(out)]) == 2
+    assert (
+        cli_main(["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", str(trained), "--out", str(out)])
+        == 2
+    )
     assert "trained on task 'newsvendor', not 'pricing'" in capsys.readouterr().err
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(trained.read_bytes()[:1000])
@@ -127,7 +194,12 @@ def test_python_dash_m_and_console_script_agree():
         assert done.returncode == 0 and "evaluate" in done.stdout and "demo" in done.stdout
 
 
-def typed_command(name: Optional[str] = None, batch_size: PositiveInt = 50, no_progress: bool = False, option: Optional[list[str]] = None):
+def typed_command(
+    name: Optional[str] = None,
+    batch_size: PositiveInt = 50,
+    no_progress: bool = False,
+    option: Optional[list[str]] = None,
+):
     """A command: a typed function whose signature and docstring jsonargparse turns into its parser.
 
     Args:
@@ -139,12 +211,19 @@ def typed_command(name: Optional[str] = None, batch_size: PositiveInt = 50, no_p
 
 
 def test_commands_are_typed_functions_behind_jsonargparse_with_the_command_lines_spelling():
-    got = parse(typed_command, "omgpt x", ["--batch-size", "3", "--no-progress", "--option", "a=1", "--option", "b=2", "n"], positional=("name",))
+    got = parse(
+        typed_command,
+        "omgpt x",
+        ["--batch-size", "3", "--no-progress", "--option", "a=1", "--option", "b=2", "n"],
+        positional=("name",),
+    )
     assert got == {"name": "n", "batch_size": 3, "no_progress": True, "option": ["a=1", "b=2"]}
     assert parse(typed_command, "omgpt x", ["--batch_size=4", "--no_progress", "false"])["batch_size"] == 4
     assert parse(typed_command, "omgpt x", [])["no_progress"] is False
-    for argv, message in ((["--batch-size", "0"], "omgpt x: --batch-size: must be a positive integer"),
-                          (["--frob"], "omgpt x: unrecognized arguments: --frob")):
+    for argv, message in (
+        (["--batch-size", "0"], "omgpt x: --batch-size: must be a positive integer"),
+        (["--frob"], "omgpt x: unrecognized arguments: --frob"),
+    ):
         with pytest.raises(OMGPTError) as e:
             parse(typed_command, "omgpt x", argv)
         assert str(e.value).startswith(message) and "\n" not in str(e.value)
@@ -172,25 +251,43 @@ def test_a_parameter_keeps_its_flag_under_another_name(capsys):
         cli_main(["experiment", "--help"])
     out = capsys.readouterr().out
     assert done.value.code == 0
-    assert "--list {true,false}   list the experiments and exit" in out and "--all {true,false}" in out and "_experiments" not in out
+    assert (
+        "--list {true,false}   list the experiments and exit" in out
+        and "--all {true,false}" in out
+        and "_experiments" not in out
+    )
 
 
 def test_help_lists_every_command_with_its_functions_summary(capsys):
     assert cli_main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("fit", "validate", "evaluate", "demand-prediction", "demo", "experiment", "bench", "probe", "tsne",
-                 "tsne-training", "manipulate"):
+    for name in (
+        "fit",
+        "validate",
+        "evaluate",
+        "demand-prediction",
+        "demo",
+        "experiment",
+        "bench",
+        "probe",
+        "tsne",
+        "tsne-training",
+        "manipulate",
+    ):
         assert f"\n  {name:<10} " in out, name
     assert "Roll out OMGPT and benchmarks on test environments" in out
     assert "demand predictions against ridge regression" in out and "several checkpoints of one training" in out
 
 
-@pytest.mark.parametrize("argv, new", [
-    (["evaluate", "--demand-prediction", "--ckpt", "x.ckpt"], "omgpt demand-prediction"),
-    (["evaluate", "--ckpt", "x.ckpt", "--demand_prediction=true"], "omgpt demand-prediction"),
-    (["tsne", "--mode", "training", "--ckpt", "a.ckpt", "--ckpt", "b.ckpt"], "omgpt tsne-training"),
-    (["tsne", "--mode=layers", "--ckpt", "a.ckpt"], "omgpt tsne-training"),
-])
+@pytest.mark.parametrize(
+    "argv, new",
+    [
+        (["evaluate", "--demand-prediction", "--ckpt", "x.ckpt"], "omgpt demand-prediction"),
+        (["evaluate", "--ckpt", "x.ckpt", "--demand_prediction=true"], "omgpt demand-prediction"),
+        (["tsne", "--mode", "training", "--ckpt", "a.ckpt", "--ckpt", "b.ckpt"], "omgpt tsne-training"),
+        (["tsne", "--mode=layers", "--ckpt", "a.ckpt"], "omgpt tsne-training"),
+    ],
+)
 def test_the_second_commands_once_behind_flags_are_named_by_their_old_spelling(argv, new, tmp_path, capsys):
     """``omgpt evaluate --demand-prediction`` and ``omgpt tsne --mode training`` became commands of their
     own: the old spelling is one line naming the new command, before any work."""

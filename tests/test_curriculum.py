@@ -1,4 +1,5 @@
 """The horizon curriculum: the authors' schedule (docs/paper-gaps.md §6), what real Lightning fits train on, and resume."""
+
 from __future__ import annotations
 
 import csv

@@ -1,4 +1,5 @@
 """The pre-training data stream: seeding per (seed, epoch, rank, worker), batch counts, batch contents."""
+
 from __future__ import annotations
 
 import itertools
@@ -109,7 +110,9 @@ def test_batch_shapes_and_targets_are_the_optimal_actions(name):
 
 
 def test_datamodule_passes_epoch_rank_and_horizon_to_the_stream():
-    dm = HistoryDataModule(task="pricing", horizon=20, batch_size=B, batches_per_epoch=3, seed=5, num_workers=0, chunk=2)
+    dm = HistoryDataModule(
+        task="pricing", horizon=20, batch_size=B, batches_per_epoch=3, seed=5, num_workers=0, chunk=2
+    )
     dm.trainer = SimpleNamespace(global_rank=1, current_epoch=3, reload_dataloaders_every_n_epochs=1)
     dm.horizon_schedule = lambda epoch: 4 + epoch  # what the curriculum installs: epoch 3 -> 7
     got = list(dm.train_dataloader())

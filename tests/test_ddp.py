@@ -4,6 +4,7 @@
 (``python -m omgpt fit ... --trainer.devices 2 --trainer.strategy ddp``), with the test-only
 ``tests.ddp_probe.Probe`` callback writing what each rank saw to ``rank<k>.json``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -125,8 +126,21 @@ def test_ddp_regret_fine_tuning_rolls_out_per_rank_and_keeps_one_model(tmp_path)
     supervised = OMGPTModule(task="newsvendor", horizon=12, n_layer=2, n_head=2, n_embd=16, dropout=0.05)
     torch.save({"hyper_parameters": dict(supervised.hparams), "state_dict": supervised.state_dict()}, init)
     run = tmp_path / "finetune"
-    command = ddp_command(run, "--model.objective", "regret", "--model.init_from", str(init), "--model.rollout_envs", "4",
-                          "--model.lr", "0.01", "--trainer.max_epochs", "1", "--data.history_pool", "null")
+    command = ddp_command(
+        run,
+        "--model.objective",
+        "regret",
+        "--model.init_from",
+        str(init),
+        "--model.rollout_envs",
+        "4",
+        "--model.lr",
+        "0.01",
+        "--trainer.max_epochs",
+        "1",
+        "--data.history_pool",
+        "null",
+    )
     done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     r0, r1 = ranks(run)
@@ -147,17 +161,39 @@ def test_ddp_fit_killed_mid_epoch_in_the_mixed_phase_resumes_to_the_uninterrupte
 
     killed, resumed = tmp_path / "killed", tmp_path / "resumed"
     every_step = ("--config", str(fault_tolerant_config(tmp_path, every=1)))
-    stall = ("--trainer.callbacks+=tests.ddp_probe.Stall", "--trainer.callbacks.out", str(killed / "stall"), "--trainer.callbacks.at_step", "5")
-    kill_when_stalled(ddp_command(killed, *every_step, *stall), tmp_path / "killed.log", killed / "stall", ranks=2, cwd=tmp_path, env=ENV)
+    stall = (
+        "--trainer.callbacks+=tests.ddp_probe.Stall",
+        "--trainer.callbacks.out",
+        str(killed / "stall"),
+        "--trainer.callbacks.at_step",
+        "5",
+    )
+    kill_when_stalled(
+        ddp_command(killed, *every_step, *stall),
+        tmp_path / "killed.log",
+        killed / "stall",
+        ranks=2,
+        cwd=tmp_path,
+        env=ENV,
+    )
     (last,) = (killed / "runs").rglob("last.ckpt")
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == 5
 
-    done = subprocess.run(ddp_command(resumed, *every_step, "--ckpt_path", str(last)), cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ddp_command(resumed, *every_step, "--ckpt_path", str(last)),
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     for ref, before, after in zip(ranks(ddp_run), ranks(killed), ranks(resumed)):
         trained = [b for b in before["batches"] if b["step"] < 5] + after["batches"]  # (it had fetched step 5's batch)
         key = lambda b: (b["epoch"], b["batch_idx"], b["horizon"], b["hash"])  # noqa: E731
-        assert [key(b) for b in trained] == [key(b) for b in ref["batches"]], f"rank {ref['rank']} trained on other batches"
+        assert [key(b) for b in trained] == [key(b) for b in ref["batches"]], (
+            f"rank {ref['rank']} trained on other batches"
+        )
         assert after["global_step"] == ref["global_step"] == 6
         assert after["param_hash"] == ref["param_hash"], f"rank {ref['rank']} ended at other weights"
         assert after["val_logged"] == ref["val_logged"][-1:]
@@ -188,13 +224,18 @@ def test_kv_cache_decodes_under_bf16_autocast():
     rollout releases the cache at its end."""
     task = make_task("newsvendor")
     torch.manual_seed(0)
-    model = GPT(ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.0, max_steps=20), task.scaling())
+    model = GPT(
+        ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.0, max_steps=20),
+        task.scaling(),
+    )
 
     def play(autocast: bool):
         envs = task.sample_envs(8, torch.Generator().manual_seed(0))
         policy = make_policy("omgpt", task, model=model)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            history = rollout(task, envs, policy, 20, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+            history = rollout(
+                task, envs, policy, 20, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)
+            )
         assert all(block.attn.k_cache is None for block in model.blocks)  # released by the rollout
         return history
 

@@ -7,6 +7,7 @@
 * options, horizons, seeds, autoreset, discrete actions and bad actions behave as documented;
 * the example and docs/agent-gymnasium.md run as written.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,11 @@ from omgpt.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
 NEWSVENDOR = ROOT / "pretrained" / "newsvendor"
-BY_DESIGN = ("observation space minimum value is -infinity", "observation space maximum value is infinity",
-             "recommend using a symmetric and normalized space")
+BY_DESIGN = (
+    "observation space minimum value is -infinity",
+    "observation space maximum value is infinity",
+    "recommend using a symmetric and normalized space",
+)
 
 
 def checked(env) -> None:
@@ -54,7 +58,9 @@ def test_every_task_passes_check_env(name):
 
 
 def test_importing_omgpt_registers_every_task_and_a_task_added_later_on_request():
-    assert all(env_id(name) in gymnasium.registry for name in TASKS if name != "logit-pricing")  # the example registers later
+    assert all(
+        env_id(name) in gymnasium.registry for name in TASKS if name != "logit-pricing"
+    )  # the example registers later
     if "logit-pricing" not in TASKS:  # tests/test_example_task.py may have imported it already
         import examples.logit_pricing  # noqa: F401  (a task file of one's own, registered after omgpt)
 
@@ -78,7 +84,9 @@ def play(env, agent: Agent, seed: int) -> dict[str, np.ndarray]:
         obs, reward, terminated, truncated, info = env.step(action)
         assert not np.any(terminated)
         agent.observe(info["outcome"])
-        for key, value in zip(("actions", "outcomes", "regrets", "rewards"), (action, info["outcome"], info["regret"], reward)):
+        for key, value in zip(
+            ("actions", "outcomes", "regrets", "rewards"), (action, info["outcome"], info["regret"], reward)
+        ):
             record[key].append(value)
     return {k: np.stack([np.asarray(v) for v in values]) for k, values in record.items()}
 
@@ -86,17 +94,26 @@ def play(env, agent: Agent, seed: int) -> dict[str, np.ndarray]:
 def reference(task, policy, horizon: int, batch: int, seed: int, agent_seed: int):
     """The rollout an environment seeded with ``seed`` and an agent seeded with ``agent_seed`` play."""
     g = torch.Generator().manual_seed(seed)
-    return rollout(task, task.sample_envs(batch, g), policy, horizon, g, policy_generator=torch.Generator().manual_seed(agent_seed))
+    return rollout(
+        task, task.sample_envs(batch, g), policy, horizon, g, policy_generator=torch.Generator().manual_seed(agent_seed)
+    )
 
 
 def assert_same_episodes(played: dict, history) -> None:
     """The episodes played are the rollout's: every context, action, outcome, reward and regret."""
-    expected = {"contexts": history.contexts, "outcomes": history.observations, "regrets": history.regrets, "rewards": history.rewards,
-                "actions": history.actions.argmax(-1) if played["actions"].dtype.kind == "i" else history.actions}
+    expected = {
+        "contexts": history.contexts,
+        "outcomes": history.observations,
+        "regrets": history.regrets,
+        "rewards": history.rewards,
+        "actions": history.actions.argmax(-1) if played["actions"].dtype.kind == "i" else history.actions,
+    }
     for key, value in expected.items():
         value = np.moveaxis(value.numpy(), 1, 0)  # (T, B, ...)
         value = value[:, 0] if played[key].ndim < value.ndim else value  # a single environment's
-        assert np.array_equal(played[key], value.astype(played[key].dtype)) and value.dtype.kind == played[key].dtype.kind, key
+        assert (
+            np.array_equal(played[key], value.astype(played[key].dtype)) and value.dtype.kind == played[key].dtype.kind
+        ), key
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
@@ -104,7 +121,12 @@ def test_omgpt_through_the_environment_meets_the_rollout_on_every_task(name):
     env = gymnasium.make(env_id(name), horizon=5)
     task = env.unwrapped.task
     torch.manual_seed(0)
-    model = build_model(ModelConfig(task.feature_dim, task.action_dim, n_layer=1, n_head=2, n_embd=8, max_steps=5, obs_dim=task.obs_dim), task.scaling())
+    model = build_model(
+        ModelConfig(
+            task.feature_dim, task.action_dim, n_layer=1, n_head=2, n_embd=8, max_steps=5, obs_dim=task.obs_dim
+        ),
+        task.scaling(),
+    )
     agent = Agent(make_policy("omgpt", task, model=model), horizon=5, seed=11)
     played = play(env, agent, seed=3)
     history = reference(task, make_policy("omgpt", task, model=model), 5, 1, seed=3, agent_seed=11)
@@ -133,7 +155,10 @@ def test_the_vector_environment_is_the_batched_rollout(name):
     # one environment of a batch of one is the single environment
     single = gymnasium.make(env_id(name), horizon=4).unwrapped
     batch_of_one = OMGPTVectorEnv(name, num_envs=1, horizon=4)
-    assert all(np.array_equal(a, b[0]) for a, b in zip(single.reset(seed=2)[0].values(), batch_of_one.reset(seed=2)[0].values()))
+    assert all(
+        np.array_equal(a, b[0])
+        for a, b in zip(single.reset(seed=2)[0].values(), batch_of_one.reset(seed=2)[0].values())
+    )
 
 
 def test_the_vector_environment_resets_on_the_step_after_the_last():
@@ -176,7 +201,10 @@ def test_task_options_reach_the_task_and_bad_ones_are_one_line():
     assert any(torch.equal(env.envs["w"][0], w) for w in env.task.pool["w"])  # drawn from the pool
     assert gymnasium.make("omgpt/revenue-v0").unwrapped.horizon == 50  # the task class's horizon
     assert gymnasium.make("omgpt/queueing-v0", horizon=9).unwrapped.task.horizon == 9  # its DP plans for the episode
-    for options, message in [({"colour": 1}, "task 'newsvendor' has no option 'colour'"), ({"horizon": 0}, "horizon must be")]:
+    for options, message in [
+        ({"colour": 1}, "task 'newsvendor' has no option 'colour'"),
+        ({"horizon": 0}, "horizon must be"),
+    ]:
         with pytest.raises(OMGPTError, match=message):
             gymnasium.make("omgpt/newsvendor-v0", **options)
 
@@ -200,12 +228,15 @@ def test_a_bandit_plays_arm_indices():
     assert info["regret"] == pytest.approx(float(r.max() - r[3]))
 
 
-@pytest.mark.parametrize("name, action, message", [
-    ("newsvendor", np.array([1.0, 2.0]), r"the action must be 1 x 1 number\(s\)"),
-    ("newsvendor", "ten", r"the action must be 1 x 1 number\(s\)"),
-    ("mab", 20, r"the action must be 1 index\(es\) in 0..19"),
-    ("mab", 2.5, r"the action must be 1 index\(es\) in 0..19"),
-])
+@pytest.mark.parametrize(
+    "name, action, message",
+    [
+        ("newsvendor", np.array([1.0, 2.0]), r"the action must be 1 x 1 number\(s\)"),
+        ("newsvendor", "ten", r"the action must be 1 x 1 number\(s\)"),
+        ("mab", 20, r"the action must be 1 index\(es\) in 0..19"),
+        ("mab", 2.5, r"the action must be 1 index\(es\) in 0..19"),
+    ],
+)
 def test_a_bad_action_is_one_line(name, action, message):
     env = gymnasium.make(env_id(name)).unwrapped
     with pytest.raises(OMGPTError, match="step\\(\\) before reset\\(\\)"):
@@ -255,7 +286,11 @@ def test_the_readme_sections_python_runs_as_written(tmp_path):
 
 @pytest.mark.slow
 def test_the_readme_sections_commands_run_as_written():
-    commands = [line.split("  #")[0].strip() for block in re.findall(r"```bash\n(.*?)```", SECTION, re.S) for line in block.splitlines()]
+    commands = [
+        line.split("  #")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", SECTION, re.S)
+        for line in block.splitlines()
+    ]
     assert commands
     for command in commands:
         done = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=600)

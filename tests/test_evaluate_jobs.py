@@ -1,5 +1,6 @@
 """``evaluate_policies(jobs=N)`` / ``omgpt evaluate --jobs N``: the (policy, batch of runs) units played
 in N worker processes give the same histories, bit for bit, as one process playing them in turn."""
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -18,8 +19,12 @@ from omgpt.tasks import make_task
 def tiny_model(task):
     """An untrained 1-layer, 8-dim OMGPT network for ``task`` (what it decides does not matter here)."""
     torch.manual_seed(0)
-    return build_model(ModelConfig(task.feature_dim, task.action_dim, n_layer=1, n_head=1, n_embd=8, max_steps=8, obs_dim=task.obs_dim),
-                       task.scaling())
+    return build_model(
+        ModelConfig(
+            task.feature_dim, task.action_dim, n_layer=1, n_head=1, n_embd=8, max_steps=8, obs_dim=task.obs_dim
+        ),
+        task.scaling(),
+    )
 
 
 @pytest.mark.slow
@@ -49,7 +54,15 @@ def test_an_error_in_a_worker_is_the_same_one_line_error():
         model.action_head.bias.fill_(float("nan"))  # a diverged checkpoint
     for jobs in (1, 2):
         with pytest.raises(OMGPTError, match="policy 'omgpt' .*produced non-finite"):
-            evaluate_policies(task, {"oracle": {}, "omgpt": {"model": model}}, runs=4, horizon=4, batch_size=2, progress=False, jobs=jobs)
+            evaluate_policies(
+                task,
+                {"oracle": {}, "omgpt": {"model": model}},
+                runs=4,
+                horizon=4,
+                batch_size=2,
+                progress=False,
+                jobs=jobs,
+            )
 
 
 def test_jobs_must_be_positive():
@@ -59,7 +72,20 @@ def test_jobs_must_be_positive():
 
 @pytest.mark.slow
 def test_evaluate_jobs_writes_the_same_report(tmp_path: Path):
-    args = ["evaluate", "--task", "newsvendor", "--policies", "fai,oracle", "--runs", "6", "--horizon", "5", "--batch-size", "2", "--no-progress"]
+    args = [
+        "evaluate",
+        "--task",
+        "newsvendor",
+        "--policies",
+        "fai,oracle",
+        "--runs",
+        "6",
+        "--horizon",
+        "5",
+        "--batch-size",
+        "2",
+        "--no-progress",
+    ]
     assert cli_main([*args, "--out", str(tmp_path / "one")]) == 0
     assert cli_main([*args, "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
     assert (tmp_path / "one" / "curves.csv").read_bytes() == (tmp_path / "two" / "curves.csv").read_bytes()

@@ -1,6 +1,7 @@
 """The "add your own decision problem" example (examples/logit_pricing.py): a task that is not in the
 paper, in one file, trains, evaluates against oracle / random / alg-star, and runs from the command
 line -- without touching any other file."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -81,13 +82,37 @@ def test_alg_stars_posterior_concentrates_on_the_true_pool_member():
 
 
 def test_it_trains_tiny_and_evaluates_against_oracle_random_and_alg_star(tmp_path):
-    assert cli_main([
-        "fit", "--config", str(ROOT / "configs/scale/tiny.yaml"), "--model.task", "logit-pricing", "--model.horizon", "12",
-        "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false",
-    ]) == 0
+    assert (
+        cli_main(
+            [
+                "fit",
+                "--config",
+                str(ROOT / "configs/scale/tiny.yaml"),
+                "--model.task",
+                "logit-pricing",
+                "--model.horizon",
+                "12",
+                "--trainer.logger.init_args.save_dir",
+                str(tmp_path / "runs"),
+                "--trainer.enable_progress_bar",
+                "false",
+            ]
+        )
+        == 0
+    )
     (ckpt,) = (tmp_path / "runs").rglob("last.ckpt")
-    summary = run_evaluation(None, {}, ["omgpt", "oracle", "random", "alg-star"], str(ckpt), runs=16, horizon=12,
-                             window=None, seed=0, out=str(tmp_path / "eval"), progress=False)
+    summary = run_evaluation(
+        None,
+        {},
+        ["omgpt", "oracle", "random", "alg-star"],
+        str(ckpt),
+        runs=16,
+        horizon=12,
+        window=None,
+        seed=0,
+        out=str(tmp_path / "eval"),
+        progress=False,
+    )
     final = {name: p["final_regret"]["mean"] for name, p in summary["policies"].items()}
     assert summary["task"] == "logit-pricing" and np.isfinite(final["omgpt"])
     assert abs(final["oracle"]) < 1e-4
@@ -97,7 +122,26 @@ def test_it_trains_tiny_and_evaluates_against_oracle_random_and_alg_star(tmp_pat
 @pytest.mark.slow
 def test_the_example_file_is_the_command_line(tmp_path):
     out = tmp_path / "eval"
-    done = subprocess.run([sys.executable, str(EXAMPLE), "evaluate", "--task", "logit-pricing", "--policies", "oracle,random",
-                           "--runs", "4", "--horizon", "5", "--out", str(out), "--no-progress"], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "evaluate",
+            "--task",
+            "logit-pricing",
+            "--policies",
+            "oracle,random",
+            "--runs",
+            "4",
+            "--horizon",
+            "5",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert set(json.loads((out / "summary.json").read_text())["policies"]) == {"oracle", "random"}

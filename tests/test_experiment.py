@@ -1,5 +1,6 @@
 """``omgpt experiment``: every paper experiment is configured, resolves at both scales, and the
 smallest one runs end to end (tiny fit) -- training once, then reusing its content-addressed models."""
+
 from __future__ import annotations
 
 import json
@@ -35,10 +36,20 @@ from omgpt.tasks import make_episode_task
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests/configs/experiment_tiny.yaml")
 PAPER_EXPERIMENTS = {
-    "main-results", "model-size", "horizon-generalisation", "distribution-shift", "misspecification",
-    "demand-prediction", "alg-star-match", "prior-benefit", "transformer-vs-lstm",
+    "main-results",
+    "model-size",
+    "horizon-generalisation",
+    "distribution-shift",
+    "misspecification",
+    "demand-prediction",
+    "alg-star-match",
+    "prior-benefit",
+    "transformer-vs-lstm",
 }
-EXPERIMENTS = PAPER_EXPERIMENTS | {"real-demand", "beyond-alg-star"}  # beyond the paper: real data (issue 27), regret fine-tuning (issue 33)
+EXPERIMENTS = PAPER_EXPERIMENTS | {
+    "real-demand",
+    "beyond-alg-star",
+}  # beyond the paper: real data (issue 27), regret fine-tuning (issue 33)
 # Configured and tested (tests/test_beyond_alg_star.py), but not run at the CPU scale yet: no results/NAME
 # folder and no README row until its first run, which then drops it from here.
 NOT_RUN_YET: set[str] = set()
@@ -46,8 +57,17 @@ NOT_RUN_YET: set[str] = set()
 
 def _spec_panel(task: str, task_options: dict, horizon: int) -> Panel:
     """A resolved panel of one test task (what the functions measuring on a panel's task read)."""
-    return Panel(title="t", model="m", policies=["omgpt"], task=task, task_options=task_options, horizon=horizon,
-                 tuned_task=task, tuned_options=task_options, tuned_on="unused")
+    return Panel(
+        title="t",
+        model="m",
+        policies=["omgpt"],
+        task=task,
+        task_options=task_options,
+        horizon=horizon,
+        tuned_task=task,
+        tuned_options=task_options,
+        tuned_on="unused",
+    )
 
 
 def _with_results(names) -> list[str]:
@@ -64,19 +84,25 @@ def test_list_names_every_experiment(capsys):
 
 
 def test_scale_overrides_resolve_at_every_depth():
-    node = {"horizon": 100, "cpu": {"horizon": 50}, "models": {"m": {"args": {"a": 1, "b": 2}, "cpu": {"args": {"b": 3}}, "paper": {"x": 9}}}}
+    node = {
+        "horizon": 100,
+        "cpu": {"horizon": 50},
+        "models": {"m": {"args": {"a": 1, "b": 2}, "cpu": {"args": {"b": 3}}, "paper": {"x": 9}}},
+    }
     assert at_scale(node, "cpu") == {"horizon": 50, "models": {"m": {"args": {"a": 1, "b": 3}}}}
     assert at_scale(node, "paper") == {"horizon": 100, "models": {"m": {"args": {"a": 1, "b": 2}, "x": 9}}}
 
 
-
-@pytest.mark.parametrize("data, key", [
-    ({"title": "t", "models": {"m": {"task": "mab", "horizn": 3}}, "panels": []}, "horizn"),
-    ({"title": "t", "models": {"m": {"task": "mab", "horizon": 0}}, "panels": []}, "models.horizon"),
-    ({"title": "t", "models": {"m": {"task": "mab"}}, "panels": [{"title": "p"}]}, "model"),
-    ({"title": "t", "models": {}, "panels": [], "kind": "pie"}, "kind"),
-    ({"models": {}, "panels": []}, "title"),
-])
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"title": "t", "models": {"m": {"task": "mab", "horizn": 3}}, "panels": []}, "horizn"),
+        ({"title": "t", "models": {"m": {"task": "mab", "horizon": 0}}, "panels": []}, "models.horizon"),
+        ({"title": "t", "models": {"m": {"task": "mab"}}, "panels": [{"title": "p"}]}, "model"),
+        ({"title": "t", "models": {}, "panels": [], "kind": "pie"}, "kind"),
+        ({"models": {}, "panels": []}, "title"),
+    ],
+)
 def test_experiment_configs_are_typed_and_a_bad_one_is_one_line_naming_the_key(data, key):
     """jsonargparse parses every experiment config against typed records (omgpt.commands.experiment.config)."""
     from omgpt.errors import OMGPTError
@@ -85,6 +111,7 @@ def test_experiment_configs_are_typed_and_a_bad_one_is_one_line_naming_the_key(d
     with pytest.raises(OMGPTError) as e:
         parse_experiment(data, "x.yaml")
     assert str(e.value).startswith("x.yaml: ") and key in str(e.value) and "\n" not in str(e.value)
+
 
 def test_the_old_figure_key_is_one_line_naming_kind(tmp_path, monkeypatch, capsys):
     """The key that selects an experiment kind is ``kind:``; a config still saying ``figure:`` is told so
@@ -97,7 +124,9 @@ def test_the_old_figure_key_is_one_line_naming_kind(tmp_path, monkeypatch, capsy
     (tmp_path / "old.yaml").write_text(yaml.safe_dump({**data, "figure": "curves"}))
     assert cli_main(["experiment", "old", "--train-only", "--models-dir", str(tmp_path / "models")]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert line.endswith("old.yaml: 'figure' is now 'kind' (the experiment kind that evaluates and reports it): write 'kind: curves'"), line
+    assert line.endswith(
+        "old.yaml: 'figure' is now 'kind' (the experiment kind that evaluates and reports it): write 'kind: curves'"
+    ), line
     assert not (tmp_path / "models").exists()
     (tmp_path / "old.yaml").write_text(yaml.safe_dump({**data, "kind": "curves"}))
     assert config.load_experiment("old", "cpu").kind == "curves"
@@ -114,16 +143,26 @@ def test_every_experiment_builds_its_tasks_and_policies(scale):
             task = panel.episode_task()
             model = exp.models[panel.model]
             trained_on = make_episode_task(model.task, model.task_options, model.horizon)
-            assert (task.feature_dim, task.action_dim) == (trained_on.feature_dim, trained_on.action_dim), (name, panel.title)
+            assert (task.feature_dim, task.action_dim) == (trained_on.feature_dim, trained_on.action_dim), (
+                name,
+                panel.title,
+            )
             for label, (policy, _) in parse_policies(panel.policies, panel.model).items():
                 if policy != "omgpt":  # a -tuned benchmark also finds its committed tuning (configs/tuned/)
-                    make_policy(policy, task, panel.horizon, **({"tuned_on": panel.tuned_on} if policy.endswith("-tuned") else {}))
+                    make_policy(
+                        policy,
+                        task,
+                        panel.horizon,
+                        **({"tuned_on": panel.tuned_on} if policy.endswith("-tuned") else {}),
+                    )
             # every benchmark with free constants is compared in its tuned variant too (docs/protocol.md)
             assert all(f"{p}-tuned" in panel.policies for p in panel.policies if f"{p}-tuned" in POLICIES), panel.title
 
 
 def test_cpu_scale_runs_the_papers_horizons_and_shares_models_across_experiments():
-    main, shift, lstm = (load_experiment(n, "cpu") for n in ("main-results", "distribution-shift", "transformer-vs-lstm"))
+    main, shift, lstm = (
+        load_experiment(n, "cpu") for n in ("main-results", "distribution-shift", "transformer-vs-lstm")
+    )
     paper = load_experiment("main-results", "paper")
     assert main.models["pricing"].horizon == paper.models["pricing"].horizon == 100
     assert main.models["revenue"].horizon == 50  # the paper's revenue horizon
@@ -145,7 +184,9 @@ def test_a_reference_model_stands_in_for_training_only_where_it_is_the_model_ask
     model = Model(task="newsvendor", horizon=100, pretrained="newsvendor")
     record = train_model("nv", model, scale="cpu", models_dir=tmp_path, extra_configs=[])
     card = json.loads((ROOT / "pretrained/newsvendor/card.json").read_text())
-    assert record["key"] == "pretrained/newsvendor" and Path(record["ckpt"]) == ROOT / "pretrained/newsvendor/model.ckpt"
+    assert (
+        record["key"] == "pretrained/newsvendor" and Path(record["ckpt"]) == ROOT / "pretrained/newsvendor/model.ckpt"
+    )
     assert record["steps"] == card["validation"][-1]["step"] and record["command"] == card["command"]
     assert [card["steps"], record["best_val_regret"]] in record["val_regret"]  # the kept checkpoint's validation
     assert not any(tmp_path.iterdir())  # nothing trained
@@ -181,7 +222,14 @@ def test_alg_star_replayed_on_its_own_history_agrees_exactly():
     task = make_episode_task("pricing", {"pool_size": 4}, 12)
     g = torch.Generator().manual_seed(0)
     envs = task.sample_envs(8, g)
-    history = rollout(task, envs, make_policy("alg-star", task), 12, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    history = rollout(
+        task,
+        envs,
+        make_policy("alg-star", task),
+        12,
+        torch.Generator().manual_seed(1),
+        torch.Generator().manual_seed(2),
+    )
     match = alg_star_match(_spec_panel("pricing", {"pool_size": 4}, 12), history, seed=0)
     assert match["mean_abs_diff"] < 1e-5
     assert len(match["diff"]) == 8 * 12 and len(match["path"]["omgpt"]) == 12
@@ -190,17 +238,24 @@ def test_alg_star_replayed_on_its_own_history_agrees_exactly():
 def test_improvement_rate_against_the_best_benchmark():
     from omgpt.analysis.experiment_figures import improvement_rate
 
-    panel = {"benchmarks": ["ilse", "cils"], "policies": {
-        "omgpt": {"optimal_reward": 100.0, "final_regret": {"mean": 10.0}},   # reward 90
-        "ilse": {"optimal_reward": 100.0, "final_regret": {"mean": 40.0}},    # 60
-        "cils": {"optimal_reward": 100.0, "final_regret": {"mean": 25.0}},    # 75: the best benchmark
-    }}
+    panel = {
+        "benchmarks": ["ilse", "cils"],
+        "policies": {
+            "omgpt": {"optimal_reward": 100.0, "final_regret": {"mean": 10.0}},  # reward 90
+            "ilse": {"optimal_reward": 100.0, "final_regret": {"mean": 40.0}},  # 60
+            "cils": {"optimal_reward": 100.0, "final_regret": {"mean": 25.0}},  # 75: the best benchmark
+        },
+    }
     assert improvement_rate(panel) == pytest.approx((90 - 75) / 75)
 
 
 def _panel(title, task, benchmarks, **finals):
-    return {"title": title, "task": task, "benchmarks": benchmarks,
-            "policies": {k: {"final_regret": {"mean": v}, "optimal_reward": 100.0} for k, v in finals.items()}}
+    return {
+        "title": title,
+        "task": task,
+        "benchmarks": benchmarks,
+        "policies": {k: {"final_regret": {"mean": v}, "optimal_reward": 100.0} for k, v in finals.items()},
+    }
 
 
 def check_claim(result: dict) -> list:
@@ -212,45 +267,96 @@ def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_num
 
     # alg-star-match: OMGPT closes (40 - 4) / (40 - 2) = 95% of the gap on 4 environments, (50 - 30) / (50 - 10)
     # = 50% on 100; its mean deviation grows 0.1 -> 0.5.
-    small = {**_panel("mab 4", "mab", ["ucb"], omgpt=4.0, **{"alg-star": 2.0}, ucb=40.0), "task_options": {"pool_size": 4},
-             "alg_star_match": {"diff": [[0.0], [0.2], [-0.1]], "mean_abs_diff": 0.1}}
-    large = {**_panel("mab 100", "mab", ["ucb"], omgpt=30.0, **{"alg-star": 10.0}, ucb=50.0), "task_options": {"pool_size": 100},
-             "alg_star_match": {"diff": [[0.5], [-0.5]], "mean_abs_diff": 0.5}}
+    small = {
+        **_panel("mab 4", "mab", ["ucb"], omgpt=4.0, **{"alg-star": 2.0}, ucb=40.0),
+        "task_options": {"pool_size": 4},
+        "alg_star_match": {"diff": [[0.0], [0.2], [-0.1]], "mean_abs_diff": 0.1},
+    }
+    large = {
+        **_panel("mab 100", "mab", ["ucb"], omgpt=30.0, **{"alg-star": 10.0}, ucb=50.0),
+        "task_options": {"pool_size": 100},
+        "alg_star_match": {"diff": [[0.5], [-0.5]], "mean_abs_diff": 0.5},
+    }
     match, grows = check_claim({"name": "alg-star-match", "panels": [small, large]})
-    assert not match[1] and match[2].startswith("1 of 2 panels") and "95% of the gap" in match[2] and "50% of the gap" in match[2]
+    assert (
+        not match[1]
+        and match[2].startswith("1 of 2 panels")
+        and "95% of the gap" in match[2]
+        and "50% of the gap" in match[2]
+    )
     assert grows[1] and "mab 0.1 -> 0.5" in grows[2]
 
     # prior-benefit: Alg* above the best benchmark on the second panel fails the claim there
     ok = _panel("a", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 1.0}, ilse=20.0)
     star_loses = _panel("b", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 30.0}, ilse=20.0)
-    (words, holds, numbers), = check_claim({"name": "prior-benefit", "panels": [ok, star_loses]})
+    ((words, holds, numbers),) = check_claim({"name": "prior-benefit", "panels": [ok, star_loses]})
     assert not holds and numbers.startswith("1 of 2 panels") and "(10.0x OMGPT's)" in numbers
 
     # model-size: reward = 100 - regret; improvement rates (omgpt - ilse) / ilse on a 2 x 2 grid
-    regrets = {(2, 4): 50.0, (2, 10): 60.0, (4, 4): 40.0, (4, 10): 45.0}  # best benchmark reward 40 -> 25%, 0%, 50%, 37.5%
-    panels = [{**_panel(f"{l}x{d}", "pricing", ["ilse"], omgpt=r, ilse=60.0), "grid": {"layers": l, "dimension": d}} for (l, d), r in regrets.items()]
+    regrets = {
+        (2, 4): 50.0,
+        (2, 10): 60.0,
+        (4, 4): 40.0,
+        (4, 10): 45.0,
+    }  # best benchmark reward 40 -> 25%, 0%, 50%, 37.5%
+    panels = [
+        {**_panel(f"{l}x{d}", "pricing", ["ilse"], omgpt=r, ilse=60.0), "grid": {"layers": l, "dimension": d}}
+        for (l, d), r in regrets.items()
+    ]
     positive, deeper, wider = check_claim({"name": "model-size", "panels": panels})
     assert not positive[1] and "2 layers: d=4 +25.0%, d=10 +0.0%" in positive[2]
     assert deeper[1] and wider[1] and "at 2 of 2 dimensions" in deeper[2]
 
     # demand prediction: the head wins everywhere, by 2x on one type and 3x / 4x on two
     def dp(title, ours, ridge, **options):
-        return {"title": title, "task_options": {"dim": 4, **options},
-                "demand_prediction": {"methods": {"omgpt": {"mse": [1.0, ours]}, "ridge": {"mse": [1.0, ridge]}}}}
-    panels = [dp("Single", 0.1, 0.2), dp("Two, linear", 0.1, 0.3, demand_types="linear"), dp("Two, square", 0.1, 0.4, demand_types="square")]
+        return {
+            "title": title,
+            "task_options": {"dim": 4, **options},
+            "demand_prediction": {"methods": {"omgpt": {"mse": [1.0, ours]}, "ridge": {"mse": [1.0, ridge]}}},
+        }
+
+    panels = [
+        dp("Single", 0.1, 0.2),
+        dp("Two, linear", 0.1, 0.3, demand_types="linear"),
+        dp("Two, square", 0.1, 0.4, demand_types="square"),
+    ]
     below, wider_margin = check_claim({"name": "demand-prediction", "panels": panels})
     assert below[1] and wider_margin[1] and "single type 2.00, two types 3.00, 4.00" in wider_margin[2]
 
     assert check_claim({"name": "main-results", "panels": []}) == []  # the per-panel verdict is the whole claim
-    result = {"name": "prior-benefit", "title": "t", "source": "", "claim": "", "command": "c", "scale": "cpu", "runs": 1,
-              "seed": 0, "seconds": 1.0, "figures": [], "models": {}, "panels": []}  # the report carries the checks
+    result = {
+        "name": "prior-benefit",
+        "title": "t",
+        "source": "",
+        "claim": "",
+        "command": "c",
+        "scale": "cpu",
+        "runs": 1,
+        "seed": 0,
+        "seconds": 1.0,
+        "figures": [],
+        "models": {},
+        "panels": [],
+    }  # the report carries the checks
     assert "## The paper's claim, checked\n\n* **holds**: OMGPT and Alg* have lower regret" in report(result)
 
 
 @pytest.mark.slow
 def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, capsys):
-    args = ["experiment", "horizon-generalisation", "--fit-config", TINY, "--horizon", "6", "--runs", "4",
-            "--out", str(tmp_path / "out"), "--models-dir", str(tmp_path / "models")]
+    args = [
+        "experiment",
+        "horizon-generalisation",
+        "--fit-config",
+        TINY,
+        "--horizon",
+        "6",
+        "--runs",
+        "4",
+        "--out",
+        str(tmp_path / "out"),
+        "--models-dir",
+        str(tmp_path / "models"),
+    ]
     assert cli_main(args) == 0
     out = tmp_path / "out"
     result = json.loads((out / "experiment.json").read_text())
@@ -262,12 +368,17 @@ def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, cap
         assert panel["benchmarks"] == ["erm", "erm-tuned", "fai", "fai-tuned"]
         for p in panel["policies"].values():
             assert len(p["curves"]["regret"]["mean"]) == 12
-            assert p["final_regret"]["mean"] == pytest.approx(p["curves"]["regret"]["mean"][-1], abs=1e-4)  # curves: 4 decimals
+            assert p["final_regret"]["mean"] == pytest.approx(
+                p["curves"]["regret"]["mean"][-1], abs=1e-4
+            )  # curves: 4 decimals
     report = (out / "report.md").read_text()
     assert "## Uncensored demand" in report and "![curves](curves.png)" in report and "best benchmark" in report
     assert len(list((tmp_path / "models").glob("*/done.json"))) == 2
     # a quick run's tunings (its horizon was never tuned) go beside its models, never into configs/tuned/
-    assert sorted(p.name for p in (tmp_path / "models-tuned").iterdir()) == ["newsvendor-T12.json", "newsvendor-censored-T12.json"]
+    assert sorted(p.name for p in (tmp_path / "models-tuned").iterdir()) == [
+        "newsvendor-T12.json",
+        "newsvendor-censored-T12.json",
+    ]
     assert not list((ROOT / "configs" / "tuned").glob("*-T12.json"))
     capsys.readouterr()
     assert cli_main(args) == 0  # a second run trains nothing
@@ -277,7 +388,11 @@ def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, cap
     done.unlink()  # as if killed after its last checkpoint: the fit resumes from last.ckpt
     assert cli_main(args) == 0
     again = json.loads(done.read_text())
-    assert again["ckpt"] == first["ckpt"] and again["val_regret"] == first["val_regret"] and again["steps"] == first["steps"] == 2
+    assert (
+        again["ckpt"] == first["ckpt"]
+        and again["val_regret"] == first["val_regret"]
+        and again["steps"] == first["steps"] == 2
+    )
     # A finished model is done.json + model.ckpt (weights and hyper-parameters only): a store carried
     # to another machine without the fits' run/ folders still serves every experiment.
     for folder in (tmp_path / "models").iterdir():
@@ -315,7 +430,9 @@ def test_every_model_fit_command_parses(scale, capsys):
         keys = experiment_keys(exp, [])
         for label, model in exp.models.items():
             # a fine-tuning starts from its parent's weights (a file the parse does not read)
-            commands[keys[label]] = fit_arguments(model, scale, []) + (["--model.init_from", "parent/model.ckpt"] if model.init_from else [])
+            commands[keys[label]] = fit_arguments(model, scale, []) + (
+                ["--model.init_from", "parent/model.ckpt"] if model.init_from else []
+            )
     for args in commands.values():
         try:
             code = cli_main(["fit", *args, "--print_config"])
@@ -330,7 +447,7 @@ def test_every_model_fit_command_parses(scale, capsys):
 def test_readme_table_and_results_cover_every_experiment():
     """Every experiment has a committed CPU-scale report and figure, and a row in the README's headline table."""
     readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("<!-- table:experiments -->"):readme.index("<!-- /table:experiments -->")]
+    table = readme[readme.index("<!-- table:experiments -->") : readme.index("<!-- /table:experiments -->")]
     for name in _with_results(available()):
         assert f"| [`{name}`](results/{name}/report.md) (" in table, name
         folder = ROOT / "results" / name
@@ -350,7 +467,14 @@ def test_bandit_alg_star_match_uses_alg_stars_expected_reward():
     around its posterior mean: the differences average to ~0 (no sampling noise in the reference)."""
     task = make_episode_task("mab", {"pool_size": 4}, 20)
     envs = task.sample_envs(200, torch.Generator().manual_seed(0))
-    history = rollout(task, envs, make_policy("alg-star", task), 20, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    history = rollout(
+        task,
+        envs,
+        make_policy("alg-star", task),
+        20,
+        torch.Generator().manual_seed(1),
+        torch.Generator().manual_seed(2),
+    )
     match = alg_star_match(_spec_panel("mab", {"pool_size": 4}, 20), history, seed=0)
     diff = torch.tensor(match["diff"])[:, 0]
     assert abs(diff.mean().item()) < 3 * diff.std().item() / len(diff) ** 0.5 + 1e-3  # unbiased
@@ -362,17 +486,25 @@ def test_all_trains_every_distinct_model_once_then_runs_every_experiment(monkeyp
     import omgpt.commands.experiment as experiment
 
     trained, ran = [], []
-    monkeypatch.setattr(experiment, "train_all", lambda models, *, scale, models_dir, extra_configs, jobs: trained.append((models, jobs)))
+    monkeypatch.setattr(
+        experiment,
+        "train_all",
+        lambda models, *, scale, models_dir, extra_configs, jobs: trained.append((models, jobs)),
+    )
     monkeypatch.setattr(experiment, "run_experiment", lambda name, *, scale, **rest: ran.append((name, scale)))
     assert cli_main(["experiment", "--all", "--jobs", "2"]) == 0
     [(models, jobs)] = trained
     per_experiment = [load_experiment(n, "cpu") for n in available()]
     keys = {key for e in per_experiment for key in experiment_keys(e, []).values()}
-    assert jobs == 2 and len(models) == len(keys) < sum(len(e.models) for e in per_experiment)  # shared models trained once
+    assert jobs == 2 and len(models) == len(keys) < sum(
+        len(e.models) for e in per_experiment
+    )  # shared models trained once
     # a fine-tuned model names its parent by the parent's label in the pool (trained before it there)
     children = {label: m.init_from for label, m in models.items() if m.init_from}
     assert children and all(parent in models for parent in children.values())
-    assert children["beyond-alg-star/linear-bandit-100-rl"] == "alg-star-match/linear-bandit-100"  # the shared parent, trained once
+    assert (
+        children["beyond-alg-star/linear-bandit-100-rl"] == "alg-star-match/linear-bandit-100"
+    )  # the shared parent, trained once
     assert ran == [(n, "cpu") for n in available()]
     assert cli_main(["experiment", "--all", "main-results"]) == 2
     assert "give no name" in capsys.readouterr().err
@@ -390,15 +522,20 @@ def test_a_resumed_fit_counts_the_training_time_of_every_process(tmp_path):
     """done.json's train_seconds is the run's own clock, which a resumed fit carries on from its
     checkpoint, so a fit stopped and resumed is not undercounted as its last process's time."""
     from omgpt.commands.store import metric_rows, training_summary
+
     run = tmp_path / "key" / "run"
     run.mkdir(parents=True)
     header = "epoch,step,time/wall_minutes,time/cpu_minutes,val/regret,val/regret_ucb,val/obs_mse\n"
     (run / "metrics-part0.csv").write_text(header + "0,99,2.0,1.5,5.0,6.0,0.5\n1,199,4.0,3.0,4.0,4.5,0.25\n")
-    (run / "metrics.csv").write_text(header + "2,299,5.5,4.0,3.0,4.6,0.125\n")  # resumed: the clocks went on from 4.0 / 3.0
+    (run / "metrics.csv").write_text(
+        header + "2,299,5.5,4.0,3.0,4.6,0.125\n"
+    )  # resumed: the clocks went on from 4.0 / 3.0
     summary = training_summary(metric_rows(run), kept_step=200)  # the kept checkpoint's step
     assert summary["train_seconds"] == 330.0 and summary["cpu_seconds"] == 240.0
     assert summary["val_regret"] == [[100, 5.0], [200, 4.0], [300, 3.0]]
-    assert summary["best_val_regret"] == 4.0 and summary["steps"] == 300  # the kept step's regret; the last step trained
+    assert (
+        summary["best_val_regret"] == 4.0 and summary["steps"] == 300
+    )  # the kept step's regret; the last step trained
     assert summary["val_obs_mse"] == [(100, 0.5), (200, 0.25), (300, 0.125)]  # the observation head's curve
 
 
@@ -408,19 +545,42 @@ def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_sa
     from omgpt.analysis.report import steps_to_reach
     from omgpt.commands.experiment.report import report
 
-    curve = [[s, s ** -0.5] for s in (100, 400, 1600, 2500, 6400, 10_000)]
+    curve = [[s, s**-0.5] for s in (100, 400, 1600, 2500, 6400, 10_000)]
     steps, slope = steps_to_reach(curve, 0.005)
     assert slope == pytest.approx(-0.5) and steps == pytest.approx(40_000)
     assert steps_to_reach([[100, 0.3], [200, 0.31], [400, 0.3], [800, 0.32]], 0.01)[0] is None  # flat: never
 
     def panel(title, model, ours, ridge):
-        return {"title": title, "model": model, "horizon": 100, "task": "pricing", "task_options": {},
-                "demand_prediction": {"n": [1, 2], "methods": {"omgpt": {"mse": [1.0, ours], "ci90": None}, "ridge": {"mse": [1.0, ridge], "ci90": None}}}}
-    result = {"name": "demand-prediction", "title": "t", "source": "", "claim": "", "command": "c", "scale": "cpu", "runs": 1,
-              "seed": 0, "seconds": 1.0, "figure": "demand-prediction", "figures": [],
-              "models": {"a": {"key": "k1", "command": "x", "val_obs_mse": curve, "cpu_seconds": 3600.0},
-                         "b": {"key": "k2", "command": "y", "val_obs_mse": [[100, 0.3], [200, 0.31], [400, 0.3], [800, 0.32]]}},
-              "panels": [panel("A", "a", 0.012, 0.005), panel("B", "b", 0.3, 0.01)]}
+        return {
+            "title": title,
+            "model": model,
+            "horizon": 100,
+            "task": "pricing",
+            "task_options": {},
+            "demand_prediction": {
+                "n": [1, 2],
+                "methods": {"omgpt": {"mse": [1.0, ours], "ci90": None}, "ridge": {"mse": [1.0, ridge], "ci90": None}},
+            },
+        }
+
+    result = {
+        "name": "demand-prediction",
+        "title": "t",
+        "source": "",
+        "claim": "",
+        "command": "c",
+        "scale": "cpu",
+        "runs": 1,
+        "seed": 0,
+        "seconds": 1.0,
+        "figure": "demand-prediction",
+        "figures": [],
+        "models": {
+            "a": {"key": "k1", "command": "x", "val_obs_mse": curve, "cpu_seconds": 3600.0},
+            "b": {"key": "k2", "command": "y", "val_obs_mse": [[100, 0.3], [200, 0.31], [400, 0.3], [800, 0.32]]},
+        },
+        "panels": [panel("A", "a", 0.012, 0.005), panel("B", "b", 0.3, 0.01)],
+    }
     text = report(result)
     assert "## The observation head's learning curve" in text
     assert "it reaches 0.005 after ~40,000 steps, 4x the 10,000 trained (~4 CPU-hours at this model's speed)" in text
@@ -447,16 +607,30 @@ def test_every_experiment_has_a_kind_and_the_registry_refuses_a_name_twice_or_an
     from omgpt.errors import OMGPTError
 
     assert set(KIND_NAMES) <= set(all_kinds())  # every kind a config's kind: accepts is registered
-    assert {n: type(kind_of(load_experiment(n, "cpu"))).__name__ for n in ("main-results", "prior-benefit", "model-size", "alg-star-match")} == {
-        "main-results": "Curves", "prior-benefit": "PriorBenefit", "model-size": "ModelSize", "alg-star-match": "AlgStarMatch"}
+    assert {
+        n: type(kind_of(load_experiment(n, "cpu"))).__name__
+        for n in ("main-results", "prior-benefit", "model-size", "alg-star-match")
+    } == {
+        "main-results": "Curves",
+        "prior-benefit": "PriorBenefit",
+        "model-size": "ModelSize",
+        "alg-star-match": "AlgStarMatch",
+    }
     with pytest.raises(ValueError, match="registered already"):
         register(type("Again", (Kind,), {"name": "curves"}))
     assert type(all_kinds()["curves"]).__name__ == "Curves"  # the first one stays
     with pytest.raises(OMGPTError, match="no experiment kind 'pie'"):
         kind_of({"name": "x", "kind": "pie"})
     # an experiment.json names its kind; one written before the rename names it `figure`
-    assert type(kind_of({"name": "x", "kind": "advantage"})).__name__ == type(kind_of({"name": "x", "figure": "advantage"})).__name__ == "Advantage"
-    assert type(kind_of({"name": "x"})).__name__ == "Curves" and type(kind_of({"name": "model-size", "kind": "curves"})).__name__ == "ModelSize"
+    assert (
+        type(kind_of({"name": "x", "kind": "advantage"})).__name__
+        == type(kind_of({"name": "x", "figure": "advantage"})).__name__
+        == "Advantage"
+    )
+    assert (
+        type(kind_of({"name": "x"})).__name__ == "Curves"
+        and type(kind_of({"name": "model-size", "kind": "curves"})).__name__ == "ModelSize"
+    )
 
 
 def test_every_committed_report_renders_again_byte_for_byte_from_its_experiment_json():
@@ -466,7 +640,9 @@ def test_every_committed_report_renders_again_byte_for_byte_from_its_experiment_
 
     for name in _with_results(available()):
         folder = ROOT / "results" / name
-        assert report(json.loads((folder / "experiment.json").read_text())).encode() == (folder / "report.md").read_bytes(), name
+        assert (
+            report(json.loads((folder / "experiment.json").read_text())).encode() == (folder / "report.md").read_bytes()
+        ), name
 
 
 # real-demand's experiment.json predates the scaled-cost rework of its kind (its report is re-run with it)
@@ -474,8 +650,10 @@ REDRAWN_LATER = {"real-demand"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("folder", [p.parent.name for p in sorted((ROOT / "results").glob("*/experiment.json"))
-                                    if p.parent.name not in REDRAWN_LATER])
+@pytest.mark.parametrize(
+    "folder",
+    [p.parent.name for p in sorted((ROOT / "results").glob("*/experiment.json")) if p.parent.name not in REDRAWN_LATER],
+)
 def test_redraw_of_every_committed_report_rewrites_it_byte_for_byte(folder, tmp_path):
     """``omgpt experiment NAME --redraw`` on a copy of each committed report folder: the record passes the
     checks of its kind (``panel_schema``, ``check_panel``), every figure is drawn again, and ``report.md``
@@ -527,8 +705,16 @@ def test_redraw_rebuilds_the_figures_and_the_report_from_experiment_json_alone(t
     assert cli_main(["experiment", "main-results", "--redraw", "--out", str(out)]) == 2  # another experiment's report
     assert cli_main(["experiment", "main-results", "--redraw", "--out", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "the report of experiment 'transformer-vs-lstm', not 'main-results'" in err[0] and "no such experiment report" in err[1]
-    assert sorted(p.name for p in out.iterdir()) == ["curves.png", "experiment.json", "report.md"]  # a refused redraw changes nothing
+    assert (
+        len(err) == 2
+        and "the report of experiment 'transformer-vs-lstm', not 'main-results'" in err[0]
+        and "no such experiment report" in err[1]
+    )
+    assert sorted(p.name for p in out.iterdir()) == [
+        "curves.png",
+        "experiment.json",
+        "report.md",
+    ]  # a refused redraw changes nothing
 
 
 @pytest.mark.slow
@@ -561,21 +747,46 @@ def test_a_kind_written_in_one_class_runs_end_to_end_through_the_registry(tmp_pa
             return f"OMGPT took {panel['toy_actions']} actions"
 
         def claims(self, result):
-            return [("OMGPT acts at every step", all(p["toy_actions"] == 4 * p["horizon"] for p in result["panels"]), "4 runs x 12 steps")]
+            return [
+                (
+                    "OMGPT acts at every step",
+                    all(p["toy_actions"] == 4 * p["horizon"] for p in result["panels"]),
+                    "4 runs x 12 steps",
+                )
+            ]
 
         def sections(self, result):
             return ["## The toy kind's own section", ""]
 
     out = tmp_path / "out"
-    args = ["experiment", "toy", "--fit-config", TINY, "--horizon", "6", "--runs", "4", "--out", str(out), "--models-dir", str(tmp_path / "models")]
+    args = [
+        "experiment",
+        "toy",
+        "--fit-config",
+        TINY,
+        "--horizon",
+        "6",
+        "--runs",
+        "4",
+        "--out",
+        str(out),
+        "--models-dir",
+        str(tmp_path / "models"),
+    ]
     assert cli_main(args) == 0
     assert "claim holds: OMGPT acts at every step" in capsys.readouterr().out
     result = json.loads((out / "experiment.json").read_text())
     assert result["name"] == "toy" and result["figures"] == ["first_panel.png"]
-    assert [p["toy_actions"] for p in result["panels"]] == [48, 48] and all("omgpt" in p["policies"] for p in result["panels"])
+    assert [p["toy_actions"] for p in result["panels"]] == [48, 48] and all(
+        "omgpt" in p["policies"] for p in result["panels"]
+    )
     report = (out / "report.md").read_text()
-    for line in ("![first_panel](first_panel.png)", "* **holds**: OMGPT acts at every step. 4 runs x 12 steps.",
-                 "## The toy kind's own section", "**OMGPT took 48 actions**"):
+    for line in (
+        "![first_panel](first_panel.png)",
+        "* **holds**: OMGPT acts at every step. 4 runs x 12 steps.",
+        "## The toy kind's own section",
+        "**OMGPT took 48 actions**",
+    ):
         assert line in report, line
     assert report.index("## The toy kind's own section") < report.index("## Uncensored demand")
     (out / "first_panel.png").unlink()

@@ -16,6 +16,7 @@
 
 (SIGKILL at epoch boundaries and under DDP: tests/test_resume.py and tests/test_ddp.py.)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,7 +53,25 @@ def ckpt(trained) -> Path:
 def earlier(tmp_path_factory) -> Path:
     """An evaluation's output folder, written before the bad commands that point at it."""
     out = tmp_path_factory.mktemp("earlier") / "eval"
-    assert cli_main(["evaluate", "--task", "newsvendor", "--policies", "oracle,erm", "--runs", "3", "--horizon", "4", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "newsvendor",
+                "--policies",
+                "oracle,erm",
+                "--runs",
+                "3",
+                "--horizon",
+                "4",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -92,7 +111,13 @@ def test_a_malicious_last_ckpt_never_runs_whatever_torchs_default(ckpt_path, tmp
     last.parent.mkdir(parents=True)
     torch.save({"state_dict": {}, "payload": Payload(tmp_path / "pwned")}, last)
     before = last.read_bytes()
-    args = fit_args(tmp_path / "runs", "--trainer.logger.init_args.version", "run", "--ckpt_path", "last" if ckpt_path == "last" else str(last))
+    args = fit_args(
+        tmp_path / "runs",
+        "--trainer.logger.init_args.version",
+        "run",
+        "--ckpt_path",
+        "last" if ckpt_path == "last" else str(last),
+    )
     assert cli_main(args) == 2
     assert "refusing to load checkpoint" in one_line_error(capsys)
     assert not (tmp_path / "pwned").exists(), "the checkpoint ran code"
@@ -104,7 +129,9 @@ def test_a_truncated_last_ckpt_is_one_line_for_the_last_alias(ckpt, tmp_path, ca
     last = tmp_path / "runs/omgpt/run/checkpoints/last.ckpt"
     last.parent.mkdir(parents=True)
     last.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 3])
-    assert cli_main(fit_args(tmp_path / "runs", "--trainer.logger.init_args.version", "run", "--ckpt_path", "last")) == 2
+    assert (
+        cli_main(fit_args(tmp_path / "runs", "--trainer.logger.init_args.version", "run", "--ckpt_path", "last")) == 2
+    )
     assert "cannot read checkpoint" in one_line_error(capsys)
 
 
@@ -114,18 +141,40 @@ def widen_a_matrix(ckpt: dict) -> None:
 
 
 FOREIGN = {
-    "extra hyper-parameter": (lambda c: c["hyper_parameters"].update(colour=3), "hyper-parameters OMGPTModule does not take: colour"),
+    "extra hyper-parameter": (
+        lambda c: c["hyper_parameters"].update(colour=3),
+        "hyper-parameters OMGPTModule does not take: colour",
+    ),
     "wrongly shaped tensor": (widen_a_matrix, "weights do not fit the model its settings describe"),
 }
 
 
 @pytest.mark.parametrize("defect", list(FOREIGN))
-def test_foreign_checkpoints_are_one_line_for_evaluate_and_fit(defect, trained, ckpt, earlier, tmp_path, capsys, monkeypatch):
+def test_foreign_checkpoints_are_one_line_for_evaluate_and_fit(
+    defect, trained, ckpt, earlier, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     edit, message = FOREIGN[defect]
     bad = edited(ckpt, tmp_path / "x.ckpt", edit)
     before = snapshot(earlier)
-    assert cli_main(["evaluate", "--policies", "omgpt,oracle", "--ckpt", str(bad), "--runs", "2", "--horizon", "3", "--out", str(earlier)]) == 2
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--policies",
+                "omgpt,oracle",
+                "--ckpt",
+                str(bad),
+                "--runs",
+                "2",
+                "--horizon",
+                "3",
+                "--out",
+                str(earlier),
+            ]
+        )
+        == 2
+    )
     assert message in one_line_error(capsys)
     assert snapshot(earlier) == before
     run_before = snapshot(trained)
@@ -144,16 +193,36 @@ def test_a_resumed_fit_refuses_settings_that_conflict_with_the_checkpoint(ckpt, 
 
 # --------------------------------------------------------------------------------------------------
 # The NaN guard
-def test_a_finite_loss_with_a_non_finite_update_never_reaches_the_weights_or_a_checkpoint(tmp_path, capsys, monkeypatch):
+def test_a_finite_loss_with_a_non_finite_update_never_reaches_the_weights_or_a_checkpoint(
+    tmp_path, capsys, monkeypatch
+):
     """At --model.lr 1e5 the gradients overflow while the loss is still finite (measured: step 2).
     With a checkpoint after every step, every checkpoint on disk holds finite weights and last.ckpt is
     the state before the refused update."""
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     every_step = tmp_path / "ft.yaml"
-    every_step.write_text((ROOT / "configs/trainer/fault_tolerant.yaml").read_text().replace("every_n_train_steps: 500", "every_n_train_steps: 1"))
+    every_step.write_text(
+        (ROOT / "configs/trainer/fault_tolerant.yaml")
+        .read_text()
+        .replace("every_n_train_steps: 500", "every_n_train_steps: 1")
+    )
     # no warm-up and no clipping (the paper scale's base.yaml has both): the raw update is what is tested
-    assert cli_main(fit_args(tmp_path / "runs", "--config", str(every_step), "--model.lr", "1e5",
-                             "--model.warmup_steps", "0", "--trainer.gradient_clip_val", "null")) == 2
+    assert (
+        cli_main(
+            fit_args(
+                tmp_path / "runs",
+                "--config",
+                str(every_step),
+                "--model.lr",
+                "1e5",
+                "--model.warmup_steps",
+                "0",
+                "--trainer.gradient_clip_val",
+                "null",
+            )
+        )
+        == 2
+    )
     line = one_line_error(capsys)
     stopped = re.search(r"non-finite (gradient|training loss|weights after the update) at step (\d+)", line)
     assert stopped and "training stopped" in line, line
@@ -161,15 +230,38 @@ def test_a_finite_loss_with_a_non_finite_update_never_reaches_the_weights_or_a_c
     assert ckpts
     for path in ckpts:
         state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-        assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()), f"{path.name} holds non-finite weights"
+        assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()), (
+            f"{path.name} holds non-finite weights"
+        )
     (last,) = [p for p in ckpts if p.name == "last.ckpt"]
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == int(stopped.group(2))
 
 
 def test_a_diverged_checkpoint_is_refused_not_evaluated_into_nan(ckpt, tmp_path, capsys):
-    bad = edited(ckpt, tmp_path / "nan.ckpt", lambda c: next(v for v in c["state_dict"].values() if v.is_floating_point()).fill_(float("nan")))
+    bad = edited(
+        ckpt,
+        tmp_path / "nan.ckpt",
+        lambda c: next(v for v in c["state_dict"].values() if v.is_floating_point()).fill_(float("nan")),
+    )
     out = tmp_path / "eval"
-    assert cli_main(["evaluate", "--policies", "omgpt,oracle", "--ckpt", str(bad), "--runs", "2", "--horizon", "3", "--out", str(out)]) == 2
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--policies",
+                "omgpt,oracle",
+                "--ckpt",
+                str(bad),
+                "--runs",
+                "2",
+                "--horizon",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "non-finite weights" in one_line_error(capsys)
     assert not out.exists()
 
@@ -188,12 +280,32 @@ def test_checkpoints_and_outputs_are_written_beside_their_target_not_in_the_syst
     temp folder at all, a fit with step checkpoints and an evaluation still write everything."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-temp-folder"))
     monkeypatch.setattr(sys, "argv", ["omgpt"])
-    args = fit_args(tmp_path / "runs", "--config", str(ROOT / "configs/trainer/fault_tolerant.yaml"), "--trainer.max_steps", "2")
+    args = fit_args(
+        tmp_path / "runs", "--config", str(ROOT / "configs/trainer/fault_tolerant.yaml"), "--trainer.max_steps", "2"
+    )
     assert cli_main(args) == 0
     (last,) = (tmp_path / "runs").rglob("last.ckpt")
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == 2
     out = tmp_path / "eval"
-    assert cli_main(["evaluate", "--task", "newsvendor", "--policies", "oracle", "--runs", "2", "--horizon", "3", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "newsvendor",
+                "--policies",
+                "oracle",
+                "--runs",
+                "2",
+                "--horizon",
+                "3",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in out.iterdir()) == ["curves.csv", "regret.png", "summary.json"]
     leftovers = [p.name for p in tmp_path.rglob("*") if p.name.startswith(".")]
     assert not leftovers, leftovers
@@ -250,7 +362,24 @@ def test_an_out_holding_other_files_is_refused_before_any_work(tmp_path, capsys)
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("not an evaluation's")
-    assert cli_main(["evaluate", "--task", "newsvendor", "--policies", "oracle", "--runs", "2", "--horizon", "3", "--out", str(out)]) == 2
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "newsvendor",
+                "--policies",
+                "oracle",
+                "--runs",
+                "2",
+                "--horizon",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "holds files it does not write (notes.txt)" in one_line_error(capsys)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
@@ -261,21 +390,60 @@ BAD_INPUTS = {
     "negative seed (evaluate)": (["evaluate", "--task", "pricing", "--policies", "oracle", "--seed", "-1"], "--seed"),
     "negative seed (demo)": (["demo", "--seed", "-1", "--max-steps", "1"], "--seed"),
     "negative seed (experiment)": (["experiment", "main-results", "--seed", "-1"], "--seed"),
-    "NaN option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "noise_std=nan"], "'noise_std' must be a finite number"),
-    "infinite option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "noise_std=inf"], "'noise_std' must be a finite number"),
-    "YAML NaN option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "ood_shift=.nan"], "'ood_shift' must be a finite number"),
-    "text for an integer option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "dim=abc"], "'dim' must be an integer"),
-    "negative size option": (["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "dim=-2"], "dim must be a positive integer, got -2"),
-    "negative noise std option": (["evaluate", "--task", "mab", "--policies", "ucb", "--option", "noise_std=-1"], "noise_std must be a finite non-negative"),
-    "unknown device": (["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", "{ckpt}", "--device", "nosuch"], "--device 'nosuch' is not a torch device"),
-    "absent CUDA device": (["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", "{ckpt}", "--device", "cuda:99"], "--device cuda:99"),
-    "--out is a file": (["evaluate", "--task", "pricing", "--policies", "oracle", "--out", "{file}"], "exists and is not a folder"),
-    "--out cannot be made": (["evaluate", "--task", "pricing", "--policies", "oracle", "--out", "/proc/omgpt/x"], "cannot write --out"),
-    "runs beyond memory": (["evaluate", "--task", "pricing", "--policies", "oracle", "--runs", "1000000000", "--horizon", "3"], "of memory"),
-    "horizon beyond memory": (["evaluate", "--task", "newsvendor", "--policies", "oracle", "--horizon", "10000000"], "of memory"),
+    "NaN option": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "noise_std=nan"],
+        "'noise_std' must be a finite number",
+    ),
+    "infinite option": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "noise_std=inf"],
+        "'noise_std' must be a finite number",
+    ),
+    "YAML NaN option": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "ood_shift=.nan"],
+        "'ood_shift' must be a finite number",
+    ),
+    "text for an integer option": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "dim=abc"],
+        "'dim' must be an integer",
+    ),
+    "negative size option": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--option", "dim=-2"],
+        "dim must be a positive integer, got -2",
+    ),
+    "negative noise std option": (
+        ["evaluate", "--task", "mab", "--policies", "ucb", "--option", "noise_std=-1"],
+        "noise_std must be a finite non-negative",
+    ),
+    "unknown device": (
+        ["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", "{ckpt}", "--device", "nosuch"],
+        "--device 'nosuch' is not a torch device",
+    ),
+    "absent CUDA device": (
+        ["evaluate", "--task", "pricing", "--policies", "omgpt", "--ckpt", "{ckpt}", "--device", "cuda:99"],
+        "--device cuda:99",
+    ),
+    "--out is a file": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--out", "{file}"],
+        "exists and is not a folder",
+    ),
+    "--out cannot be made": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--out", "/proc/omgpt/x"],
+        "cannot write --out",
+    ),
+    "runs beyond memory": (
+        ["evaluate", "--task", "pricing", "--policies", "oracle", "--runs", "1000000000", "--horizon", "3"],
+        "of memory",
+    ),
+    "horizon beyond memory": (
+        ["evaluate", "--task", "newsvendor", "--policies", "oracle", "--horizon", "10000000"],
+        "of memory",
+    ),
     "horizon beyond memory (fit)": (["FIT", "--model.horizon", "1000000000"], "of memory"),
     "omgpt test": (["test", "--config", "configs/newsvendor.yaml"], "unknown command 'test'"),
-    "token sizes of another dim (probe)": (["probe", "--ckpt", "{ckpt}", "--option", "dim=10", "--n-train", "8", "--n-test", "4"], "change the token sizes"),
+    "token sizes of another dim (probe)": (
+        ["probe", "--ckpt", "{ckpt}", "--option", "dim=10", "--n-train", "8", "--n-test", "4"],
+        "change the token sizes",
+    ),
     "zero perplexity": (["tsne", "--ckpt", "{ckpt}", "--perplexity", "0"], "--perplexity: must be a positive number"),
     "NaN perplexity": (["tsne", "--ckpt", "{ckpt}", "--perplexity", "nan"], "--perplexity: must be a positive number"),
     "zero threads": (["bench", "--smoke", "--threads", "0"], "--threads: must be a positive integer"),
@@ -287,7 +455,7 @@ BAD_INPUTS = {
     "lr NaN": (["FIT", "--model.lr", ".nan"], "model.lr must be a positive number"),
     "seed_everything -1": (["FIT", "--seed_everything", "-1"], "seed_everything must be an integer"),
     "data seed -1": (["FIT", "--data.seed", "-1"], "data.seed must be an integer"),
-    "--ckpt_path best in a new process": (["FIT", "--ckpt_path", "best"], "ckpt_path=\"best\""),
+    "--ckpt_path best in a new process": (["FIT", "--ckpt_path", "best"], 'ckpt_path="best"'),
     "--ckpt_path hpc without one": (["FIT", "--ckpt_path", "hpc"], "no HPC checkpoint"),
 }
 if not torch.cuda.is_available():  # with a GPU, `--trainer.accelerator gpu` is a valid setting
@@ -295,7 +463,9 @@ if not torch.cuda.is_available():  # with a GPU, `--trainer.accelerator gpu` is 
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_bad_values_are_one_line_exit_2_and_leave_earlier_outputs_alone(case, trained, ckpt, earlier, tmp_path, capsys, monkeypatch):
+def test_bad_values_are_one_line_exit_2_and_leave_earlier_outputs_alone(
+    case, trained, ckpt, earlier, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     monkeypatch.chdir(ROOT)
     args, message = BAD_INPUTS[case]
@@ -322,7 +492,25 @@ def test_bad_values_are_one_line_exit_2_and_leave_earlier_outputs_alone(case, tr
 # Results that would be silently wrong
 def test_one_run_reports_no_confidence_interval(tmp_path, capsys):
     out = tmp_path / "eval"
-    assert cli_main(["evaluate", "--task", "newsvendor", "--policies", "oracle,erm", "--runs", "1", "--horizon", "5", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "newsvendor",
+                "--policies",
+                "oracle,erm",
+                "--runs",
+                "1",
+                "--horizon",
+                "5",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert "undefined" in table and "needs at least 2 runs" in table
     summary = json.loads((out / "summary.json").read_text())
@@ -347,10 +535,16 @@ VALID = {
 }
 INVALID = {
     "task": st.sampled_from(["nope", ""]),
-    "runs": BAD_NUMBERS, "horizon": BAD_NUMBERS, "seed": BAD_NUMBERS,
+    "runs": BAD_NUMBERS,
+    "horizon": BAD_NUMBERS,
+    "seed": BAD_NUMBERS,
     "device": st.sampled_from(["cuda:99", "nosuch", "meta", ""]),
-    "option": st.tuples(st.sampled_from(["dim", "noise_std", "pool_size", "ood_shift", "id_shift", "lost_sale_cost", "demand_types", "colour"]),
-                        st.one_of(BAD_NUMBERS, st.sampled_from(["[1, 2]", "{a: 1}", "null", "[", "-0.04", "-2", "square", "true"]))),
+    "option": st.tuples(
+        st.sampled_from(
+            ["dim", "noise_std", "pool_size", "ood_shift", "id_shift", "lost_sale_cost", "demand_types", "colour"]
+        ),
+        st.one_of(BAD_NUMBERS, st.sampled_from(["[1, 2]", "{a: 1}", "null", "[", "-0.04", "-2", "square", "true"])),
+    ),
 }
 
 
@@ -369,8 +563,11 @@ def numeric_options(task: str) -> dict[str, type]:
 
 def valid_option(task: str) -> st.SearchStrategy:
     names = numeric_options(task)
-    return st.sampled_from(sorted(names)).flatmap(lambda k: st.tuples(
-        st.just(k), st.integers(1, 8).map(str) if names[k] is int else st.floats(0, 0.9, allow_nan=False).map(repr)))
+    return st.sampled_from(sorted(names)).flatmap(
+        lambda k: st.tuples(
+            st.just(k), st.integers(1, 8).map(str) if names[k] is int else st.floats(0, 0.9, allow_nan=False).map(repr)
+        )
+    )
 
 
 @st.composite
@@ -383,7 +580,12 @@ def evaluate_arguments(draw) -> dict:
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(a=evaluate_arguments(), into_earlier=st.booleans())
 def test_random_argument_values_exit_0_or_2_without_traceback_or_damage(a, into_earlier, earlier, tmp_path):
     out = earlier if into_earlier else tmp_path / "fresh"

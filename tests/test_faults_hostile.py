@@ -11,6 +11,7 @@ already written changed:
 5. the rest: bad Python calls, a Ctrl-C during the command's imports, the example task's sizes,
    one-line messages.
 """
+
 from __future__ import annotations
 
 import ast
@@ -134,8 +135,11 @@ def test_env_step_refuses_non_finite_and_huge_actions(task, vector, value):
 @pytest.mark.parametrize("vector", [False, True], ids=["env", "vector-env"])
 def test_a_seed_gymnasium_accepts_is_accepted_and_reproducible(vector):
     """``reset(seed=2**70)`` overflowed torch's generator."""
-    env = (gym.make_vec("omgpt/newsvendor-v0", num_envs=2, vectorization_mode="vector_entry_point") if vector
-           else gym.make("omgpt/newsvendor-v0"))
+    env = (
+        gym.make_vec("omgpt/newsvendor-v0", num_envs=2, vectorization_mode="vector_entry_point")
+        if vector
+        else gym.make("omgpt/newsvendor-v0")
+    )
     first, _ = env.reset(seed=2**70)
     again, _ = env.reset(seed=2**70)
     other, _ = env.reset(seed=2**70 + 1)
@@ -197,7 +201,10 @@ def test_an_agent_without_envs_plays_a_data_benchmark_from_the_window_s_own_days
         assert other.act(x)[0] == pytest.approx(1.3), name
     from omgpt.policies.newsvendor_data import LAGS, MEANS, lag_features  # gbm's lags of nothing seen: missing
 
-    assert lag_features(torch.zeros(2, 0)).isnan().all() and lag_features(torch.zeros(2, 0)).shape == (2, len(LAGS) + len(MEANS))
+    assert lag_features(torch.zeros(2, 0)).isnan().all() and lag_features(torch.zeros(2, 0)).shape == (
+        2,
+        len(LAGS) + len(MEANS),
+    )
     with pytest.raises(OMGPTError) as error:
         hindsight = Agent.from_policy("hindsight-linear", "newsvendor-data")
         hindsight.reset()
@@ -230,7 +237,20 @@ def test_evaluate_counts_the_bootstrap_in_its_memory_estimate(tmp_path, capsys, 
     the report's curves and bootstrap do not."""
     monkeypatch.setattr(checks, "free_memory", lambda dev: 64 * 2**20)
     out = tmp_path / "eval"
-    args = ["evaluate", "--task", "newsvendor", "--policies", "oracle", "--runs", "2000", "--horizon", "50", "--out", str(out), "--no-progress"]
+    args = [
+        "evaluate",
+        "--task",
+        "newsvendor",
+        "--policies",
+        "oracle",
+        "--runs",
+        "2000",
+        "--horizon",
+        "50",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli_main(args) == 2
     assert "of memory" in one_line_error(capsys)
     assert not out.exists()
@@ -264,8 +284,24 @@ def test_work_beyond_the_loop_step_bound_is_refused_unless_forced(command, tmp_p
     the histories' 4 GiB are refused on a small machine before the time is estimated.)"""
     monkeypatch.setattr(checks, "free_memory", lambda dev: 2**40)
     out = tmp_path / "eval"
-    args = (["evaluate", "--task", "newsvendor", "--policies", "erm", "--runs", "4", "--horizon", str(10**7), "--out", str(out), "--no-progress"]
-            if command == "evaluate" else ["tune", "--task", "mab", "--policies", "ucb", "--runs", "4", "--horizon", str(10**7)])
+    args = (
+        [
+            "evaluate",
+            "--task",
+            "newsvendor",
+            "--policies",
+            "erm",
+            "--runs",
+            "4",
+            "--horizon",
+            str(10**7),
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+        if command == "evaluate"
+        else ["tune", "--task", "mab", "--policies", "ucb", "--runs", "4", "--horizon", str(10**7)]
+    )
     assert cli_main(args) == 2
     line = one_line_error(capsys)
     assert "steps of the rollout loop" in line and "--force" in line, line
@@ -297,7 +333,10 @@ def _damage(panel: dict, case: str) -> None:
 
 
 REDRAW_CASES = [("main-results", c) for c in ("no policies", "string mean", "NaN mean", "short curve", "no panels")]
-REDRAW_CASES += [("real-demand", c) for c in ("no policies", "no cost_per_day", "no series", "NaN cost", "a policy only in cost_per_day")]
+REDRAW_CASES += [
+    ("real-demand", c)
+    for c in ("no policies", "no cost_per_day", "no series", "NaN cost", "a policy only in cost_per_day")
+]
 
 
 @pytest.mark.parametrize("name, case", REDRAW_CASES, ids=[f"{n}: {c}" for n, c in REDRAW_CASES])
@@ -362,8 +401,16 @@ def test_no_error_message_in_the_code_is_written_over_two_lines():
     for folder in ("omgpt", "analysis", "callbacks", "datamodules", "examples", "tools"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("OMGPTError", "RecordError"):
-                    texts = [n.value for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
+                    "OMGPTError",
+                    "RecordError",
+                ):
+                    texts = [
+                        n.value
+                        for arg in node.args
+                        for n in ast.walk(arg)
+                        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                    ]
                     found += [f"{path.relative_to(ROOT)}:{node.lineno}" for t in texts if "\n" in t]
     assert not found, found
 
@@ -372,10 +419,22 @@ def test_ctrl_c_during_the_commands_imports_is_one_line_and_exit_130(tmp_path):
     """SIGINT while ``omgpt tune`` imported torch and Lightning gave a KeyboardInterrupt traceback."""
     import os
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "OMGPT_TUNED_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "omgpt", "tune", "--task", "mab", "--horizon", "5", "--runs", "2"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+        "OMGPT_TUNED_DIR": str(tmp_path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omgpt", "tune", "--task", "mab", "--horizon", "5", "--runs", "2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         time.sleep(0.5)  # python has started; torch, gymnasium and Lightning take seconds more
         proc.send_signal(signal.SIGINT)
@@ -406,8 +465,11 @@ def test_the_store_keeps_a_fit_that_failed_before_its_first_checkpoint_aside(tmp
 @pytest.mark.parametrize("call", ["Agent('erm')", "from_policy task None", "from_policy task 3"])
 def test_other_bad_python_calls_are_one_line(call):
     """``Agent("erm")`` and ``Agent.from_policy("erm", None)`` ended in an AttributeError."""
-    build = {"Agent('erm')": lambda: Agent("erm"), "from_policy task None": lambda: Agent.from_policy("erm", None),
-             "from_policy task 3": lambda: Agent.from_policy("erm", 3)}[call]
+    build = {
+        "Agent('erm')": lambda: Agent("erm"),
+        "from_policy task None": lambda: Agent.from_policy("erm", None),
+        "from_policy task 3": lambda: Agent.from_policy("erm", 3),
+    }[call]
     with pytest.raises(OMGPTError) as error:
         build()
     one_line(error)

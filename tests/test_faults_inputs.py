@@ -9,6 +9,7 @@ and exit code 2 (or, for Ctrl-C, ``omgpt: interrupted`` and 130), with nothing w
 * malformed or binary config files: experiment configs, ``--config``, ``--fit-config``, tuned constants;
 * every output records the code version behind it.
 """
+
 from __future__ import annotations
 
 import errno
@@ -44,8 +45,15 @@ def omgpt_process(*args: str, **popen) -> subprocess.Popen:
     (``nohup ... &``) inherits SIGINT ignored, which Python then keeps, and Ctrl-C would be lost."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     popen.setdefault("preexec_fn", lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    return subprocess.Popen([sys.executable, "-m", "omgpt", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "omgpt", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def wait_for(found, proc: subprocess.Popen | None = None, what: str = "", timeout: float = 180):
@@ -121,8 +129,20 @@ def test_work_beyond_the_address_space_limit_is_refused_up_front(tmp_path):
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_ctrl_c_during_evaluate_is_one_line_exit_130_and_leaves_nothing(tmp_path, jobs):
     out = tmp_path / "eval"
-    proc = omgpt_process("evaluate", "--task", "newsvendor", "--policies", "oracle,erm", "--runs", "20000", "--out", str(out), "--no-progress",
-                         "--jobs", jobs)
+    proc = omgpt_process(
+        "evaluate",
+        "--task",
+        "newsvendor",
+        "--policies",
+        "oracle,erm",
+        "--runs",
+        "20000",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--jobs",
+        jobs,
+    )
     try:
         wait_for(lambda: staging(tmp_path, "eval"), proc, "the output folder's staging (the work's start)")
         if jobs != "1":
@@ -162,7 +182,9 @@ def test_ctrl_c_during_fit_is_one_line_exit_130_and_frees_the_run_folder(tmp_pat
 # --------------------------------------------------------------------------------------------------
 # 5. One live fit per run folder
 @pytest.mark.slow
-def test_a_fit_refuses_a_run_folder_a_live_fit_holds_and_takes_it_once_that_fit_is_killed(tmp_path, capsys, monkeypatch):
+def test_a_fit_refuses_a_run_folder_a_live_fit_holds_and_takes_it_once_that_fit_is_killed(
+    tmp_path, capsys, monkeypatch
+):
     """Two fits with the same explicit version interleaved one metrics.csv and overwrote each other's
     checkpoints. The holder here is a real fit, stalled at step 1 and then SIGKILLed (its lock file
     stays behind: it blocks no one)."""
@@ -176,7 +198,10 @@ def test_a_fit_refuses_a_run_folder_a_live_fit_holds_and_takes_it_once_that_fit_
         metrics = (runs / "omgpt/run/metrics.csv").read_bytes() if (runs / "omgpt/run/metrics.csv").exists() else None
         assert cli_main(fit_args(runs, *version, "--trainer.max_steps", "1")) == 2
         line = one_line_error(capsys)
-        assert f"in use by another live process (pid {holder.pid})" in line and "--trainer.logger.init_args.version" in line, line
+        assert (
+            f"in use by another live process (pid {holder.pid})" in line
+            and "--trainer.logger.init_args.version" in line
+        ), line
         after = (runs / "omgpt/run/metrics.csv").read_bytes() if (runs / "omgpt/run/metrics.csv").exists() else None
         assert after == metrics
     finally:
@@ -234,14 +259,43 @@ def test_a_killed_writers_temporary_file_is_removed_and_a_live_writers_kept(tmp_
 @pytest.mark.slow
 def test_a_killed_evaluations_staging_folder_is_removed_by_the_next_run(tmp_path):
     out = tmp_path / "eval"
-    proc = omgpt_process("evaluate", "--task", "newsvendor", "--policies", "oracle", "--runs", "20000", "--out", str(out), "--no-progress")
+    proc = omgpt_process(
+        "evaluate",
+        "--task",
+        "newsvendor",
+        "--policies",
+        "oracle",
+        "--runs",
+        "20000",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     try:
         (stage,) = wait_for(lambda: staging(tmp_path, "eval"), proc, "the output folder's staging")
     finally:
         proc.kill()
         proc.communicate(timeout=30)
     assert stage.exists() and not out.exists()
-    assert cli_main(["evaluate", "--task", "newsvendor", "--policies", "oracle", "--runs", "2", "--horizon", "3", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "newsvendor",
+                "--policies",
+                "oracle",
+                "--runs",
+                "2",
+                "--horizon",
+                "3",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval"]
 
 
@@ -256,7 +310,11 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_keeps_last_ckpt(e
     """A checkpoint after every step; the second save finds the disk full after half of its bytes."""
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     every_step = tmp_path / "ft.yaml"
-    every_step.write_text((ROOT / "configs/trainer/fault_tolerant.yaml").read_text().replace("every_n_train_steps: 500", "every_n_train_steps: 1"))
+    every_step.write_text(
+        (ROOT / "configs/trainer/fault_tolerant.yaml")
+        .read_text()
+        .replace("every_n_train_steps: 500", "every_n_train_steps: 1")
+    )
     save, saves = torch.save, []
 
     def filling_the_disk(obj, f, *args, **kwargs):
@@ -301,7 +359,16 @@ def test_a_binary_config_file_is_one_line_for_fit_and_experiment(tmp_path, capsy
     assert f"{binary}: not a text config file" in one_line_error(capsys)
     assert not (tmp_path / "runs").exists()
     # refused before the first model's fit starts (each fit process found it, after the others trained)
-    args = ["experiment", "main-results", "--fit-config", str(binary), "--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out")]
+    args = [
+        "experiment",
+        "main-results",
+        "--fit-config",
+        str(binary),
+        "--models-dir",
+        str(tmp_path / "models"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert cli_main(args) == 2
     assert f"{binary}: not a text --fit-config file" in one_line_error(capsys)
     assert not (tmp_path / "models").exists() and not (tmp_path / "out").exists()
@@ -311,7 +378,12 @@ def test_a_damaged_tuned_constants_file_is_one_line_naming_it(tmp_path, capsys, 
     monkeypatch.setenv(tuning.FOLDER_VARIABLE, str(tmp_path))
     (tmp_path / "mab-T9.json").write_text('{"setting": {}, "policies": {"ucb": {"constants": {"expl')  # cut off
     out = tmp_path / "eval"
-    assert cli_main(["evaluate", "--task", "mab", "--policies", "ucb-tuned", "--runs", "2", "--horizon", "9", "--out", str(out)]) == 2
+    assert (
+        cli_main(
+            ["evaluate", "--task", "mab", "--policies", "ucb-tuned", "--runs", "2", "--horizon", "9", "--out", str(out)]
+        )
+        == 2
+    )
     line = one_line_error(capsys)
     assert "mab-T9.json: not valid JSON" in line and "the tuned-constants file is damaged" in line, line
     assert not out.exists()
@@ -338,9 +410,43 @@ def test_the_demand_prediction_report_records_the_code_version(tmp_path):
 
     ckpt = tiny_checkpoint(tmp_path / "obs.ckpt", task="pricing", obs_head=True)
     out = tmp_path / "demand"
-    assert cli_main(["demand-prediction", "--ckpt", str(ckpt), "--runs", "2", "--horizon", "4", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "demand-prediction",
+                "--ckpt",
+                str(ckpt),
+                "--runs",
+                "2",
+                "--horizon",
+                "4",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "demand_prediction.json").read_text())
     assert report["code_version"] == code_version() and report["task"] == "pricing" and report["task_options"] == {}
     # a command of its own, with its own files: omgpt evaluate does not replace its folder
-    assert cli_main(["evaluate", "--task", "pricing", "--policies", "oracle", "--runs", "2", "--horizon", "4", "--out", str(out), "--no-progress"]) == 2
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "pricing",
+                "--policies",
+                "oracle",
+                "--runs",
+                "2",
+                "--horizon",
+                "4",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert json.loads((out / "demand_prediction.json").read_text()) == report

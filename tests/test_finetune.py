@@ -2,6 +2,7 @@
 is the derivative of the rollout's regret (finite differences, float64), the score-function estimator
 is unbiased (a two-armed bandit whose gradient is known in closed form), the trust region holds, the
 fine-tuned checkpoint plays like any other, and a fine-tuning run killed with SIGKILL resumes exactly."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,9 @@ def float64():
 
 
 def regret_module(**kw) -> OMGPTModule:
-    options = dict(task="linear-bandit", horizon=5, n_layer=1, n_head=2, n_embd=8, dropout=0.0, objective="regret", rollout_envs=3)
+    options = dict(
+        task="linear-bandit", horizon=5, n_layer=1, n_head=2, n_embd=8, dropout=0.0, objective="regret", rollout_envs=3
+    )
     return OMGPTModule(**{**options, **kw})
 
 
@@ -112,7 +115,9 @@ def test_the_trust_region_keeps_the_fine_tuned_weights_within_their_bound(tmp_pa
     def fine_tune(radius):
         torch.manual_seed(0)
         module = regret_module(init_from=str(init), trust_radius=radius, lr=0.05)
-        data = HistoryDataModule(task="linear-bandit", horizon=5, batch_size=4, batches_per_epoch=4, val_runs=4, val_batch_size=4)
+        data = HistoryDataModule(
+            task="linear-bandit", horizon=5, batch_size=4, batches_per_epoch=4, val_runs=4, val_batch_size=4
+        )
         trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
                             default_root_dir=tmp_path, accelerator="cpu", reload_dataloaders_every_n_epochs=1)  # fmt: skip
         trainer.fit(module, data)
@@ -176,7 +181,7 @@ def test_fine_tuning_killed_with_sigkill_resumes_exactly(tmp_path):
     ref, piece = probe(tmp_path, "reference"), probe(tmp_path, "resumed")
     assert piece["global_step"] == ref["global_step"] == 9
     assert piece["param_hash"] == ref["param_hash"]
-    assert piece["val_logged"] == ref["val_logged"][-len(piece["val_logged"]):]
+    assert piece["val_logged"] == ref["val_logged"][-len(piece["val_logged"]) :]
     first = probe(tmp_path, "killed")
     assert first["param_hash"] != ref["param_hash"]  # the weights did move after step 2
     model, _, hparams = load_model(next((tmp_path / "resumed" / "runs").rglob("last.ckpt")))

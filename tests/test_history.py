@@ -1,5 +1,6 @@
 """What a History records and what derives from it: per-step rewards in the state each step was
 played in, :func:`replay` along a recorded history, and the one token builder :func:`tokens_at`."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,10 +31,14 @@ def test_rewards_are_those_of_the_state_each_step_was_played_in(name):
     for t in range(horizon):
         x, a, o = h.contexts[:, t], h.actions[:, t], h.observations[:, t]
         torch.testing.assert_close(h.rewards[:, t], task.expected_reward(state, x, a, t).float())
-        torch.testing.assert_close(h.optimal_rewards[:, t], task.optimal_reward(state, x, t, h.optimal_actions[:, t]).float())
+        torch.testing.assert_close(
+            h.optimal_rewards[:, t], task.optimal_reward(state, x, t, h.optimal_actions[:, t]).float()
+        )
         task.step(state, x, a, o, t)
     torch.testing.assert_close(h.regrets, h.optimal_rewards - h.rewards, atol=1e-5, rtol=0)
-    torch.testing.assert_close(optimal_reward(h) - h.rewards.double().sum(1), h.regrets.double().sum(1), atol=1e-4, rtol=1e-6)
+    torch.testing.assert_close(
+        optimal_reward(h) - h.rewards.double().sum(1), h.regrets.double().sum(1), atol=1e-4, rtol=1e-6
+    )
 
 
 def test_rewards_recomputed_from_the_final_state_are_wrong_on_revenue_management():
@@ -55,7 +60,9 @@ def test_replaying_a_policy_on_its_own_history_reproduces_its_actions():
     actions, probed = replay(make_policy("alg-star", task), h, gen(2), probe=lambda policy, t, x: policy.posterior())
     torch.testing.assert_close(actions, h.actions)
     assert len(probed) == 10 and probed[0].shape == (6, 4)
-    torch.testing.assert_close(probed[0], torch.full((6, 4), 0.25, dtype=torch.float64))  # the prior before any observation
+    torch.testing.assert_close(
+        probed[0], torch.full((6, 4), 0.25, dtype=torch.float64)
+    )  # the prior before any observation
 
 
 def test_replay_feeds_the_recorded_history_not_the_policys_own_actions():
@@ -78,8 +85,12 @@ def test_tokens_at_is_the_windowed_slice_of_the_whole_history():
             lo = 0 if window is None else max(0, t + 1 - window)
             assert torch.equal(f, feats[:, lo : t + 1]) and torch.equal(a, acts[:, lo : t + 1])
             restarted, _ = tokens_at(h.contexts, h.actions, h.observations, t, window, restart=True)
-            assert torch.equal(restarted[:, 1:], f[:, 1:]) and torch.equal(restarted[:, 0, task.obs_dim :], f[:, 0, task.obs_dim :])
-            assert torch.equal(restarted[:, 0, : task.obs_dim], torch.zeros(3, task.obs_dim) if lo > 0 else f[:, 0, : task.obs_dim])
+            assert torch.equal(restarted[:, 1:], f[:, 1:]) and torch.equal(
+                restarted[:, 0, task.obs_dim :], f[:, 0, task.obs_dim :]
+            )
+            assert torch.equal(
+                restarted[:, 0, : task.obs_dim], torch.zeros(3, task.obs_dim) if lo > 0 else f[:, 0, : task.obs_dim]
+            )
     # O_t itself is never read at step t: a policy builds its tokens before it observes
     later = h.observations.clone()
     later[:, 4:] = float("nan")

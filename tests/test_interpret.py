@@ -1,5 +1,6 @@
 """Interpretability (issue #7): hidden-state capture, probes, t-SNE, context manipulation, the
 EmbeddingProbe callback, the probe / tsne / manipulate commands and the notebook, on tiny checkpoints."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,18 @@ HORIZON = 12
 
 def _fit(tmp: Path, config: str, *extra: str) -> Path:
     args = [
-        "fit", "--config", str(ROOT / "configs" / config), "--config", TINY, "--model.horizon", str(HORIZON),
-        "--trainer.logger.init_args.save_dir", str(tmp / "runs"), "--trainer.enable_progress_bar", "false", *extra,
+        "fit",
+        "--config",
+        str(ROOT / "configs" / config),
+        "--config",
+        TINY,
+        "--model.horizon",
+        str(HORIZON),
+        "--trainer.logger.init_args.save_dir",
+        str(tmp / "runs"),
+        "--trainer.enable_progress_bar",
+        "false",
+        *extra,
     ]
     assert cli_main(args) == 0
     (ckpt,) = sorted((tmp / "runs").rglob("last.ckpt"))
@@ -64,7 +75,9 @@ def test_captured_states_reproduce_the_output(pricing_ckpt):
         torch.testing.assert_close(run_from_layer(model, hidden[k], k), reference, atol=1e-5, rtol=1e-5)
     # Layer 0 is the input embedding with positions; the hooks are gone afterwards.
     pos = torch.arange(2 * HORIZON)
-    emb = torch.stack([model.embed_features(features), model.embed_actions(actions)], 2).reshape(len(features), 2 * HORIZON, -1)
+    emb = torch.stack([model.embed_features(features), model.embed_actions(actions)], 2).reshape(
+        len(features), 2 * HORIZON, -1
+    )
     torch.testing.assert_close(hidden[0], emb + model.pos_emb(pos))
     assert all(not b._forward_hooks and not b._forward_pre_hooks for b in model.blocks)
     # Selected positions: the feature token of X_t sits at 2(t-1).
@@ -79,7 +92,9 @@ def test_capture_follows_the_one_token_layouts(layout, pos):
     from omgpt.module import OMGPTModule
 
     torch.manual_seed(0)
-    module = OMGPTModule(task="pricing", horizon=HORIZON, n_layer=2, n_head=2, n_embd=16, layout=layout, pos_encoding=pos)
+    module = OMGPTModule(
+        task="pricing", horizon=HORIZON, n_layer=2, n_head=2, n_embd=16, layout=layout, pos_encoding=pos
+    )
     model = module.model.eval()
     with torch.no_grad():
         for p in model.parameters():  # away from the near-constant output of the default init
@@ -133,7 +148,24 @@ def test_capture_refuses_a_model_without_blocks():
 # --------------------------------------------------------------------------------------------------
 def test_probe_and_tsne_commands(pricing_ckpt, tmp_path, capsys):
     out = tmp_path / "probe"
-    assert cli_main(["probe", "--ckpt", str(pricing_ckpt), "--n-train", "48", "--n-test", "24", "--step", "10", "--out", str(out)]) == 0
+    assert (
+        cli_main(
+            [
+                "probe",
+                "--ckpt",
+                str(pricing_ckpt),
+                "--n-train",
+                "48",
+                "--n-test",
+                "24",
+                "--step",
+                "10",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "probe.json").read_text())
     assert set(result["errors"]) == {"type", "params", "action", "demand_at_x"} and result["step"] == 10
     assert all(len(c) == 3 for c in result["errors"].values())  # tiny: 2 layers + the input embedding
@@ -149,7 +181,24 @@ def test_probe_and_tsne_commands(pricing_ckpt, tmp_path, capsys):
 
     out = tmp_path / "ood"
     first = pricing_ckpt.parent / "epoch000.ckpt" if (pricing_ckpt.parent / "epoch000.ckpt").exists() else pricing_ckpt
-    assert cli_main(["tsne-training", "--ckpt", str(first), "--ckpt", str(pricing_ckpt), "--sequences", "8", "--steps", "6", "--out", str(out)]) == 0
+    assert (
+        cli_main(
+            [
+                "tsne-training",
+                "--ckpt",
+                str(first),
+                "--ckpt",
+                str(pricing_ckpt),
+                "--sequences",
+                "8",
+                "--steps",
+                "6",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "training_ood.json").read_text())
     assert result["groups"][-1] == "Alg*" and len(result["names"]) == 8 * len(result["groups"])
     assert result["distance_to_alg_star"]["Alg*"] == 0.0
@@ -158,10 +207,14 @@ def test_probe_and_tsne_commands(pricing_ckpt, tmp_path, capsys):
 
 def test_manipulate_command(nonperishable_ckpt, tmp_path):
     out = tmp_path / "manip"
-    assert cli_main(["manipulate", "--ckpt", str(nonperishable_ckpt), "--n", "60", "--step", "50", "--out", str(out)]) == 0
+    assert (
+        cli_main(["manipulate", "--ckpt", str(nonperishable_ckpt), "--n", "60", "--step", "50", "--out", str(out)]) == 0
+    )
     result = json.loads((out / "manipulation.json").read_text())
     assert result["step"] == HORIZON and result["columns"] == [0]  # capped at the horizon; the inventory
-    assert {"optimal_change", "tf_minus_a_star_before", "tf_minus_a_star_after", "optimal_quantity_change"} <= set(result)
+    assert {"optimal_change", "tf_minus_a_star_before", "tf_minus_a_star_after", "optimal_quantity_change"} <= set(
+        result
+    )
     assert result["fraction_quantity_changed"] > 0.5, "U[0,10] inventories move the optimal order quantity"
     assert (out / "manipulation.png").stat().st_size > 10_000
 
@@ -201,16 +254,28 @@ def test_embedding_probe_callback_logs_and_saves(tmp_path):
 
     opts = {"demand_types": "mixed"}
     module = OMGPTModule("pricing", opts, horizon=8, n_layer=2, n_head=2, n_embd=16)
-    data = HistoryDataModule("pricing", opts, horizon=8, batch_size=8, batches_per_epoch=2, val_runs=8, val_batch_size=8)
+    data = HistoryDataModule(
+        "pricing", opts, horizon=8, batch_size=8, batches_per_epoch=2, val_runs=8, val_batch_size=8
+    )
     probe = EmbeddingProbe(every_n_epochs=2, n_train=24, n_test=16, tsne_samples=16)
     trainer = L.Trainer(
-        max_epochs=2, callbacks=[probe], logger=CSVLogger(tmp_path), reload_dataloaders_every_n_epochs=1,
-        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, accelerator="cpu",
+        max_epochs=2,
+        callbacks=[probe],
+        logger=CSVLogger(tmp_path),
+        reload_dataloaders_every_n_epochs=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        accelerator="cpu",
     )
     collectives = []  # no collective may run inside the rank-0-only probe (it would stall DDP)
     for name in ("broadcast", "barrier", "reduce", "all_gather"):
         original = getattr(trainer.strategy, name)
-        setattr(trainer.strategy, name, lambda *a, _n=name, _f=original, **k: (collectives.append((_n, probe.busy)), _f(*a, **k))[1])
+        setattr(
+            trainer.strategy,
+            name,
+            lambda *a, _n=name, _f=original, **k: (collectives.append((_n, probe.busy)), _f(*a, **k))[1],
+        )
     run_probe = probe.probe
 
     def watched(*args, **kwargs):
@@ -266,7 +331,14 @@ def test_embedding_probe_under_ddp_does_not_stall(tmp_path):
     script = tmp_path / "ddp_probe_run.py"
     script.write_text(DDP_SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "logs")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "logs")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     sums = {p.name[-1]: p.read_text() for p in (tmp_path / "logs").glob("checksum*")}
     assert set(sums) == {"0", "1"} and sums["0"] == sums["1"], sums
@@ -279,12 +351,18 @@ def test_notebook_runs(pricing_ckpt, nonperishable_ckpt, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(ROOT / "analysis/notebooks/interpretability.ipynb", as_version=4)
-    env = {"OMGPT_NOTEBOOK_CKPT": str(pricing_ckpt), "OMGPT_NOTEBOOK_MANIPULATION_CKPT": str(nonperishable_ckpt),
-           "OMGPT_NOTEBOOK_OUT": str(tmp_path), "OMGPT_NOTEBOOK_QUICK": "1"}
+    env = {
+        "OMGPT_NOTEBOOK_CKPT": str(pricing_ckpt),
+        "OMGPT_NOTEBOOK_MANIPULATION_CKPT": str(nonperishable_ckpt),
+        "OMGPT_NOTEBOOK_OUT": str(tmp_path),
+        "OMGPT_NOTEBOOK_QUICK": "1",
+    }
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(ROOT)}}).execute()
+        nbclient.NotebookClient(
+            nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(ROOT)}}
+        ).execute()
     finally:
         for k, v in old.items():
             if v is None:

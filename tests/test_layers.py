@@ -12,6 +12,7 @@ A module imports its own layer and those below; the command-line helpers are imp
 only; and there is no cycle, counting the benchmark scripts ``omgpt bench`` loads by file name (a
 dynamic import the static check would otherwise miss).
 """
+
 from __future__ import annotations
 
 import ast
@@ -70,7 +71,11 @@ def imports() -> dict[str, set[str]]:
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "load_benchmark" and isinstance(node.args[0], ast.Constant):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "load_benchmark"
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 targets = [f"benchmarks.{node.args[0].value}"]
             else:
                 continue
@@ -90,7 +95,8 @@ def test_the_folders_hold_what_the_readme_says():
     runs_as_script = [m for m in library if 'if __name__ == "__main__"' in mods[m].read_text()]
     assert not runs_as_script, runs_as_script
     assert not (ROOT / "omgpt" / "callbacks").exists() and not (ROOT / "omgpt" / "analysis").exists(), (
-        "the design card's folders stay at the top level; pyproject.toml installs them under omgpt")
+        "the design card's folders stay at the top level; pyproject.toml installs them under omgpt"
+    )
 
 
 def test_no_module_imports_a_layer_above_its_own():
@@ -109,7 +115,9 @@ def test_the_command_line_helpers_are_imported_by_commands_only():
     users = {m for m, deps in graph.items() if deps & CLI_HELPERS}
     assert all(layer(m) >= 4 for m in users), users
     entry = {m for m, deps in graph.items() if "omgpt.commands.cli" in deps}
-    assert entry <= {"omgpt.__main__", "tools.interpretability_train"}, "only the entry points import omgpt.commands.cli"
+    assert entry <= {"omgpt.__main__", "tools.interpretability_train"}, (
+        "only the entry points import omgpt.commands.cli"
+    )
 
 
 def test_no_import_cycles():

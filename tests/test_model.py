@@ -1,5 +1,6 @@
 """The sequence model: cached decoding equals re-encoding, teacher forcing equals the rollout, and
 causality -- for every backbone, token layout and position encoding -- and the KV cache's contract."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,10 +14,17 @@ from omgpt.tasks import Scaling, make_task
 TOL = 1e-5  # fp32
 # (backbone, layout, pos_encoding): every combination a user can build.
 VARIANTS = [
-    ("gpt", "paper", "learned"), ("gpt", "paper", "rope"), ("gpt", "paper", "none"),
-    ("gpt", "compact", "learned"), ("gpt", "compact", "rope"), ("gpt", "compact", "none"),
-    ("gpt", "transition", "learned"), ("gpt", "transition", "rope"),
-    ("lstm", "paper", "learned"), ("lstm", "compact", "learned"), ("lstm", "transition", "learned"),
+    ("gpt", "paper", "learned"),
+    ("gpt", "paper", "rope"),
+    ("gpt", "paper", "none"),
+    ("gpt", "compact", "learned"),
+    ("gpt", "compact", "rope"),
+    ("gpt", "compact", "none"),
+    ("gpt", "transition", "learned"),
+    ("gpt", "transition", "rope"),
+    ("lstm", "paper", "learned"),
+    ("lstm", "compact", "learned"),
+    ("lstm", "transition", "learned"),
 ]
 IDS = ["-".join(v) for v in VARIANTS]
 
@@ -33,8 +41,18 @@ def tiny_model(task, variant=VARIANTS[0], max_steps: int = 40, action_loc: float
     torch.manual_seed(seed)
     s = task.scaling()
     scaling = Scaling(s.feature_loc, s.feature_scale, (action_loc,), (15.0,))
-    cfg = ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.1, max_steps=max_steps,
-                    backbone=backbone, layout=layout, pos_encoding=pos)
+    cfg = ModelConfig(
+        task.feature_dim,
+        task.action_dim,
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        dropout=0.1,
+        max_steps=max_steps,
+        backbone=backbone,
+        layout=layout,
+        pos_encoding=pos,
+    )
     model = build_model(cfg, scaling)
     with torch.no_grad():
         for p in model.parameters():
@@ -202,7 +220,7 @@ def test_a_transition_token_holds_the_whole_last_transition():
     task = make_task("pricing")
     feats, acts = torch.rand(2, 5, task.feature_dim), torch.rand(2, 5, 1)
     moved = feats.clone()
-    moved[:, 2, task.obs_dim:] += 1.0  # X_2
+    moved[:, 2, task.obs_dim :] += 1.0  # X_2
     for layout, reads_prev in (("compact", False), ("transition", True)):
         model = tiny_model(task, ("gpt", layout, "learned"), max_steps=8)
         before, after = model.tokens(feats, acts), model.tokens(moved, acts)
@@ -252,7 +270,16 @@ def quiet_training_step(module, batch) -> torch.Tensor:
 @pytest.mark.parametrize("backbone", BACKBONES)
 def test_obs_head_off_adds_nothing_and_leaves_the_loss_unchanged(backbone):
     task = make_task("pricing")
-    cfg = dict(feature_dim=task.feature_dim, action_dim=1, n_layer=2, n_head=2, n_embd=16, max_steps=16, backbone=backbone, obs_dim=task.obs_dim)
+    cfg = dict(
+        feature_dim=task.feature_dim,
+        action_dim=1,
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        max_steps=16,
+        backbone=backbone,
+        obs_dim=task.obs_dim,
+    )
     torch.manual_seed(0)
     plain = build_model(ModelConfig(**cfg), task.scaling())
     torch.manual_seed(0)
@@ -278,8 +305,18 @@ def test_obs_head_learns_its_loss_term(backbone, layout):
     """A few optimisation steps of ``l + l'`` on a fixed pricing batch cut ``l'`` substantially, and
     ``training_step`` returns exactly ``l + w·l'`` with ``l'`` against the next feature token's O."""
     torch.manual_seed(0)
-    module = OMGPTModule(task="pricing", horizon=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0, backbone=backbone, obs_head=True, obs_loss_weight=0.5,
-                         layout=layout)
+    module = OMGPTModule(
+        task="pricing",
+        horizon=16,
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        dropout=0.0,
+        backbone=backbone,
+        obs_head=True,
+        obs_loss_weight=0.5,
+        layout=layout,
+    )
     batch = pricing_batch(module.task)
     model, obs_dim = module.model, module.task.obs_dim
 
@@ -291,7 +328,9 @@ def test_obs_head_learns_its_loss_term(backbone, layout):
         action_loss, obs_loss = losses()
         pred, obs = model(batch["features"], batch["actions"], observations=True)
         # l' by hand: Ô_t against O_t = features[:, t+1, :obs_dim], in the feature scaling of O.
-        by_hand = ((obs[:, :-1] - batch["features"][:, 1:, :obs_dim]) / module.task.scaling().feature_scale[0]).pow(2).mean()
+        by_hand = (
+            ((obs[:, :-1] - batch["features"][:, 1:, :obs_dim]) / module.task.scaling().feature_scale[0]).pow(2).mean()
+        )
         torch.testing.assert_close(module.obs_loss(obs, batch["features"]), by_hand)
         torch.testing.assert_close(quiet_training_step(module, batch), action_loss + 0.5 * obs_loss)
     first = obs_loss.item()
@@ -304,7 +343,9 @@ def test_obs_head_learns_its_loss_term(backbone, layout):
         assert losses()[1].item() < 0.5 * first
 
 
-@pytest.mark.parametrize("backbone,layout", [(b, "paper") for b in BACKBONES] + [("gpt", "compact"), ("gpt", "transition")])
+@pytest.mark.parametrize(
+    "backbone,layout", [(b, "paper") for b in BACKBONES] + [("gpt", "compact"), ("gpt", "transition")]
+)
 def test_observation_predictions_sit_at_the_action_tokens(backbone, layout):
     """Ô_t sees the history up to a_t: it depends on a_t and (O_{t-1}, X_t), never on (O_t, X_{t+1})
     -- which holds O_t itself -- or anything later; the action read-out is the same as without it. In
@@ -312,8 +353,21 @@ def test_observation_predictions_sit_at_the_action_tokens(backbone, layout):
     the action read-out at t still does not see a_t."""
     task, T = make_task("pricing"), 12
     torch.manual_seed(1)
-    model = build_model(ModelConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, max_steps=T, backbone=backbone, obs_dim=1, obs_head=True,
-                                  layout=layout), task.scaling())
+    model = build_model(
+        ModelConfig(
+            task.feature_dim,
+            1,
+            n_layer=2,
+            n_head=2,
+            n_embd=16,
+            max_steps=T,
+            backbone=backbone,
+            obs_dim=1,
+            obs_head=True,
+            layout=layout,
+        ),
+        task.scaling(),
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.2)
@@ -344,8 +398,24 @@ def test_one_token_layouts_read_the_observation_as_a_quadratic_in_the_action():
     equally spaced prices has a zero third difference (and a non-zero second: not merely linear)."""
     task, T = make_task("pricing"), 6
     torch.manual_seed(2)
-    model = build_model(ModelConfig(task.feature_dim, 1, n_layer=1, n_head=1, n_embd=8, max_steps=T, obs_dim=1, obs_head=True, layout="transition"),
-                        task.scaling()).double().eval()
+    model = (
+        build_model(
+            ModelConfig(
+                task.feature_dim,
+                1,
+                n_layer=1,
+                n_head=1,
+                n_embd=8,
+                max_steps=T,
+                obs_dim=1,
+                obs_head=True,
+                layout="transition",
+            ),
+            task.scaling(),
+        )
+        .double()
+        .eval()
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.3)
@@ -394,15 +464,25 @@ def test_validation_logs_the_observation_heads_error_after_t_minus_1_samples(tmp
     L.seed_everything(0, verbose=False)
     module = OMGPTModule(task="pricing", horizon=6, n_layer=1, n_head=1, n_embd=8, obs_head=True, layout="transition")
     data = HistoryDataModule(task="pricing", horizon=6, batch_size=4, batches_per_epoch=1, val_runs=8, val_batch_size=8)
-    trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.validate(module, data, verbose=False)
     logged = float(trainer.callback_metrics["val/obs_mse"])
     task = module.task
     envs = validation_envs(task, 8, module.hparams.val_seed)
-    history = validation_rollout(task, envs, torch.arange(8), make_policy("omgpt", task, model=module.model), 6, module.hparams.val_seed)
+    history = validation_rollout(
+        task, envs, torch.arange(8), make_policy("omgpt", task, model=module.model), 6, module.hparams.val_seed
+    )
     by_hand = (observation_predictions(module.model, history) - mean_observations(task, history)).pow(2)[:, -1].mean()
     assert logged == pytest.approx(float(by_hand), rel=1e-5) and logged > 0
     assert OMGPTModule(task="pricing", horizon=6, n_layer=1, n_head=1, n_embd=8).val_obs is None  # no head, no metric

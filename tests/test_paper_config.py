@@ -1,4 +1,5 @@
 """The paper scale's optimisation and checkpoint rule are the authors' (docs/paper-gaps.md §6), as the CLI resolves them."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,12 +25,17 @@ def resolved(capsys, *args: str) -> dict:
 
 
 def checkpoint_monitors(config: dict) -> list[str]:
-    return [c["init_args"]["monitor"] for c in config["trainer"]["callbacks"]
-            if c["class_path"].endswith("ModelCheckpoint") and c["init_args"].get("monitor")]
+    return [
+        c["init_args"]["monitor"]
+        for c in config["trainer"]["callbacks"]
+        if c["class_path"].endswith("ModelCheckpoint") and c["init_args"].get("monitor")
+    ]
 
 
 def test_paper_scale_warms_up_clips_and_keeps_the_mean_plus_sd_checkpoint(capsys):
-    config = resolved(capsys, "--config", str(CONFIGS / "newsvendor.yaml"), "--config", str(CONFIGS / "scale/paper.yaml"))
+    config = resolved(
+        capsys, "--config", str(CONFIGS / "newsvendor.yaml"), "--config", str(CONFIGS / "scale/paper.yaml")
+    )
     assert config["model"]["warmup_steps"] == 1000 and config["model"]["schedule"] == "constant"
     assert config["model"]["lr"] == pytest.approx(1e-4)
     assert config["trainer"]["gradient_clip_val"] == pytest.approx(0.25)
@@ -44,14 +50,19 @@ def test_cpu_scale_and_demo_keep_their_measured_schedule(capsys, layer):
     assert checkpoint_monitors(config) == ["val/regret_ucb"]
 
 
-
-@pytest.mark.parametrize("layers, callbacks", [
-    (["newsvendor.yaml"], ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
-    (["newsvendor.yaml", "scale/paper.yaml"], ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
-    (["demo.yaml"], ["ModelCheckpoint", "LearningRateMonitor"]),
-    (["newsvendor.yaml", "scale/cpu.yaml"], ["SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
-    (["pretrained/newsvendor.yaml"], ["ModelCheckpoint"]),
-])
+@pytest.mark.parametrize(
+    "layers, callbacks",
+    [
+        (["newsvendor.yaml"], ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
+        (
+            ["newsvendor.yaml", "scale/paper.yaml"],
+            ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"],
+        ),
+        (["demo.yaml"], ["ModelCheckpoint", "LearningRateMonitor"]),
+        (["newsvendor.yaml", "scale/cpu.yaml"], ["SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
+        (["pretrained/newsvendor.yaml"], ["ModelCheckpoint"]),
+    ],
+)
 def test_print_config_shows_each_configs_callbacks(capsys, layers, callbacks):
     """The demo and the CPU scale replace base.yaml's list with their own, stated in the file."""
     config = resolved(capsys, *[a for layer in layers for a in ("--config", str(CONFIGS / layer))])
@@ -61,6 +72,7 @@ def test_print_config_shows_each_configs_callbacks(capsys, layers, callbacks):
 
 def test_shared_callback_blocks_are_written_once():
     """The checkpoint rule and the learning-rate monitor live in configs/trainer/callback/; configs list them by path."""
+
     def holding(text: str) -> list[str]:
         return sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml") if text in p.read_text())
 
@@ -75,6 +87,7 @@ def test_no_config_folder_shadows_a_project_package():
     packages = {p.parent.name for p in CONFIGS.parent.glob("*/__init__.py")}
     folders = {p.name for p in CONFIGS.rglob("*") if p.is_dir()}
     assert packages >= {"callbacks", "omgpt", "datamodules"} and not folders & packages
+
 
 def test_warm_up_is_linear_over_1000_steps_then_constant():
     module = OMGPTModule(task="newsvendor", horizon=4, n_layer=1, n_head=1, n_embd=8, lr=1e-4, warmup_steps=1000)

@@ -5,6 +5,7 @@ Bayes-optimal ``alg-star`` has to infer from observations (the 4-environment new
 pooled the holding cost ``h``, the first context feature). docs/paper-gaps.md §6: whatever the context shows is
 drawn as in the full prior, every episode.
 """
+
 from __future__ import annotations
 
 import numpy as np

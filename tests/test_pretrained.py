@@ -1,4 +1,5 @@
 """Model folders: ``pretrained/<name>/`` (or any folder) stands for the ``model.ckpt`` inside it."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ from omgpt.module import OMGPTModule, load_module
 
 def test_a_folder_loads_its_model_ckpt(tmp_path):
     torch.manual_seed(0)
-    module = OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=2, n_embd=8, layout="compact", pos_encoding="rope")
+    module = OMGPTModule(
+        task="newsvendor", horizon=6, n_layer=1, n_head=2, n_embd=8, layout="compact", pos_encoding="rope"
+    )
     folder = tmp_path / "newsvendor"
     folder.mkdir()
     # weights and hyper-parameters only: what a shipped reference model holds
@@ -34,12 +37,19 @@ def test_every_shipped_model_has_its_config_and_is_small():
         source = json.loads((ROOT / "pretrained" / name / "card.json").read_text()).get("adopted_from")
         if source:  # a fine-tuned model adopted from the run store: its record there says how to retrain it
             record = json.loads((ROOT / "results" / "models" / source["store_key"] / "done.json").read_text())
-            assert record["model"] == source["model"] and (ROOT / "results" / "models" / source["init_from"] / "model.ckpt").is_file()
+            assert (
+                record["model"] == source["model"]
+                and (ROOT / "results" / "models" / source["init_from"] / "model.ckpt").is_file()
+            )
         else:
             assert name in configs, f"pretrained/{name} has no configs/pretrained/{name}.yaml to retrain it"
         ckpt = ROOT / "pretrained" / name / "model.ckpt"
         assert ckpt.stat().st_size <= 10e6
-        assert set(torch.load(ckpt, map_location="cpu", weights_only=True)) <= {"state_dict", "hyper_parameters", "global_step"}
+        assert set(torch.load(ckpt, map_location="cpu", weights_only=True)) <= {
+            "state_dict",
+            "hyper_parameters",
+            "global_step",
+        }
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -49,9 +59,29 @@ def test_a_reference_model_reproduces_its_cards_spot_check(name, tmp_path):
     card = json.loads((ROOT / "pretrained" / name / "card.json").read_text())
     spot = card["spot_check"]
     out = tmp_path / "spot"
-    options = [a for k, v in spot.get("task_options", {}).items() for a in ("--option", f"{k}={v}")]  # a data set's test windows
-    assert cli_main(["evaluate", "--ckpt", str(ROOT / "pretrained" / name), *options, "--policies", "omgpt", "--runs", str(spot["runs"]),
-                 "--seed", str(spot["seed"]), "--out", str(out), "--no-progress"]) == 0
+    options = [
+        a for k, v in spot.get("task_options", {}).items() for a in ("--option", f"{k}={v}")
+    ]  # a data set's test windows
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--ckpt",
+                str(ROOT / "pretrained" / name),
+                *options,
+                "--policies",
+                "omgpt",
+                "--runs",
+                str(spot["runs"]),
+                "--seed",
+                str(spot["seed"]),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     got = json.loads((out / "summary.json").read_text())["policies"]["omgpt"]["final_regret"]["mean"]
     assert got == pytest.approx(spot["final_regret_mean"], rel=1e-4, abs=1e-4)
 
@@ -67,10 +97,14 @@ def test_the_quickstart_notebook_runs(model, tmp_path, monkeypatch):
     monkeypatch.setenv("OMGPT_QUICKSTART_MODEL", str(ROOT / "pretrained" / model) if model else "")
     monkeypatch.setenv("OMGPT_QUICKSTART_RUNS", "20")
     monkeypatch.setenv("OMGPT_QUICKSTART_OUT", str(tmp_path))
-    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     assert (tmp_path / "quickstart.png").is_file()
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    finals = {line.split(":")[0].strip(): float(line.split()[3]) for line in printed.splitlines() if "final regret" in line}
+    finals = {
+        line.split(":")[0].strip(): float(line.split()[3]) for line in printed.splitlines() if "final regret" in line
+    }
     assert {"omgpt", "erm", "fai", "oracle"} <= set(finals)
     if model:
         assert finals["omgpt"] < min(finals["erm"], finals["fai"]), finals

@@ -1,5 +1,6 @@
 """Property-based invariants of every task (hypothesis): ``a*`` lies in ``A``, projection lands in
 ``A``, no action beats the oracle in expectation, finite pools draw only pool members."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,7 +37,11 @@ def midway_state(task, seed: int, t: int):
 
 
 def options_for(name: str) -> dict:
-    return {"horizon": 20} if name in ("queueing", "revenue", "newsvendor-nonstationary", "newsvendor-nonstationary-censored") else {}
+    return (
+        {"horizon": 20}
+        if name in ("queueing", "revenue", "newsvendor-nonstationary", "newsvendor-nonstationary-censored")
+        else {}
+    )
 
 
 @SETTINGS
@@ -87,7 +92,14 @@ def test_oracle_has_the_lowest_regret_over_a_rollout(name):
     envs = task.sample_envs(32, torch.Generator().manual_seed(0))
     regrets = {}
     for policy in ("oracle", "noisy-oracle", "random"):
-        h = rollout(task, envs, make_policy(policy, task), 20, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+        h = rollout(
+            task,
+            envs,
+            make_policy(policy, task),
+            20,
+            torch.Generator().manual_seed(1),
+            torch.Generator().manual_seed(2),
+        )
         regrets[policy] = h.cumulative_regret()[:, -1]
     assert (regrets["oracle"].abs() < 1e-4).all()
     assert (regrets["noisy-oracle"] >= -1e-4).all() and (regrets["random"] >= -1e-4).all()

@@ -1,6 +1,7 @@
 """The README and the docs/ pages: the two commands are the ones the project has and they work, every
 command, config and file they name exists, every link resolves, and their generated tables are what
 ``results/`` says."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,11 @@ def test_every_command_config_and_file_the_pages_mention_exists():
         for module in re.findall(r"python -m (tools\.[a-z_]+)", text):
             assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), (path.name, module)
         # every file named in full: configs, scripts, notebooks, modules (a capitalised NAME is a placeholder)
-        for name in re.findall(r"(?<![\w/.<-])((?:configs|tests|omgpt|tools|benchmarks|examples|analysis|callbacks|datamodules)"
-                               r"/[\w/.-]*\.(?:yaml|py|ipynb))", text):
+        for name in re.findall(
+            r"(?<![\w/.<-])((?:configs|tests|omgpt|tools|benchmarks|examples|analysis|callbacks|datamodules)"
+            r"/[\w/.-]*\.(?:yaml|py|ipynb))",
+            text,
+        ):
             assert re.search(r"\b[A-Z]{2,}\b", name) or (ROOT / name).is_file(), (path.name, name)
     for path in (ROOT / "configs").rglob("*.yaml"):  # every shipped config parses
         assert isinstance(yaml.safe_load(path.read_text()), dict), path
@@ -75,8 +79,10 @@ def test_every_relative_link_in_the_pages_resolves():
 
 def test_the_anchor_of_a_heading_is_githubs():
     assert _anchor("The main job: `omgpt demo`") == "the-main-job-omgpt-demo"
-    assert _anchor("The CPU recipe: what keeps OMGPT learning in context (measured)") == \
-        "the-cpu-recipe-what-keeps-omgpt-learning-in-context-measured"
+    assert (
+        _anchor("The CPU recipe: what keeps OMGPT learning in context (measured)")
+        == "the-cpu-recipe-what-keeps-omgpt-learning-in-context-measured"
+    )
 
 
 def test_the_pages_result_tables_are_the_ones_results_json_gives():
@@ -110,7 +116,10 @@ def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
     out = tmp_path / "demo"
     done = subprocess.run(
         [str(omgpt), "demo", "--max-steps", "3", "--runs", "4", "--out", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "evaluate/summary.json").read_text())
@@ -123,14 +132,21 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     from tools.readme_tables import panel_cell
 
     def panel(title, **finals):
-        return {"title": title, "benchmarks": ["erm", "fai"], "models_compared": [k for k in finals if k not in ("erm", "fai")],
-                "policies": {k: {"final_regret": {"mean": v}} for k, v in finals.items()}}
+        return {
+            "title": title,
+            "benchmarks": ["erm", "fai"],
+            "models_compared": [k for k in finals if k not in ("erm", "fai")],
+            "policies": {k: {"final_regret": {"mean": v}} for k, v in finals.items()},
+        }
 
     assert panel_cell(panel("won", omgpt=3.0, erm=5.0, fai=4.0)) == ("won: **3** vs fai 4", True)
     assert panel_cell(panel("lost", omgpt=4.5, erm=5.0, fai=4.0)) == ("lost: 4.5 vs fai 4", False)
     lstm = panel_cell(panel("models", transformer=3.0, **{"lstm-5": 4.2}, erm=5.0, fai=4.0))
     assert lstm == ("models: transformer **3**, lstm-5 4.2 vs fai 4", True)  # the first model compared decides
-    head = {"title": "dp", "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}}}
+    head = {
+        "title": "dp",
+        "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}},
+    }
     assert panel_cell(head) == ("dp: MSE after 2 samples 0.5 vs ridge 0.1", False)
     # beyond-alg-star: the model its validation selection kept decides, not the supervised one
     tuned = panel("rl", omgpt=4.5, **{"omgpt-rl": 3.5}, erm=5.0, fai=4.0)
@@ -144,8 +160,13 @@ def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_eval
     from tools import readme_tables
 
     def experiment(name, models, seconds, evaluation=None):
-        result = {"name": name, "scale": "cpu", "panels": [{"horizon": 100}], "seconds": seconds,
-                  "models": {key: {"key": key, "train_seconds": train} for key, train in models.items()}}
+        result = {
+            "name": name,
+            "scale": "cpu",
+            "panels": [{"horizon": 100}],
+            "seconds": seconds,
+            "models": {key: {"key": key, "train_seconds": train} for key, train in models.items()},
+        }
         if evaluation is not None:
             result["evaluation_seconds"] = evaluation
         (tmp_path / "results" / name).mkdir(parents=True)
@@ -165,4 +186,8 @@ def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_eval
     assert rows[4].startswith("| `c` | cpu, 100 | 1 | not counted")
     assert rows[5] == "| **all counted** | | 3 distinct | **60** | **6** |"
     # 3,600 s training + 360 s evaluation = 1.1 core-hours; 1,800 + 360 s = 0.6 hours with two lanes
-    assert rows[7].startswith("In all 1.1 core-hours;") and "about 0.6 hours" in rows[7] and "not yet counted (c)" in rows[7]
+    assert (
+        rows[7].startswith("In all 1.1 core-hours;")
+        and "about 0.6 hours" in rows[7]
+        and "not yet counted (c)" in rows[7]
+    )

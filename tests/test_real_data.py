@@ -1,6 +1,7 @@
 """Real demand (issue 27): the demand-table loader, its encoding and splits, the ``newsvendor-data``
 task, learning without an oracle (``target: cost``), the data-driven benchmarks, and the one-line
 errors -- on small tables the tests write."""
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,16 @@ def write_table(path: Path, shops: int = 6, days: int = 80, demand=None, extra: 
         for d in range(days):
             promo = int((d // 5 + s) % 3 == 0)
             value = demand(s, d, promo) if demand else (10 + 5 * s) * (1 + 0.1 * (d % 7)) + 20 * promo
-            rows.append({"shop": f"s{s}", "day": (START + pd.Timedelta(days=d)).date().isoformat(), "sales": value,
-                         "promo": promo, "weather": ["sun", "rain"][d % 2], "temp": float(d % 11)})
+            rows.append(
+                {
+                    "shop": f"s{s}",
+                    "day": (START + pd.Timedelta(days=d)).date().isoformat(),
+                    "sales": value,
+                    "promo": promo,
+                    "weather": ["sun", "rain"][d % 2],
+                    "temp": float(d % 11),
+                }
+            )
     frame = pd.DataFrame(rows)
     for column, values in (extra or {}).items():
         frame[column] = values
@@ -62,8 +71,12 @@ def test_the_table_is_read_sorted_and_encoded_with_training_statistics(table):
     assert data.feature_names == ("weather=rain", "weather=sun", "promo", "temp")
     shops = task_of(table, categorical="shop,promo").data
     train_shops = sorted(set(shops.table.series[shops.part == 0]))
-    assert shops.feature_names[:6] == (*(f"shop={s}" for s in train_shops), "promo=0", "promo=1"), "a series column named categorical, on training levels"
-    assert len(train_shops) == 4 and (shops.features[shops.part == 2, :4] == 0).all(), "a held-out shop's own level is unseen: zeros"
+    assert shops.feature_names[:6] == (*(f"shop={s}" for s in train_shops), "promo=0", "promo=1"), (
+        "a series column named categorical, on training levels"
+    )
+    assert len(train_shops) == 4 and (shops.features[shops.part == 2, :4] == 0).all(), (
+        "a held-out shop's own level is unseen: zeros"
+    )
     raw = pd.read_csv(table).sort_values(["shop", "day"])
     train = data.part == 0
     for j, column in ((2, "promo"), (3, "temp")):
@@ -96,7 +109,9 @@ def test_series_split_windows_are_disjoint_and_stay_in_their_part(table):
     for part in dd.PARTS:
         task = task_of(table, part=part)
         rows = task.starts.numpy()[:, None] + np.arange(-task.lookback, task.horizon)
-        assert (task.data.series_index[rows] == task.data.series_index[rows[:, :1]]).all(), "a window stays in one series"
+        assert (task.data.series_index[rows] == task.data.series_index[rows[:, :1]]).all(), (
+            "a window stays in one series"
+        )
         days = rows[:, task.lookback :]
         assert (task.data.part[days] == dd.PARTS.index(part)).all()
         seen[part] = set(days.ravel())
@@ -111,12 +126,17 @@ def test_time_split_trains_before_the_cut_and_tests_after(table):
     v, t = data.validation_from, data.test_from
     assert v < t
     dates = data.table.dates
-    span = {p: (dates[task.starts.numpy()].min(), dates[task.starts.numpy() + task.horizon - 1].max()) for p, task in tasks.items()}
+    span = {
+        p: (dates[task.starts.numpy()].min(), dates[task.starts.numpy() + task.horizon - 1].max())
+        for p, task in tasks.items()
+    }
     assert span["train"][1] < v <= span["validation"][0] and span["validation"][1] < t <= span["test"][0]
     # the statistics are the training rows': standardised features have mean 0 there
     assert abs(data.features[data.part == 0, 3].mean()) < 1e-5
     assert abs(data.features[:, 3].mean()) > 1e-3
-    with pytest.raises(OMGPTError, match="the validation part has no 14 consecutive days of one series after 7 look-back days"):
+    with pytest.raises(
+        OMGPTError, match="the validation part has no 14 consecutive days of one series after 7 look-back days"
+    ):
         task_of(table, split="time", part="validation")
 
 
@@ -135,7 +155,12 @@ def test_no_demand_of_the_window_or_after_enters_the_context(table, tmp_path):
     assert int(changed.starts[0]) == start
     g = torch.Generator().manual_seed(0)
     envs = {k: v[:1] for k, v in task.sample_envs(task.windows, g).items()}
-    envs = {**envs, "row": torch.tensor([start]), "series": task.data.series_index[[start]], "level": torch.tensor([float(task.data.lookback_mean[start])])}
+    envs = {
+        **envs,
+        "row": torch.tensor([start]),
+        "series": task.data.series_index[[start]],
+        "level": torch.tensor([float(task.data.lookback_mean[start])]),
+    }
     for t in range(task.horizon):
         torch.testing.assert_close(task.sample_context(envs, t, g), changed.sample_context(envs, t, g))
     assert not torch.equal(window_demands(task, envs, task.horizon), window_demands(changed, envs, task.horizon))
@@ -144,8 +169,12 @@ def test_no_demand_of_the_window_or_after_enters_the_context(table, tmp_path):
 def test_the_context_and_the_units_by_hand(table):
     task = task_of(table, part="test", critical_ratio=0.75)
     row = int(task.starts[0])
-    envs = {"row": torch.tensor([row]), "series": torch.tensor([0]), "level": torch.tensor([float(task.data.lookback_mean[row])]),
-            "q": torch.tensor([0.75])}
+    envs = {
+        "row": torch.tensor([row]),
+        "series": torch.tensor([0]),
+        "level": torch.tensor([float(task.data.lookback_mean[row])]),
+        "q": torch.tensor([0.75]),
+    }
     past = task.data.demand[row - 7 : row]
     level = past.mean()
     assert envs["level"].item() == pytest.approx(level)
@@ -201,11 +230,24 @@ def test_cost_loss_value_and_gradient_by_hand(table):
 
 def test_the_module_trains_on_the_cost_where_asked_and_refuses_where_it_cannot(table):
     module = OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=1, n_embd=8, target="cost")
-    assert module.target == "cost" and OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=1, n_embd=8).target == "optimal_action"
-    history = rollout(module.task, module.task.sample_envs(3, torch.Generator().manual_seed(0)), make_policy("random", module.task), 6,
-                      torch.Generator().manual_seed(1))
+    assert (
+        module.target == "cost"
+        and OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=1, n_embd=8).target == "optimal_action"
+    )
+    history = rollout(
+        module.task,
+        module.task.sample_envs(3, torch.Generator().manual_seed(0)),
+        make_policy("random", module.task),
+        6,
+        torch.Generator().manual_seed(1),
+    )
     features, actions = history.tokens()
-    batch = {"features": features, "actions": actions, "targets": history.optimal_actions, "observations": history.observations}
+    batch = {
+        "features": features,
+        "actions": actions,
+        "targets": history.optimal_actions,
+        "observations": history.observations,
+    }
     pred = history.optimal_actions + 0.3
     h = history.contexts[..., 0]  # the synthetic newsvendor's holding cost
     over = (pred - history.observations)[..., 0]
@@ -220,32 +262,105 @@ def test_the_module_trains_on_the_cost_where_asked_and_refuses_where_it_cannot(t
 
 @pytest.mark.slow
 def test_a_tiny_fit_on_a_table_then_evaluate_on_its_test_windows(table, tmp_path):
-    args = ["fit", "--config", str(ROOT / "configs/pretrained/bakery.yaml"),
-            "--model.task_options", f'{{csv: "{table}", series: shop, date: day, demand: sales, lookback: 7, critical_ratio: [0.5, 0.9]}}',
-            "--model.horizon", "14", "--model.n_layer", "1", "--model.n_head", "1", "--model.n_embd", "8",
-            "--data.batch_size", "4", "--data.batches_per_epoch", "2", "--data.val_runs", "4", "--data.val_batch_size", "4",
-            "--trainer.max_epochs", "1", "--trainer.default_root_dir", str(tmp_path),
-            "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false"]
+    args = [
+        "fit",
+        "--config",
+        str(ROOT / "configs/pretrained/bakery.yaml"),
+        "--model.task_options",
+        f'{{csv: "{table}", series: shop, date: day, demand: sales, lookback: 7, critical_ratio: [0.5, 0.9]}}',
+        "--model.horizon",
+        "14",
+        "--model.n_layer",
+        "1",
+        "--model.n_head",
+        "1",
+        "--model.n_embd",
+        "8",
+        "--data.batch_size",
+        "4",
+        "--data.batches_per_epoch",
+        "2",
+        "--data.val_runs",
+        "4",
+        "--data.val_batch_size",
+        "4",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        "--trainer.enable_progress_bar",
+        "false",
+    ]
     assert cli_main(args) == 0
     ckpt = next((tmp_path / "runs").rglob("last.ckpt"))
     out = tmp_path / "eval"
-    assert cli_main(["evaluate", "--ckpt", str(ckpt), "--option", "part=test", "--option", "critical_ratio=0.9", "--policies", "omgpt,saa",
-                     "--runs", "2", "--seed", "0", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--ckpt",
+                str(ckpt),
+                "--option",
+                "part=test",
+                "--option",
+                "critical_ratio=0.9",
+                "--policies",
+                "omgpt,saa",
+                "--runs",
+                "2",
+                "--seed",
+                "0",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert (out / "summary.json").is_file()
 
 
 @pytest.mark.slow
 def test_the_synthetic_cost_config_trains_on_the_cost(tmp_path):
     """configs/real/newsvendor-cost.yaml (the cost-vs-a* comparison's cost side) runs, and trains on the cost."""
-    args = ["fit", "--config", str(ROOT / "configs/real/newsvendor-cost.yaml"), "--model.horizon", "8", "--model.n_layer", "1",
-            "--model.n_head", "1", "--model.n_embd", "8", "--data.batch_size", "4", "--data.batches_per_epoch", "2",
-            "--data.val_runs", "4", "--data.val_batch_size", "4", "--trainer.max_epochs", "1",
-            "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false"]
+    args = [
+        "fit",
+        "--config",
+        str(ROOT / "configs/real/newsvendor-cost.yaml"),
+        "--model.horizon",
+        "8",
+        "--model.n_layer",
+        "1",
+        "--model.n_head",
+        "1",
+        "--model.n_embd",
+        "8",
+        "--data.batch_size",
+        "4",
+        "--data.batches_per_epoch",
+        "2",
+        "--data.val_runs",
+        "4",
+        "--data.val_batch_size",
+        "4",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        "--trainer.enable_progress_bar",
+        "false",
+    ]
     assert cli_main(args) == 0
     ckpt = torch.load(next((tmp_path / "runs").rglob("last.ckpt")), map_location="cpu", weights_only=True)
     assert ckpt["hyper_parameters"]["target"] == "cost"
     twin = (ROOT / "configs/real/newsvendor-optimal-action.yaml").read_text().splitlines()
-    differ = [(a, b) for a, b in zip((ROOT / "configs/real/newsvendor-cost.yaml").read_text().splitlines(), twin) if a != b and not a.startswith("#")]
+    differ = [
+        (a, b)
+        for a, b in zip((ROOT / "configs/real/newsvendor-cost.yaml").read_text().splitlines(), twin)
+        if a != b and not a.startswith("#")
+    ]
     assert differ == [("  target: cost", "  target: optimal_action")], "the twins differ in model.target alone"
 
 
@@ -260,7 +375,9 @@ def small_series_task(tmp_path, demand, **options):
 
 def play(task, name, **options):
     envs = task.sample_envs(task.windows, torch.Generator().manual_seed(0))
-    return rollout(task, envs, make_policy(name, task, task.horizon, **options), task.horizon, torch.Generator().manual_seed(0))
+    return rollout(
+        task, envs, make_policy(name, task, task.horizon, **options), task.horizon, torch.Generator().manual_seed(0)
+    )
 
 
 def test_saa_and_weekday_saa_by_hand(tmp_path):
@@ -281,7 +398,9 @@ def test_saa_and_weekday_saa_by_hand(tmp_path):
     obs = history.observations[0, :, 0].tolist()
     pool = [*np.array(demand[pos - 7 : pos]) / np.mean(demand[pos - 7 : pos]), *obs]
     for t in range(5):
-        assert three.actions[0, t, 0].item() == pytest.approx(np.sort(pool[7 + t - 3 : 7 + t])[math.ceil(0.75 * 3) - 1], rel=1e-5)
+        assert three.actions[0, t, 0].item() == pytest.approx(
+            np.sort(pool[7 + t - 3 : 7 + t])[math.ceil(0.75 * 3) - 1], rel=1e-5
+        )
     # weekday SAA: with a 7-day look-back and 5 window days, each day's sample is the day a week before
     weekday = play(task, "saa-weekday")
     for t in range(5):
@@ -380,7 +499,11 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("change, message", ERRORS, ids=["missing-column", "non-numeric-feature", "nan-demand", "negative-demand", "short-series"])
+@pytest.mark.parametrize(
+    "change, message",
+    ERRORS,
+    ids=["missing-column", "non-numeric-feature", "nan-demand", "negative-demand", "short-series"],
+)
 def test_a_bad_table_is_one_line(tmp_path, change, message):
     with pytest.raises(OMGPTError, match=message):
         task_of(broken(tmp_path, change))
@@ -389,16 +512,61 @@ def test_a_bad_table_is_one_line(tmp_path, change, message):
 @pytest.mark.parametrize("change, message", ERRORS[:1] + ERRORS[4:], ids=["missing-column", "short-series"])
 def test_a_bad_table_exits_2_through_evaluate(tmp_path, capsys, change, message):
     table = broken(tmp_path, change)
-    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", f"csv={table}", "--option", "series=shop", "--option", "date=day",
-                     "--option", "demand=sales", "--option", "lookback=7", "--option", "part=test", "--policies", "saa",
-                     "--runs", "2", "--horizon", "14", "--seed", "0", "--out", str(tmp_path / "out"), "--no-progress"])
+    code = cli_main(
+        [
+            "evaluate",
+            "--task",
+            "newsvendor-data",
+            "--option",
+            f"csv={table}",
+            "--option",
+            "series=shop",
+            "--option",
+            "date=day",
+            "--option",
+            "demand=sales",
+            "--option",
+            "lookback=7",
+            "--option",
+            "part=test",
+            "--policies",
+            "saa",
+            "--runs",
+            "2",
+            "--horizon",
+            "14",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err, err
 
 
 def test_unknown_dataset_and_other_option_errors(table, capsys, tmp_path):
-    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "dataset=bakeries", "--option", "part=test", "--policies", "saa", "--runs", "2",
-                     "--seed", "0", "--out", str(tmp_path / "o"), "--no-progress"])
+    code = cli_main(
+        [
+            "evaluate",
+            "--task",
+            "newsvendor-data",
+            "--option",
+            "dataset=bakeries",
+            "--option",
+            "part=test",
+            "--policies",
+            "saa",
+            "--runs",
+            "2",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "unknown dataset 'bakeries'; available: bakery, yaz" in err
     for options, message in (
@@ -434,7 +602,9 @@ def test_the_ddop_tables_load_as_documented():
     assert len(data.series_names) == 105 and len(data.demand) == 127_575 and (data.series_rows == 1215).all()
     assert str(data.table.dates.min()) == "2016-01-02" and str(data.table.dates.max()) == "2019-04-30"
     assert "weekday=FRI" not in data.feature_names and "year" not in data.feature_names and "rain" in data.feature_names
-    assert {"product=101", "product=109", "product=110"} <= set(data.feature_names) and "store=2" not in data.feature_names
+    assert {"product=101", "product=109", "product=110"} <= set(
+        data.feature_names
+    ) and "store=2" not in data.feature_names
     stores = {p: {s.split("/")[0] for s in data.table.series[data.part == p]} for p in range(3)}
     assert [len(stores[p]) for p in range(3)] == [25, 5, 5] and not stores[2] & (stores[0] | stores[1])
     yaz = make_task("newsvendor-data", dataset="yaz", split="time", part="test")
@@ -453,9 +623,13 @@ def test_the_own_csv_notebook_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("OMGPT_OWN_CSV_STEPS", "20")
     monkeypatch.setenv("OMGPT_OWN_CSV_OUT", str(tmp_path))
     shipped = sorted((ROOT / "configs" / "tuned").iterdir())
-    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    costs = {line.split(":")[0].strip(): float(line.split()[4]) for line in printed.splitlines() if "cost per day" in line}
+    costs = {
+        line.split(":")[0].strip(): float(line.split()[4]) for line in printed.splitlines() if "cost per day" in line
+    }
     assert {"omgpt", "saa", "saa-tuned", "gbm-tuned", "hindsight-linear"} <= set(costs)
     assert all(0 < c < 10 for c in costs.values()), costs
     assert costs["hindsight-linear"] < costs["saa"], "the yardstick sees the window itself"
@@ -518,11 +692,23 @@ def test_the_boosting_on_bins_found_once_grows_the_trees_it_grows_on_raw_values(
     w = rng.uniform(0.1, 3.0, 3000)
     train, held = slice(0, 2500), slice(2500, None)
     bins = Bins(x[train], w[train])
-    fits = [HistGradientBoostingRegressor(loss="quantile", quantile=0.75, max_iter=300, early_stopping=True, n_iter_no_change=5,
-                                          scoring="loss", random_state=0) for _ in range(2)]
+    fits = [
+        HistGradientBoostingRegressor(
+            loss="quantile",
+            quantile=0.75,
+            max_iter=300,
+            early_stopping=True,
+            n_iter_no_change=5,
+            scoring="loss",
+            random_state=0,
+        )
+        for _ in range(2)
+    ]
     fits[0].fit(x[train], y[train], sample_weight=w[train], X_val=x[held], y_val=y[held], sample_weight_val=w[held])
     codes = bins.codes(x)
-    fits[1].fit(codes[train], y[train], sample_weight=w[train], X_val=codes[held], y_val=y[held], sample_weight_val=w[held])
+    fits[1].fit(
+        codes[train], y[train], sample_weight=w[train], X_val=codes[held], y_val=y[held], sample_weight_val=w[held]
+    )
     assert 5 < fits[0].n_iter_ == fits[1].n_iter_ < 300
     fresh = rng.uniform(-10, 2500, size=(500, 4))  # values between and beyond the training values
     assert np.array_equal(fits[0].predict(fresh), fits[1].predict(bins.codes(fresh)))
@@ -563,7 +749,9 @@ def test_the_time_split_leaks_nothing_of_later_days(tmp_path):
     assert torch.equal(window_demands(a, envs, 10), window_demands(b, envs, 10))
     # the features are standardised with the training rows' statistics alone: unchanged too
     assert torch.allclose(x_a, x_b)
-    options = lambda t: tuple(sorted({**dict(csv=str(t), series="shop", date="day", demand="sales", lookback=7, split="time")}.items()))
+    options = lambda t: tuple(
+        sorted({**dict(csv=str(t), series="shop", date="day", demand="sales", lookback=7, split="time")}.items())
+    )
     trained = [part_days("newsvendor-data", options(t), 10, 0.5) for t in (base, changed)]
     assert all(np.array_equal(trained[0][k], trained[1][k], equal_nan=True) for k in trained[0])
     base, changed = tables(lambda d: d.test_from)
@@ -596,8 +784,12 @@ def test_qr_plays_its_regression_once_it_has_min_samples_days(tmp_path):
     assert torch.allclose(history.actions[0, :7, 0], history.contexts[0, :7, LOOKBACK_QUANTILE])
     for t in range(7, 12):
         beta = quantile_regression(regressors(x[:t]).numpy(), o[:t].numpy(), 0.75, 0.1)
-        assert history.actions[0, t, 0].item() == pytest.approx(beta[0] + beta[1:] @ regressors(x[t]).numpy(), rel=1e-4, abs=1e-5)
-    assert not torch.allclose(history.actions[0, 7:, 0], history.contexts[0, 7:, LOOKBACK_QUANTILE]), "the regression, not the look-back"
+        assert history.actions[0, t, 0].item() == pytest.approx(
+            beta[0] + beta[1:] @ regressors(x[t]).numpy(), rel=1e-4, abs=1e-5
+        )
+    assert not torch.allclose(history.actions[0, 7:, 0], history.contexts[0, 7:, LOOKBACK_QUANTILE]), (
+        "the regression, not the look-back"
+    )
 
 
 @pytest.mark.slow
@@ -621,10 +813,34 @@ def test_every_bakery_day_fits_the_action_range():
 # --------------------------------------------------------------------------------------------------
 # Issue 34: real-demand input validated as data.
 def test_evaluate_on_a_data_task_names_a_held_out_part(table, tmp_path, capsys):
-    base = ["evaluate", "--task", "newsvendor-data", "--option", f"csv={table}", "--option", "series=shop", "--option", "date=day",
-            "--option", "demand=sales", "--option", "horizon=14", "--option", "lookback=7", "--policies", "saa", "--runs", "2",
-            "--seed", "0", "--no-progress"]
-    for extra, message in (([], "needs --option part=test"), (["--option", "part=train"], "--option part=train: the training windows")):
+    base = [
+        "evaluate",
+        "--task",
+        "newsvendor-data",
+        "--option",
+        f"csv={table}",
+        "--option",
+        "series=shop",
+        "--option",
+        "date=day",
+        "--option",
+        "demand=sales",
+        "--option",
+        "horizon=14",
+        "--option",
+        "lookback=7",
+        "--policies",
+        "saa",
+        "--runs",
+        "2",
+        "--seed",
+        "0",
+        "--no-progress",
+    ]
+    for extra, message in (
+        ([], "needs --option part=test"),
+        (["--option", "part=train"], "--option part=train: the training windows"),
+    ):
         code = cli_main([*base, *extra, "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err.strip()
         assert code == 2 and len(err.splitlines()) == 1 and message in err, err
@@ -633,8 +849,26 @@ def test_evaluate_on_a_data_task_names_a_held_out_part(table, tmp_path, capsys):
 
 
 def test_an_empty_csv_option_is_refused(tmp_path, capsys):
-    code = cli_main(["evaluate", "--task", "newsvendor-data", "--option", "csv=", "--option", "part=test", "--policies", "saa",
-                     "--runs", "2", "--seed", "0", "--out", str(tmp_path / "o"), "--no-progress"])
+    code = cli_main(
+        [
+            "evaluate",
+            "--task",
+            "newsvendor-data",
+            "--option",
+            "csv=",
+            "--option",
+            "part=test",
+            "--policies",
+            "saa",
+            "--runs",
+            "2",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--option 'csv=': no value" in err, err
     with pytest.raises(OMGPTError, match="csv= is empty"):
@@ -642,7 +876,13 @@ def test_an_empty_csv_option_is_refused(tmp_path, capsys):
 
 
 def _gap(f):
-    f.drop(f[(f.shop == "s3") & pd.to_datetime(f.day).between(START + pd.Timedelta(days=30), START + pd.Timedelta(days=59))].index, inplace=True)
+    f.drop(
+        f[
+            (f.shop == "s3")
+            & pd.to_datetime(f.day).between(START + pd.Timedelta(days=30), START + pd.Timedelta(days=59))
+        ].index,
+        inplace=True,
+    )
 
 
 def _huge_demand(f):
@@ -665,7 +905,9 @@ DATA_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("change, message", DATA_ERRORS, ids=["date-gap", "1e17-demand", "1e300-feature", "inf-feature"])
+@pytest.mark.parametrize(
+    "change, message", DATA_ERRORS, ids=["date-gap", "1e17-demand", "1e300-feature", "inf-feature"]
+)
 def test_absurd_data_is_refused_naming_row_and_column(tmp_path, change, message):
     with pytest.raises(OMGPTError, match=message):
         task_of(broken(tmp_path, change))
@@ -674,7 +916,9 @@ def test_absurd_data_is_refused_naming_row_and_column(tmp_path, change, message)
 def test_levels_are_computed_series_by_series(tmp_path):
     """One huge (but admitted) series leaves every other series' levels exactly as they are without it:
     no running sum crosses series (a 1e17 demand once moved other series' levels by 7.8%)."""
-    small = task_of(write_table(tmp_path / "small.csv", demand=lambda s, d, p: 10.13 + 3.7 * s + 0.31 * (d % 7) + 0.07 * p)).data
+    small = task_of(
+        write_table(tmp_path / "small.csv", demand=lambda s, d, p: 10.13 + 3.7 * s + 0.31 * (d % 7) + 0.07 * p)
+    ).data
     frame = pd.read_csv(tmp_path / "small.csv")
     frame.loc[frame.shop == "s0", "sales"] *= 1e10  # s0 sorts first: its sums came before everyone's
     frame.to_csv(tmp_path / "big.csv", index=False)
@@ -686,7 +930,9 @@ def test_levels_are_computed_series_by_series(tmp_path):
 def test_a_categorical_column_with_too_many_levels_is_refused_before_the_one_hot(tmp_path, monkeypatch):
     monkeypatch.setattr(dd, "MAX_CATEGORICAL_LEVELS", 50, raising=False)
     table = write_table(tmp_path / "codes.csv", extra={"code": np.arange(6 * 80) % 60})
-    with pytest.raises(OMGPTError, match=r"categorical column 'code' has 60 levels, too many to one-hot encode \(at most 50\)"):
+    with pytest.raises(
+        OMGPTError, match=r"categorical column 'code' has 60 levels, too many to one-hot encode \(at most 50\)"
+    ):
         task_of(table, categorical="code")
 
 
@@ -709,12 +955,18 @@ def test_the_cluster_bootstrap_resamples_stores_not_windows():
     rng = np.random.default_rng(0)
     W, T = 12, 14
     demand = rng.uniform(1, 20, (W, T))
-    cells = {"cost": {"saa": demand * rng.uniform(0.1, 0.3, (W, 1)), "omgpt": demand * rng.uniform(0.05, 0.3, (W, 1))},
-             "demand": demand, "level": demand.mean(1), "group": np.repeat(["a", "b", "c", "d"], 3),
-             "block": np.tile(np.arange(T) // 7, (W, 1))}
+    cells = {
+        "cost": {"saa": demand * rng.uniform(0.1, 0.3, (W, 1)), "omgpt": demand * rng.uniform(0.05, 0.3, (W, 1))},
+        "demand": demand,
+        "level": demand.mean(1),
+        "group": np.repeat(["a", "b", "c", "d"], 3),
+        "block": np.tile(np.arange(T) // 7, (W, 1)),
+    }
     out = cluster_bootstrap(cells, "saa", dates=False, versus="omgpt")
     assert out["omgpt"]["scaled_cost"]["mean"] == pytest.approx(cells["cost"]["omgpt"].sum() / demand.sum())
-    assert out["omgpt"]["ratio_to_saa"]["mean"] == pytest.approx(cells["cost"]["omgpt"].sum() / cells["cost"]["saa"].sum())
+    assert out["omgpt"]["ratio_to_saa"]["mean"] == pytest.approx(
+        cells["cost"]["omgpt"].sum() / cells["cost"]["saa"].sum()
+    )
     assert out["omgpt"]["ratio_to"]["saa"] == out["omgpt"]["ratio_to_saa"] and out["saa"]["ratio_to_saa"] is None
     copies = {k: np.repeat(v, 10, axis=0) for k, v in cells.items() if k != "cost"}
     copies["cost"] = {k: np.repeat(v, 10, axis=0) for k, v in cells["cost"].items()}
@@ -724,6 +976,10 @@ def test_the_cluster_bootstrap_resamples_stores_not_windows():
     lo, hi = out["omgpt"]["scaled_cost"]["ci90"]
     assert lo < out["omgpt"]["scaled_cost"]["mean"] < hi
     # on the time split the weeks are resampled too: a cost that only varies between weeks gets an interval
-    by_week = dict(cells, group=np.repeat(["a"], W), cost={"saa": demand * (1 + cells["block"]), "omgpt": demand * (1 + cells["block"])})
+    by_week = dict(
+        cells,
+        group=np.repeat(["a"], W),
+        cost={"saa": demand * (1 + cells["block"]), "omgpt": demand * (1 + cells["block"])},
+    )
     assert np.ptp(cluster_bootstrap(by_week, "saa", dates=False)["saa"]["scaled_cost"]["ci90"]) == 0
     assert np.ptp(cluster_bootstrap(by_week, "saa", dates=True)["saa"]["scaled_cost"]["ci90"]) > 0.1

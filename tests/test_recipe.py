@@ -1,4 +1,5 @@
 """The recipe study's variants are one-lever configs that the CLI accepts, and its report reads runs."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ def test_report_plots_validation_against_cpu_time(tmp_path, monkeypatch):
         log = runs / variant / "version_0"
         log.mkdir(parents=True)
         rows = ["step,time/cpu_minutes,time/wall_minutes,val/regret,val/suboptimality,train/loss"]
-        rows += [f"{99 + 100 * i},{1.5 * (i + 1)},{2.0 * (i + 1)},{r},{r / 20},"  for i, r in enumerate(regrets)]
+        rows += [f"{99 + 100 * i},{1.5 * (i + 1)},{2.0 * (i + 1)},{r},{r / 20}," for i, r in enumerate(regrets)]
         rows += ["150,,,,,0.3"]  # a training row: not a validation point
         (log / "metrics.csv").write_text("\n".join(rows) + "\n")
         (runs / f"{variant}.log").write_text("`Trainer.fit` stopped: `max_epochs=2` reached.\n")
@@ -39,7 +40,11 @@ def test_report_plots_validation_against_cpu_time(tmp_path, monkeypatch):
     variants = data["variants"]
     assert variants["compact"]["final"] == {"step": 200, "minutes": 3.0, "regret": 20.0, "subopt": 1.0}
     assert variants["baseline"]["best_regret"] == 25.0 and "compact-rope" not in variants
-    rows = [line for line in (tmp_path / "out" / "report.md").read_text().splitlines() if line.startswith("| newsvendor | `")]
+    rows = [
+        line
+        for line in (tmp_path / "out" / "report.md").read_text().splitlines()
+        if line.startswith("| newsvendor | `")
+    ]
     assert [row.split("`")[1] for row in rows] == ["compact", "baseline", "alg-star"]  # sorted by final regret
     assert "20.00 (2.00×)" in rows[0] and data["alg-star"] == {"newsvendor": {"regret": 10.0, "subopt": 0.2}}
     assert variants["compact"]["task"] == "newsvendor"
@@ -66,6 +71,10 @@ def test_the_bayes_reference_plays_the_modules_validation_episodes():
     envs = validation_envs(task, 8, 10_000)
     assert torch.equal(envs["w"], validation_envs(task, 8, 10_000)["w"])
     idx = torch.arange(8)
-    star = validation_rollout(task, envs, idx, make_policy("alg-star", task), 20, 10_000).cumulative_regret()[:, -1].mean()
-    rand = validation_rollout(task, envs, idx, make_policy("random", task), 20, 10_000).cumulative_regret()[:, -1].mean()
+    star = (
+        validation_rollout(task, envs, idx, make_policy("alg-star", task), 20, 10_000).cumulative_regret()[:, -1].mean()
+    )
+    rand = (
+        validation_rollout(task, envs, idx, make_policy("random", task), 20, 10_000).cumulative_regret()[:, -1].mean()
+    )
     assert 0 < star < rand / 5

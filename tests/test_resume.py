@@ -13,6 +13,7 @@ epoch-boundary test runs epochs of 1, 2 and 2 batches and kills at both kinds of
 The comparison is exact (bit-identical weights, batches and validation metrics), not a tolerance:
 one thread, CPU, every random stream seeded -- nothing legitimately differs between the runs.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -116,7 +117,9 @@ def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path)
     stitched = [b for p in pieces for b in p["batches"]]
     assert [key(b) for b in stitched] == [key(b) for b in ref["batches"]]
     assert [b["horizon"] for b in stitched] == [b["horizon"] for b in ref["batches"]] == [3] * 5 + [6] * 2 + [9] * 2
-    assert [b["hash"] for b in stitched] == [b["hash"] for b in ref["batches"]], "a resumed run trained on other batches"
+    assert [b["hash"] for b in stitched] == [b["hash"] for b in ref["batches"]], (
+        "a resumed run trained on other batches"
+    )
     assert pieces[-1]["global_step"] == ref["global_step"] == STEPS
 
     # Optimizer, LR schedule, RNG (dropout 0.05): bit-identical final weights, in memory and on disk.
@@ -132,7 +135,7 @@ def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path)
     (last,) = (tmp_path / "reference" / "runs").rglob("last.ckpt")
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == STEPS
     # Validation after the resumed epochs sees the same model: the same metrics.
-    assert pieces[-1]["val_logged"] == ref["val_logged"][-len(pieces[-1]["val_logged"]):]
+    assert pieces[-1]["val_logged"] == ref["val_logged"][-len(pieces[-1]["val_logged"]) :]
 
 
 def params_hash_of(path: Path) -> str:
@@ -212,10 +215,25 @@ def test_last_ckpt_is_the_latest_state_even_when_validation_stops_improving(tmp_
     module = OMGPTModule(task="pricing", horizon=4, n_layer=1, n_head=1, n_embd=8)
     data = HistoryDataModule(task="pricing", horizon=4, batch_size=4, batches_per_epoch=1, val_runs=4, val_batch_size=4)
     # train/horizon is the same every epoch: the first value stays the best
-    checkpoint = ModelCheckpoint(dirpath=tmp_path, monitor="train/horizon", mode="min", save_last=True, enable_version_counter=False,
-                                 filename="best-{epoch}")
-    trainer = L.Trainer(max_epochs=3, reload_dataloaders_every_n_epochs=1, accelerator="cpu", devices=1, logger=False, callbacks=[checkpoint],
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    checkpoint = ModelCheckpoint(
+        dirpath=tmp_path,
+        monitor="train/horizon",
+        mode="min",
+        save_last=True,
+        enable_version_counter=False,
+        filename="best-{epoch}",
+    )
+    trainer = L.Trainer(
+        max_epochs=3,
+        reload_dataloaders_every_n_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        callbacks=[checkpoint],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(module, data)

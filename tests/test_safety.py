@@ -4,6 +4,7 @@ Each ends with one line ``omgpt: error: ...`` on stderr and exit code 2, and not
 is overwritten. (tests/test_cli.py covers the evaluate-side basics: unknown task/policy/option,
 a missing checkpoint, ``--task pricing`` with a newsvendor checkpoint, a truncated checkpoint.)
 """
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,11 @@ def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_good_checkpoint(
     is left exactly as it was, and loads."""
     monkeypatch.setattr(sys, "argv", ["omgpt"])
     ft = tmp_path / "ft.yaml"  # configs/trainer/fault_tolerant.yaml, a checkpoint after every step
-    ft.write_text((ROOT / "configs/trainer/fault_tolerant.yaml").read_text().replace("every_n_train_steps: 500", "every_n_train_steps: 1"))
+    ft.write_text(
+        (ROOT / "configs/trainer/fault_tolerant.yaml")
+        .read_text()
+        .replace("every_n_train_steps: 500", "every_n_train_steps: 1")
+    )
     args = fit_args(tmp_path / "runs", "--config", str(ft), "--trainer.callbacks+=tests.ddp_probe.Poison",
                     "--trainer.callbacks.out", str(tmp_path / "poison"), "--trainer.callbacks.at_step", "3")  # fmt: skip
     assert cli_main(args) == 2
@@ -94,7 +99,9 @@ def test_broken_checkpoint_for_fit_resume_is_one_line_exit_2(bad, trained, tmp_p
         torch.save({"weights": torch.zeros(3)}, path)
     assert cli_main(fit_args(tmp_path / "runs", "--ckpt_path", str(path))) == 2
     line = one_line_error(capsys)
-    expected = {"missing": "checkpoint not found", "not-a-checkpoint": "is not a Lightning checkpoint"}.get(bad, "cannot read checkpoint")
+    expected = {"missing": "checkpoint not found", "not-a-checkpoint": "is not a Lightning checkpoint"}.get(
+        bad, "cannot read checkpoint"
+    )
     assert expected in line, line
     assert not (tmp_path / "runs").exists(), "a failed fit writes nothing"
 
@@ -110,15 +117,48 @@ def test_checkpoint_of_another_task_is_refused_by_fit_and_validate(trained, tmp_
 
 def test_evaluate_of_another_task_keeps_an_existing_out_folder(trained, tmp_path, capsys):
     out = tmp_path / "eval"
-    ok = ["evaluate", "--task", "newsvendor", "--policies", "oracle,erm", "--runs", "4", "--horizon", "6", "--out", str(out), "--no-progress"]
+    ok = [
+        "evaluate",
+        "--task",
+        "newsvendor",
+        "--policies",
+        "oracle,erm",
+        "--runs",
+        "4",
+        "--horizon",
+        "6",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli_main(ok) == 0
     capsys.readouterr()
     before = snapshot(out)
     assert "summary.json" in before
     failing = [
-        ["evaluate", "--task", "pricing", "--policies", "omgpt,oracle", "--ckpt", str(last_ckpt(trained)), "--out", str(out)],
+        [
+            "evaluate",
+            "--task",
+            "pricing",
+            "--policies",
+            "omgpt,oracle",
+            "--ckpt",
+            str(last_ckpt(trained)),
+            "--out",
+            str(out),
+        ],
         ["evaluate", "--task", "newsvendor", "--policies", "oracle,bogus", "--out", str(out)],
-        ["evaluate", "--task", "newsvendor", "--policies", "omgpt", "--ckpt", str(ROOT / "README.md"), "--out", str(out)],
+        [
+            "evaluate",
+            "--task",
+            "newsvendor",
+            "--policies",
+            "omgpt",
+            "--ckpt",
+            str(ROOT / "README.md"),
+            "--out",
+            str(out),
+        ],
     ]
     for args in failing:
         assert cli_main(args) == 2
@@ -128,11 +168,17 @@ def test_evaluate_of_another_task_keeps_an_existing_out_folder(trained, tmp_path
 
 CONFIG_ERRORS = {
     "unknown key in a config file": ("model:\n  n_layr: 2\n", "model.n_layr"),
-    "bad type in a config file": ("data:\n  batch_size: sixty\n", "data.batch_size: Expected a <class 'int'>. Got value: sixty"),
+    "bad type in a config file": (
+        "data:\n  batch_size: sixty\n",
+        "data.batch_size: Expected a <class 'int'>. Got value: sixty",
+    ),
     "bad value in a config file": ("data:\n  batch_size: -3\n", "data.batch_size must be a positive integer, got -3"),
     "YAML syntax error": ("model: [1, 2\n", "Problems parsing config"),
     "not a mapping": ("just a string\n", "just a string"),
-    "unknown callback class": ("trainer:\n  callbacks:\n    - class_path: omgpt.callbacks.Nope\n", "module 'omgpt.callbacks' has no attribute 'Nope'"),
+    "unknown callback class": (
+        "trainer:\n  callbacks:\n    - class_path: omgpt.callbacks.Nope\n",
+        "module 'omgpt.callbacks' has no attribute 'Nope'",
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """Random streams cannot coincide: every use of randomness has its own domain, and keys are encoded so
 that ``(s)``, ``(s, 0)`` and ``(s, 0, 0)`` differ (numpy's SeedSequence alone pads keys with zeros)."""
+
 import itertools
 
 import pytest

@@ -2,6 +2,7 @@
 cards guard themselves (schema, checksum, task and options, their own folder); the tools check every
 argument before they write. Every test works on copies in ``tmp_path``: never on ``pretrained/`` or
 ``results/`` themselves."""
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,15 @@ def copy_slot(source: Path, folder: Path) -> Path:
 # The kept checkpoint: one rule, on validation only.
 def tiny_checkpoint(path: Path, step: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": {"w": torch.full((2,), float(step))}, "hyper_parameters": {"task": "newsvendor", "horizon": 6},
-                "global_step": step, "optimizer_states": [{}]}, path)
+    torch.save(
+        {
+            "state_dict": {"w": torch.full((2,), float(step))},
+            "hyper_parameters": {"task": "newsvendor", "horizon": 6},
+            "global_step": step,
+            "optimizer_states": [{}],
+        },
+        path,
+    )
 
 
 def test_the_store_keeps_the_lowest_ucb_of_a_resumed_run_and_records_its_validation(tmp_path):
@@ -96,7 +104,11 @@ def test_each_committed_record_and_card_names_the_checkpoint_it_ships(done):
     record = json.loads(done.read_text())
     epoch, tag, ucb = store.KEPT_NAME.fullmatch(Path(record["kept_checkpoint"]).stem).groups()
     step = read_checkpoint(done.parent / "model.ckpt")["global_step"]
-    curve = {p["step"]: p["regret"] for p in record["validation"]} if done.name == "card.json" else dict(map(tuple, record["val_regret"]))
+    curve = (
+        {p["step"]: p["regret"] for p in record["validation"]}
+        if done.name == "card.json"
+        else dict(map(tuple, record["val_regret"]))
+    )
     steps = sorted(curve)
     assert step == steps[int(epoch)] == (int(epoch) + 1) * steps[0], (step, epoch)
     if done.name == "card.json":
@@ -119,8 +131,12 @@ def test_a_fit_resumes_from_last_ckpt_on_one_thread_keeping_its_earlier_metrics(
     monkeypatch.setattr(store.subprocess, "call", lambda cmd, **kw: calls.append((cmd, kw)) or 0)
     run = tmp_path / "run"
     assert store.fit(["--config", "x.yaml"], run, tmp_path / "fit.log", "x") >= 0
-    (cmd, kw), = calls
-    assert cmd[1:4] == ["-m", "omgpt", "fit"] and "--ckpt_path" not in cmd and kw["env"]["OMP_NUM_THREADS"] == kw["env"]["OMGPT_THREADS"] == "1"
+    ((cmd, kw),) = calls
+    assert (
+        cmd[1:4] == ["-m", "omgpt", "fit"]
+        and "--ckpt_path" not in cmd
+        and kw["env"]["OMP_NUM_THREADS"] == kw["env"]["OMGPT_THREADS"] == "1"
+    )
     (run / "checkpoints").mkdir(parents=True)
     (run / "checkpoints" / "last.ckpt").touch()
     (run / "metrics-part0.csv").write_text("step\n1\n")
@@ -141,7 +157,10 @@ def test_every_committed_record_and_card_reads_and_names_its_model():
         hp = read_checkpoint(record["ckpt"])["hyper_parameters"]
         assert (record["task"], record["task_options"]) == (hp["task"], hp.get("task_options") or {})
     for card in CARDS:
-        assert store.read_card(card.parent)["task"] == read_checkpoint(card.parent / "model.ckpt")["hyper_parameters"]["task"]
+        assert (
+            store.read_card(card.parent)["task"]
+            == read_checkpoint(card.parent / "model.ckpt")["hyper_parameters"]["task"]
+        )
 
 
 def slot(name: str) -> tuple[Model, str]:
@@ -158,14 +177,19 @@ def test_a_record_reused_by_an_experiment_must_be_of_its_slots_task_and_options(
     models = tmp_path / "models"
     copy_slot(NONSTATIONARY, models / ns_key)
     copy_slot(TWO_TYPES, models / tt_key)
-    assert train_model("two-types", two_types, scale="cpu", models_dir=models, extra_configs=[])["best_val_regret"] == 15.5092  # the right one is reused
+    assert (
+        train_model("two-types", two_types, scale="cpu", models_dir=models, extra_configs=[])["best_val_regret"]
+        == 15.5092
+    )  # the right one is reused
     shutil.rmtree(models / tt_key)
     copy_slot(NONSTATIONARY, models / tt_key)
     with pytest.raises(RecordError, match="a model of task newsvendor-nonstationary {}, not the task newsvendor"):
         train_model("two-types", two_types, scale="cpu", models_dir=models, extra_configs=[])
     capsys.readouterr()
     before = snapshot(models)
-    assert cli_main(["experiment", "misspecification", "--models-dir", str(models), "--out", str(tmp_path / "out")]) == 2
+    assert (
+        cli_main(["experiment", "misspecification", "--models-dir", str(models), "--out", str(tmp_path / "out")]) == 2
+    )
     assert "done.json: a model of task newsvendor-nonstationary" in one_line_error(capsys)
     assert snapshot(models) == before and not (tmp_path / "out").exists()
 
@@ -187,7 +211,9 @@ def test_a_record_refuses_a_ckpt_outside_its_own_folder(tmp_path):
     for ckpt in (str(foreign), "../other/model.ckpt"):
         shutil.rmtree(tmp_path / "other", ignore_errors=True)
         copy_slot(NONSTATIONARY, tmp_path / "other")
-        (folder / "done.json").write_text(json.dumps({**record, "ckpt": ckpt, "checksum": store.records.checksum(foreign)}))
+        (folder / "done.json").write_text(
+            json.dumps({**record, "ckpt": ckpt, "checksum": store.records.checksum(foreign)})
+        )
         with pytest.raises(RecordError, match=r"done.json: key 'ckpt': .* is not a file of the record's own folder"):
             store.read_record(folder)
 
@@ -231,11 +257,18 @@ def break_card(card: Path, how: str) -> None:
         shutil.copy(ROOT / "pretrained/newsvendor-censored/model.ckpt", card.parent / "model.ckpt")
 
 
-BROKEN = {"truncated": "not valid JSON", "empty mapping": "missing key", "steps off the curve": "is not on its validation curve",
-          "empty curve": "key 'validation': is empty", "swapped model": "not the model"}
+BROKEN = {
+    "truncated": "not valid JSON",
+    "empty mapping": "missing key",
+    "steps off the curve": "is not on its validation curve",
+    "empty curve": "key 'validation': is empty",
+    "swapped model": "not the model",
+}
 
 
-def pretrained_copy(tmp_path: Path, names=("newsvendor", "newsvendor-censored"), files=("card.json", "model.ckpt")) -> Path:
+def pretrained_copy(
+    tmp_path: Path, names=("newsvendor", "newsvendor-censored"), files=("card.json", "model.ckpt")
+) -> Path:
     for name in names:
         (tmp_path / "pretrained" / name).mkdir(parents=True)
         for f in files:
@@ -251,7 +284,14 @@ def test_a_broken_card_stops_the_experiment_that_reads_it_with_one_line(how, tmp
 
     monkeypatch.setattr(models, "PRETRAINED", pretrained_copy(tmp_path))
     break_card(tmp_path / "pretrained/newsvendor/card.json", how)
-    args = ["experiment", "horizon-generalisation", "--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out")]
+    args = [
+        "experiment",
+        "horizon-generalisation",
+        "--models-dir",
+        str(tmp_path / "models"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert cli_main(args) == 2
     assert BROKEN[how] in one_line_error(capsys)
     assert not (tmp_path / "out").exists() and not (tmp_path / "models").exists()
@@ -280,7 +320,9 @@ def test_render_redraws_a_shipped_card_as_committed(name, tmp_path, monkeypatch)
 
 # --------------------------------------------------------------------------------------------------
 # The tools check every argument before they write.
-@pytest.mark.parametrize("bad", [["--runs", "0"], ["--runs", "-5"], ["--seed", "10000"], ["--seed", "2", "--replication-seed", "2"]])
+@pytest.mark.parametrize(
+    "bad", [["--runs", "0"], ["--runs", "-5"], ["--seed", "10000"], ["--seed", "2", "--replication-seed", "2"]]
+)
 def test_card_with_a_bad_argument_leaves_the_shipped_model_alone(bad, tmp_path, monkeypatch, capsys):
     """On a copy of pretrained/newsvendor, beside a finished run whose kept checkpoint differs from the
     shipped model: a bad argument is exit 2 and one line, and no file changes."""
@@ -288,7 +330,9 @@ def test_card_with_a_bad_argument_leaves_the_shipped_model_alone(bad, tmp_path, 
     monkeypatch.setattr(reference_models, "PRETRAINED", shipped)
     run = tmp_path / "runs" / "newsvendor" / "version_0"
     tiny_checkpoint(run / "checkpoints" / "epoch001-ucb4.50.ckpt", 200)
-    (run / "metrics.csv").write_text("epoch,step,time/cpu_minutes,val/regret,val/regret_ucb,val/suboptimality\n1,199,2.0,4.0,4.5,0.4\n")
+    (run / "metrics.csv").write_text(
+        "epoch,step,time/cpu_minutes,val/regret,val/regret_ucb,val/suboptimality\n1,199,2.0,4.0,4.5,0.4\n"
+    )
     before = snapshot(tmp_path)
     assert exit_code(reference_models.main, ["card", "newsvendor", *bad, "--runs-dir", str(tmp_path / "runs")]) == 2
     one_line_error(capsys)
@@ -307,7 +351,9 @@ def test_reference_models_refuses_bad_arguments_with_exit_2(argv, capsys):
     one_line_error(capsys)
 
 
-@pytest.mark.parametrize("argv", [["report", "--out", "/proc/x"], ["report", "--runs-dir", "/nonexistent", "--out", "TMP"], ["run", "nope"]])
+@pytest.mark.parametrize(
+    "argv", [["report", "--out", "/proc/x"], ["report", "--runs-dir", "/nonexistent", "--out", "TMP"], ["run", "nope"]]
+)
 def test_recipe_refuses_bad_arguments_with_exit_2(argv, tmp_path, capsys):
     argv = [str(tmp_path / "out") if a == "TMP" else a for a in argv]
     assert exit_code(recipe.main, argv) == 2
@@ -321,6 +367,8 @@ def test_recipe_run_checks_every_variant_before_training_any(tmp_path, monkeypat
     assert exit_code(recipe.main, ["run", "baseline", "nope", "--runs-dir", str(tmp_path)]) == 2
     assert "no variant 'nope'" in one_line_error(capsys) and trained == []
     assert recipe.main(["run", "baseline", "--runs-dir", str(tmp_path), "--jobs", "1"]) == 0
-    (args, run, log, what, nice), = trained
+    ((args, run, log, what, nice),) = trained
     assert run == tmp_path / "baseline" / "version_0" and args[:2] == ["--config", "configs/recipe/baseline.yaml"]
-    assert re.search(r"--trainer.logger.init_args.version 0\b", " ".join(args))  # one folder: an interrupted run resumes
+    assert re.search(
+        r"--trainer.logger.init_args.version 0\b", " ".join(args)
+    )  # one folder: an interrupted run resumes

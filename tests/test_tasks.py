@@ -1,4 +1,5 @@
 """Tasks (newsvendor, pricing), the task registry, and the rollout loop against hand-computed cases."""
+
 from __future__ import annotations
 
 import pytest
@@ -173,7 +174,11 @@ def test_capability_flags_follow_the_methods_a_task_implements():
 
     assert MyNewsvendor().has_outcome_cost and not MyNewsvendor(censored=True).has_outcome_cost
     assert make_task("newsvendor").has_outcome_cost and not make_task("newsvendor-nonperishable").has_outcome_cost
-    assert make_task("pricing").has_likelihood_stats and make_task("queueing").has_likelihood and not make_task("queueing").has_likelihood_stats
+    assert (
+        make_task("pricing").has_likelihood_stats
+        and make_task("queueing").has_likelihood
+        and not make_task("queueing").has_likelihood_stats
+    )
 
 
 def test_horizon_is_the_instance_episode_horizon_and_default_horizon_the_papers():
@@ -186,6 +191,7 @@ def test_horizon_is_the_instance_episode_horizon_and_default_horizon_the_papers(
 
         class Old(TASKS["pricing"].cls):
             horizon = 50
+
 
 def test_finite_pool_is_the_whole_prior_and_is_reproducible():
     def drawn(task, seed):
@@ -207,7 +213,9 @@ def test_finite_pool_is_the_whole_prior_and_is_reproducible():
         make_task("pricing", pool_size=0)
 
 
-@pytest.mark.parametrize(("name", "dim", "context_dim"), [("newsvendor", 6, 7), ("newsvendor-censored", 2, 3), ("pricing", 10, 10)])
+@pytest.mark.parametrize(
+    ("name", "dim", "context_dim"), [("newsvendor", 6, 7), ("newsvendor-censored", 2, 3), ("pricing", 10, 10)]
+)
 def test_dim_option_resizes_contexts(name, dim, context_dim):
     task = make_task(name, dim=dim)
     assert (task.context_dim, task.feature_dim) == (context_dim, context_dim + 1)

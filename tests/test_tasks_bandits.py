@@ -1,5 +1,6 @@
 """The bandit tasks (multi-armed and linear) against hand-computed cases, and end to end through the
 rollout, the GPT policy, one training step and ``omgpt evaluate``."""
+
 from __future__ import annotations
 
 import json
@@ -228,7 +229,9 @@ def test_linear_bandit_reward_noise_has_the_stated_standard_deviation():
     a = torch.tensor([[0.5, 0.5]]).expand(n, 2)
     noise = task.observe(envs, no_context(n), a, 0, gen(13))[:, 0].double() - 0.7
     assert abs(noise.mean().item()) < 0.01
-    assert noise.std().item() == pytest.approx(0.2, rel=0.01)  # the default is a standard deviation (docs/paper-gaps.md §6)
+    assert noise.std().item() == pytest.approx(
+        0.2, rel=0.01
+    )  # the default is a standard deviation (docs/paper-gaps.md §6)
 
 
 def test_linear_bandit_projection_onto_the_unit_ball():
@@ -291,8 +294,11 @@ def test_oracle_zero_regret_noisy_oracle_and_random_positive(name):
     # The reward observed is that of the arm played, with the same noise for every policy.
     torch.testing.assert_close(
         noisy.observations - random.observations,
-        (envs["w" if name == "linear-bandit" else "r"][:, None] * (noisy.actions - random.actions)).sum(-1, keepdim=True),
-        rtol=0, atol=1e-5,
+        (envs["w" if name == "linear-bandit" else "r"][:, None] * (noisy.actions - random.actions)).sum(
+            -1, keepdim=True
+        ),
+        rtol=0,
+        atol=1e-5,
     )
 
 
@@ -300,7 +306,12 @@ def tiny_gpt(task, seed: int = 0, std: float = 0.2) -> GPT:
     """Weights redrawn with std 0.2 so the logits depend strongly on the history (with GPT-2's 0.02
     they are nearly constant and a broken cache could go unnoticed)."""
     torch.manual_seed(seed)
-    model = GPT(ModelConfig(feature_dim=task.feature_dim, action_dim=task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30), task.scaling())
+    model = GPT(
+        ModelConfig(
+            feature_dim=task.feature_dim, action_dim=task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30
+        ),
+        task.scaling(),
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, std)
@@ -360,10 +371,19 @@ def test_one_training_step_on_noisy_oracle_histories_gives_a_finite_ce_loss():
 def test_lightning_fit_and_online_validation_on_the_bandit(tmp_path):
     L.seed_everything(0, verbose=False)
     module = OMGPTModule(task="mab", horizon=10, n_layer=2, n_head=2, n_embd=16)
-    data = HistoryDataModule(task="mab", horizon=10, batch_size=4, batches_per_epoch=2, chunk=2, val_runs=4, val_batch_size=4)
+    data = HistoryDataModule(
+        task="mab", horizon=10, batch_size=4, batches_per_epoch=2, chunk=2, val_runs=4, val_batch_size=4
+    )
     trainer = L.Trainer(
-        max_epochs=1, accelerator="cpu", reload_dataloaders_every_n_epochs=1, num_sanity_val_steps=0, logger=False,
-        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path,
+        max_epochs=1,
+        accelerator="cpu",
+        reload_dataloaders_every_n_epochs=1,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        default_root_dir=tmp_path,
     )
     trainer.fit(module, datamodule=data)
     metrics = trainer.callback_metrics
@@ -373,7 +393,20 @@ def test_lightning_fit_and_online_validation_on_the_bandit(tmp_path):
 @pytest.mark.parametrize("name", BANDITS)
 def test_evaluate_command_on_the_bandits(name, tmp_path):
     out = tmp_path / name
-    args = ["evaluate", "--task", name, "--policies", "oracle,noisy-oracle,random", "--runs", "8", "--horizon", "20", "--out", str(out), "--no-progress"]
+    args = [
+        "evaluate",
+        "--task",
+        name,
+        "--policies",
+        "oracle,noisy-oracle,random",
+        "--runs",
+        "8",
+        "--horizon",
+        "20",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli_main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     final = {p: s["final_regret"]["mean"] for p, s in summary["policies"].items()}

@@ -1,5 +1,6 @@
 """Operations tasks: queueing control (DP oracle) and network revenue management (re-solving LP),
 against hand-computed cases, exhaustive search, brute-force grids, SciPy's HiGHS and the CLI."""
+
 from __future__ import annotations
 
 import itertools
@@ -72,7 +73,9 @@ def test_queueing_simulator_draws_from_the_matrix():
     assert torch.equal(x, torch.tensor([[2.0, 5.0]]).expand(n, 2))
     nxt = task.observe(envs, x, torch.full((n, 1), 0.4), 0, gen(1))[:, 0].long()
     freq = torch.bincount(nxt, minlength=5).double() / n
-    torch.testing.assert_close(freq, torch.tensor([0.0, 0.296, 0.548, 0.156, 0.0], dtype=torch.float64), rtol=0, atol=0.005)
+    torch.testing.assert_close(
+        freq, torch.tensor([0.0, 0.296, 0.548, 0.156, 0.0], dtype=torch.float64), rtol=0, atol=0.005
+    )
     assert freq[0] == 0 and freq[4] == 0  # impossible moves never happen
 
 
@@ -105,7 +108,9 @@ def test_queueing_dp_matches_exhaustive_search(lam, c, start):
     """T = 3: all 6·6²·6³ = 46656 deterministic Markov policies on the reachable states."""
     horizon = 3
     best, values, policies, reach = exhaustive_best(lam, c, start, horizon)
-    action, value, _ = solve_dp(torch.tensor([lam], dtype=torch.float64), torch.tensor([c], dtype=torch.float64), horizon)
+    action, value, _ = solve_dp(
+        torch.tensor([lam], dtype=torch.float64), torch.tensor([c], dtype=torch.float64), horizon
+    )
     assert value[0, 0, start].item() == pytest.approx(best, abs=1e-10)
     # The DP policy (on the reachable states) is one of the exhaustive maximisers, and the only one
     # when the maximiser is unique.
@@ -148,7 +153,9 @@ def test_queueing_oracle_regret_is_zero_in_expectation_and_random_positive():
     assert torch.isin(noisy.actions, grid).all()  # projected onto the grid
     # The context is (O_{t-1}, c) and the observation the queue length at the period's end.
     assert torch.equal(oracle.contexts[:, 1:, 0], oracle.observations[:, :-1, 0])
-    assert (oracle.contexts[:, 0, 0] == 0).all() and torch.equal(oracle.contexts[:, :, 1], envs["c"][:, None].expand(n, 20))
+    assert (oracle.contexts[:, 0, 0] == 0).all() and torch.equal(
+        oracle.contexts[:, :, 1], envs["c"][:, None].expand(n, 20)
+    )
     assert set(oracle.observations.unique().tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}
 
 
@@ -178,9 +185,14 @@ def test_queueing_likelihood_is_the_transition_probability():
     a = torch.tensor([[0.4], [0.6], [1.0]])
     o = torch.tensor([[1.0], [1.0], [3.0]])
     ll = task.log_likelihood({"lam": lam, "c": x[:, 1]}, x, a, o, 0)
-    expected = [math.log(queue_dynamics(l, float(ai))[int(s), int(n)]) for l, ai, s, n in zip(lam.tolist(), a[:, 0], x[:, 0], o[:, 0])]
+    expected = [
+        math.log(queue_dynamics(l, float(ai))[int(s), int(n)])
+        for l, ai, s, n in zip(lam.tolist(), a[:, 0], x[:, 0], o[:, 0])
+    ]
     torch.testing.assert_close(ll, torch.tensor(expected, dtype=ll.dtype))
-    assert task.log_likelihood({"lam": torch.tensor([0.1])}, x[:1], a[:1], torch.tensor([[2.0]]), 0) == -math.inf  # 0 -> 2 cannot happen
+    assert (
+        task.log_likelihood({"lam": torch.tensor([0.1])}, x[:1], a[:1], torch.tensor([[2.0]]), 0) == -math.inf
+    )  # 0 -> 2 cannot happen
 
 
 def test_queueing_alg_star_on_one_environment_is_the_oracle():
@@ -225,7 +237,9 @@ def test_certainty_equivalence_learns_the_arrival_rate_and_beats_random():
 def random_lps(n: int, seed: int):
     g = gen(seed)
     c = 1 + torch.rand(n, 3, generator=g, dtype=torch.float64)
-    m = (1 + torch.rand(n, 3, 3, generator=g, dtype=torch.float64)) * torch.rand(n, 1, 3, generator=g, dtype=torch.float64)
+    m = (1 + torch.rand(n, 3, 3, generator=g, dtype=torch.float64)) * torch.rand(
+        n, 1, 3, generator=g, dtype=torch.float64
+    )
     b = 1.5 * torch.rand(n, 3, generator=g, dtype=torch.float64)
     b[:5] = 0.0  # no budget at all
     b[5:10, 0] = 1e-3  # one nearly exhausted resource
@@ -355,8 +369,21 @@ def test_revenue_cvxpy_solver_option_gives_the_same_episode():
 # Through the CLI
 @pytest.mark.parametrize(("task", "options"), [("queueing", []), ("revenue", ["--option", "horizon=20"])])
 def test_evaluate_cli_runs_the_ops_tasks(tmp_path, task, options):
-    argv = ["evaluate", "--task", task, *options, "--policies", "oracle,noisy-oracle,random", "--runs", "8",
-            "--horizon", "20", "--out", str(tmp_path), "--no-progress"]
+    argv = [
+        "evaluate",
+        "--task",
+        task,
+        *options,
+        "--policies",
+        "oracle,noisy-oracle,random",
+        "--runs",
+        "8",
+        "--horizon",
+        "20",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert cli_main(argv) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(summary["policies"]) == {"oracle", "noisy-oracle", "random"}

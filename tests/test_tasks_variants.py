@@ -1,6 +1,7 @@
 """Task variants the experiments need (docs/paper-gaps.md §3): square / mixed demand, pricing prior shifts and context
 sizes, the non-stationary and the non-perishable newsvendor -- against closed forms, grids, Monte Carlo,
 hand-computed dynamics, and the evaluate CLI."""
+
 from __future__ import annotations
 
 import json
@@ -93,7 +94,11 @@ def test_newsvendor_square_by_hand():
     task = make_task("newsvendor-square")
     s = SQUARE_SCALE_PER_DIM * 4
     assert s == 16.0
-    envs = {"w": torch.tensor([[1.0, 0.5, 0.0, 2.0], [3.0, 3.0, 3.0, 3.0]]), "eps_bar": torch.tensor([4.0, 2.0]), "h": torch.tensor([1.0, 2.0])}
+    envs = {
+        "w": torch.tensor([[1.0, 0.5, 0.0, 2.0], [3.0, 3.0, 3.0, 3.0]]),
+        "eps_bar": torch.tensor([4.0, 2.0]),
+        "h": torch.tensor([1.0, 2.0]),
+    }
     x = torch.tensor([[1.0, 1.0, 2.0, 0.0, 2.5], [2.0, 1.0, 1.0, 1.0, 1.0]])  # wᵀX~ = 7, 12
     # (7)²/16 + 4/2 = 5.0625;  144/16 + 2/3 = 9.6667
     torch.testing.assert_close(task.optimal_action(envs, x, 0), torch.tensor([[49 / 16 + 2.0], [9.0 + 2 / 3]]))
@@ -118,7 +123,9 @@ def test_optimal_action_maximises_expected_reward_on_a_grid(name, options):
         a_star = task.optimal_action(envs, x, t)[:, 0]
         assert ((a_star >= low) & (a_star <= low + 30)).all()
         levels = low[:, None] + grid[None, :]  # (B, G)
-        rewards = torch.stack([task.expected_reward(envs, x, levels[:, i : i + 1], t) for i in range(grid.numel())], dim=1)
+        rewards = torch.stack(
+            [task.expected_reward(envs, x, levels[:, i : i + 1], t) for i in range(grid.numel())], dim=1
+        )
         best_on_grid = levels[torch.arange(b), rewards.argmax(dim=1)]
         assert (best_on_grid - a_star).abs().max() <= 0.01 + 1e-4
         assert (rewards.max(dim=1).values <= task.expected_reward(envs, x, a_star[:, None], t) + 1e-4).all()
@@ -126,12 +133,18 @@ def test_optimal_action_maximises_expected_reward_on_a_grid(name, options):
 
 def test_nonperishable_optimum_is_the_quantile_clipped_to_the_state_action_set():
     task = make_task("newsvendor-nonperishable")
-    envs = {"w": torch.tensor([[1.0, 0.5, 0.0, 2.0]]).expand(3, 4), "eps_bar": torch.full((3,), 4.0), "h": torch.ones(3)}
+    envs = {
+        "w": torch.tensor([[1.0, 0.5, 0.0, 2.0]]).expand(3, 4),
+        "eps_bar": torch.full((3,), 4.0),
+        "h": torch.ones(3),
+    }
     feats = torch.tensor([1.0, 2.0, 0.0, 0.5])  # wᵀX~ = 3, quantile 3 + 4/2 = 5
     inventory = torch.tensor([0.0, 2.0, 8.0])
     x = torch.cat([inventory[:, None], torch.ones(3, 1), feats.expand(3, 4)], dim=-1)
     torch.testing.assert_close(task.optimal_action(envs, x, 0), torch.tensor([[5.0], [5.0], [8.0]]))  # max(I, 5)
-    torch.testing.assert_close(task.project(torch.tensor([[-3.0], [40.0], [20.0]]), x), torch.tensor([[0.0], [32.0], [20.0]]))
+    torch.testing.assert_close(
+        task.project(torch.tensor([[-3.0], [40.0], [20.0]]), x), torch.tensor([[0.0], [32.0], [20.0]])
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -149,10 +162,15 @@ def test_pricing_square_expected_revenue_matches_monte_carlo(price):
     assert closed == pytest.approx((price * demand).mean().item(), abs=0.01)
 
 
-@pytest.mark.parametrize(("name", "options"), [
-    ("newsvendor-square", {}), ("newsvendor", {"demand_types": "mixed"}), ("newsvendor-nonstationary", {}),
-    ("newsvendor-nonperishable", {}),
-])
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("newsvendor-square", {}),
+        ("newsvendor", {"demand_types": "mixed"}),
+        ("newsvendor-nonstationary", {}),
+        ("newsvendor-nonperishable", {}),
+    ],
+)
 @pytest.mark.parametrize("order", [4.0, 11.0, 20.0])
 def test_newsvendor_variant_expected_reward_matches_monte_carlo(name, options, order):
     task = make_task(name, lost_sale_cost=1.3, **options)
@@ -168,7 +186,9 @@ def test_newsvendor_variant_expected_reward_matches_monte_carlo(name, options, o
         for i in range(2):
             one = {k: v[i : i + 1] for k, v in env.items()}
             xi = x[i : i + 1]
-            demand = task.observe(repeat(one, n), xi.expand(n, -1), torch.full((n, 1), order), t, gen(4 + t))[:, 0].double()
+            demand = task.observe(repeat(one, n), xi.expand(n, -1), torch.full((n, 1), order), t, gen(4 + t))[
+                :, 0
+            ].double()
             cost = one["h"].item() * (order - demand).clamp(min=0) + 1.3 * (demand - order).clamp(min=0)
             closed = task.expected_reward(one, xi, torch.tensor([[order]]), t).item()
             assert closed == pytest.approx(-cost.mean().item(), rel=0.01, abs=0.01)
@@ -187,7 +207,10 @@ def test_out_of_domain_shift_moves_both_ranges():
         assert beta.min() < 0.05 + mu + 1e-3 and beta.max() > 1.05 + mu - 1e-3
         assert task.scaling() == make_task("pricing").scaling()  # test-time shifts keep the model's scaling
     # No shift: exactly the draws of the unshifted prior.
-    base, zero = make_task("pricing").sample_envs(8, gen(6)), make_task("pricing", ood_shift=0.0, id_shift=0.0).sample_envs(8, gen(6))
+    base, zero = (
+        make_task("pricing").sample_envs(8, gen(6)),
+        make_task("pricing", ood_shift=0.0, id_shift=0.0).sample_envs(8, gen(6)),
+    )
     assert all(torch.equal(base[k], zero[k]) for k in base)
 
 
@@ -299,7 +322,9 @@ def test_nonperishable_inventory_dynamics_by_hand(censored):
     env = {"w": torch.zeros(1, 4), "eps_bar": torch.tensor([1.0]), "h": torch.tensor([0.7])}
     uncensored = make_task("newsvendor-nonperishable")
     h = rollout(task, env, Scripted(task, [10.0, 5.0, 50.0]), 3, gen(18), gen(19))
-    demand = rollout(uncensored, env, Scripted(uncensored, [10.0, 5.0, 50.0]), 3, gen(18), gen(19)).observations[0, :, 0]
+    demand = rollout(uncensored, env, Scripted(uncensored, [10.0, 5.0, 50.0]), 3, gen(18), gen(19)).observations[
+        0, :, 0
+    ]
     assert ((demand > 0) & (demand < 1)).all()
     inv = h.contexts[0, :, 0]
     a = h.actions[0, :, 0]
@@ -343,7 +368,13 @@ def test_nonperishable_rollouts_stay_in_the_state_action_set(name):
 
 # --------------------------------------------------------------------------------------------------
 # Every variant: pool, context sizes, scaling, rollouts
-@pytest.mark.parametrize(("name", "options"), VARIANTS + [("pricing", {"dim": d}) for d in (4, 10, 20)] + [("pricing-square", {"dim": 4}), ("pricing-square", {"dim": 10})], ids=IDS + ["pricing-dim4", "pricing-dim10", "pricing-dim20", "pricing-square-dim4", "pricing-square-dim10"])
+@pytest.mark.parametrize(
+    ("name", "options"),
+    VARIANTS
+    + [("pricing", {"dim": d}) for d in (4, 10, 20)]
+    + [("pricing-square", {"dim": 4}), ("pricing-square", {"dim": 10})],
+    ids=IDS + ["pricing-dim4", "pricing-dim10", "pricing-dim20", "pricing-square-dim4", "pricing-square-dim10"],
+)
 def test_every_variant_rolls_out_with_a_pool_and_unit_scale_inputs(name, options):
     pooled = make_task(name, pool_size=4, **options)
     envs = pooled.sample_envs(64, gen(23))
@@ -372,7 +403,20 @@ def test_every_variant_rolls_out_with_a_pool_and_unit_scale_inputs(name, options
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_evaluate_cli_on_every_variant(name, tmp_path):
     out = tmp_path / name
-    args = ["evaluate", "--task", name, "--policies", "oracle,noisy-oracle", "--runs", "8", "--horizon", "20", "--out", str(out), "--no-progress"]
+    args = [
+        "evaluate",
+        "--task",
+        name,
+        "--policies",
+        "oracle,noisy-oracle",
+        "--runs",
+        "8",
+        "--horizon",
+        "20",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     if "nonstationary" in name:
         args += ["--option", "horizon=20"]
     assert cli_main(args) == 0

@@ -1,6 +1,7 @@
 """The torch-thread choice of the commands that train or evaluate (omgpt.threads): half the usable
 CPUs by default, ``--threads N`` / ``OMGPT_THREADS=N`` / ``OMP_NUM_THREADS`` override it, and the
 choice is printed once, on stdout (stderr holds nothing but an error's one line). Each command runs in a subprocess, so the count seen is the command's own."""
+
 from __future__ import annotations
 
 import os
@@ -16,17 +17,39 @@ from omgpt.errors import OMGPTError
 ROOT = Path(__file__).resolve().parents[1]
 # Runs a command through the CLI's entry function, then reports the thread count it left.
 PROBE = "import sys, torch; from omgpt.commands.cli import cli_main; code = cli_main(sys.argv[1:]); print('THREADS', torch.get_num_threads()); sys.exit(code)"
-EVALUATE = ["evaluate", "--task", "newsvendor", "--policies", "oracle", "--runs", "2", "--horizon", "3", "--no-progress"]
+EVALUATE = [
+    "evaluate",
+    "--task",
+    "newsvendor",
+    "--policies",
+    "oracle",
+    "--runs",
+    "2",
+    "--horizon",
+    "3",
+    "--no-progress",
+]
 
 
 def clean_env(**env: str) -> dict[str, str]:
     """This environment without any thread setting (the suite runs with OMP_NUM_THREADS=1), plus ``env``."""
-    base = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", threads.ENV)}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", threads.ENV)
+    }
     return {**base, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore", **env}
 
 
 def run(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PROBE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=clean_env(**env))
+    return subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(**env),
+    )
 
 
 def count(result: subprocess.CompletedProcess) -> int:
@@ -52,17 +75,31 @@ def test_the_command_line_makes_openmp_wait_passively(tmp_path):
     """Set before torch loads OpenMP, for the omgpt command only; a policy the user set is kept."""
     env = clean_env()
     command = [sys.executable, "-m", "omgpt", *EVALUATE]
-    result = subprocess.run([*command, "--out", "a"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [*command, "--out", "a"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+    )
     cpus = threads.usable_cpus()
     (line,) = announced(result)
     assert result.returncode == 0 and line.endswith("OpenMP wait policy passive"), result.stderr[-2000:]
     assert line.startswith(f"omgpt: {cpus} torch thread")  # every usable CPU: a waiting thread sleeps
-    result = subprocess.run([*command, "--out", "b"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**env, "OMP_WAIT_POLICY": "ACTIVE"})
+    result = subprocess.run(
+        [*command, "--out", "b"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+    )
     (line,) = announced(result)
     assert result.returncode == 0 and line.endswith("OpenMP wait policy active")
     assert line.startswith(f"omgpt: {max(1, cpus // 2)} torch thread") and "does not wait passively" in line
-    library = subprocess.run([sys.executable, "-c", "import os, omgpt; print(os.environ.get('OMP_WAIT_POLICY'))"],
-                             capture_output=True, text=True, timeout=300, env=env)
+    library = subprocess.run(
+        [sys.executable, "-c", "import os, omgpt; print(os.environ.get('OMP_WAIT_POLICY'))"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert library.stdout.strip() == "None"  # importing the library changes nothing
 
 
@@ -75,10 +112,29 @@ def test_threads_option_and_environment_override_the_default(tmp_path):
 
 @pytest.mark.slow
 def test_a_fit_uses_the_chosen_threads_and_says_so_once(tmp_path):
-    args = ["fit", "--config", str(ROOT / "configs/newsvendor.yaml"), "--config", str(ROOT / "configs/scale/tiny.yaml"),
-            "--trainer.max_steps", "1", "--trainer.max_epochs", "1", "--model.horizon", "4", "--data.val_runs", "4",
-            "--data.val_batch_size", "4", "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", "runs",
-            "--threads", "2"]
+    args = [
+        "fit",
+        "--config",
+        str(ROOT / "configs/newsvendor.yaml"),
+        "--config",
+        str(ROOT / "configs/scale/tiny.yaml"),
+        "--trainer.max_steps",
+        "1",
+        "--trainer.max_epochs",
+        "1",
+        "--model.horizon",
+        "4",
+        "--data.val_runs",
+        "4",
+        "--data.val_batch_size",
+        "4",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        "runs",
+        "--threads",
+        "2",
+    ]
     result = run(args, tmp_path)
     assert count(result) == 2
     assert len(announced(result)) == 1
@@ -88,7 +144,9 @@ def test_a_fit_uses_the_chosen_threads_and_says_so_once(tmp_path):
 def test_a_bad_thread_count_is_one_line(tmp_path):
     result = run([*EVALUATE, "--out", "x"], tmp_path, OMGPT_THREADS="two")  # (a bad --threads: test_split_argv)
     assert result.returncode == 2 and not (tmp_path / "x").exists()
-    assert result.stderr.strip().splitlines() == ["omgpt: error: OMGPT_THREADS must be a positive number of threads, got 'two'"]
+    assert result.stderr.strip().splitlines() == [
+        "omgpt: error: OMGPT_THREADS must be a positive number of threads, got 'two'"
+    ]
 
 
 def test_choice_order_and_usable_cpus(monkeypatch):

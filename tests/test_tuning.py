@@ -1,6 +1,7 @@
 """The evaluation protocol (docs/protocol.md): tuned benchmarks read their constants from their files, the
 tuning chooses on validation seeds only, validation and test seeds never meet, and the paired ratio
 to ``alg-star`` is the bootstrap it says it is."""
+
 from __future__ import annotations
 
 import json
@@ -35,11 +36,15 @@ def tuned_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def write_tuning(folder: Path, task: str, options: dict, horizon: int, constants: dict[str, dict], seed: int = 10_001) -> Path:
+def write_tuning(
+    folder: Path, task: str, options: dict, horizon: int, constants: dict[str, dict], seed: int = 10_001
+) -> Path:
     """A tuned file as ``omgpt tune`` writes it (the parts a ``-tuned`` policy reads)."""
     policies = {name: {"constants": c, "validation": {"runs": 2, "seed": seed}} for name, c in constants.items()}
     path = folder / f"{tuning.setting_key(task, options, horizon)}.json"
-    path.write_text(json.dumps({"setting": {"task": task, "task_options": options, "horizon": horizon}, "policies": policies}))
+    path.write_text(
+        json.dumps({"setting": {"task": task, "task_options": options, "horizon": horizon}, "policies": policies})
+    )
     return path
 
 
@@ -55,7 +60,10 @@ def test_every_benchmark_with_constants_has_a_tuned_variant():
 def test_setting_keys_name_one_prior_once():
     assert tuning.setting_key("pricing", {"dim": 6}, 100) == tuning.setting_key("pricing", {}, 100) == "pricing-T100"
     assert tuning.setting_key("queueing", {"horizon": 100}, 100) == "queueing-T100"
-    assert tuning.setting_key("newsvendor", {"pool_size": 16, "demand_types": "mixed"}, 200) == "newsvendor-demand_types=mixed-pool_size=16-T200"
+    assert (
+        tuning.setting_key("newsvendor", {"pool_size": 16, "demand_types": "mixed"}, 200)
+        == "newsvendor-demand_types=mixed-pool_size=16-T200"
+    )
 
 
 def test_a_tuned_policy_reads_its_constants_from_its_file(tuned_dir):
@@ -92,21 +100,48 @@ def test_linear_pricing_and_newsvendor_constants_reach_the_algorithms(tuned_dir)
     assert make_policy("erm-tuned", make_task("newsvendor"), horizon=10).l1 == 0.1
 
 
-@pytest.mark.parametrize("content, match", [
-    ("{not json", "not valid JSON .*the tuned-constants file is damaged"),
-    ("[]", "expected a mapping, got list"),
-    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": "x"}, "validation": {"seed": 10001}}}}', "policies.ucb.constants.explore"),
-    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5}}}}', "missing key 'policies.ucb.validation'"),
-    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 12}}}}', "not a validation seed"),
-    # a file that would silently play the paper's defaults, or another setting's constants
-    ('{"setting": %s, "policies": {"ucb": {"constants": {}, "validation": {"seed": 10001}}}}', "policies.ucb.constants is empty"),
-    ('{"setting": {"task": "linear-bandit", "task_options": {}, "horizon": 20}, "policies": {"ucb": {"constants": {"explore": 0.5}, '
-     '"validation": {"seed": 10001}}}}', "is setting linear-bandit-T20, not the file's name mab-T20"),
-    ('{"setting": {"task": "mab", "task_options": {}, "horizon": 30}, "policies": {"ucb": {"constants": {"explore": 0.5}, '
-     '"validation": {"seed": 10001}}}}', "is setting mab-T30, not the file's name mab-T20"),
-    ('{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 10001}}}}', "missing key 'setting.task'"),
-    ('{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5, "beta": 2}, "validation": {"seed": 10001}}}}', "gives beta, not constants of ucb"),
-])
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("{not json", "not valid JSON .*the tuned-constants file is damaged"),
+        ("[]", "expected a mapping, got list"),
+        (
+            '{"setting": %s, "policies": {"ucb": {"constants": {"explore": "x"}, "validation": {"seed": 10001}}}}',
+            "policies.ucb.constants.explore",
+        ),
+        (
+            '{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5}}}}',
+            "missing key 'policies.ucb.validation'",
+        ),
+        (
+            '{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 12}}}}',
+            "not a validation seed",
+        ),
+        # a file that would silently play the paper's defaults, or another setting's constants
+        (
+            '{"setting": %s, "policies": {"ucb": {"constants": {}, "validation": {"seed": 10001}}}}',
+            "policies.ucb.constants is empty",
+        ),
+        (
+            '{"setting": {"task": "linear-bandit", "task_options": {}, "horizon": 20}, "policies": {"ucb": {"constants": {"explore": 0.5}, '
+            '"validation": {"seed": 10001}}}}',
+            "is setting linear-bandit-T20, not the file's name mab-T20",
+        ),
+        (
+            '{"setting": {"task": "mab", "task_options": {}, "horizon": 30}, "policies": {"ucb": {"constants": {"explore": 0.5}, '
+            '"validation": {"seed": 10001}}}}',
+            "is setting mab-T30, not the file's name mab-T20",
+        ),
+        (
+            '{"setting": {}, "policies": {"ucb": {"constants": {"explore": 0.5}, "validation": {"seed": 10001}}}}',
+            "missing key 'setting.task'",
+        ),
+        (
+            '{"setting": %s, "policies": {"ucb": {"constants": {"explore": 0.5, "beta": 2}, "validation": {"seed": 10001}}}}',
+            "gives beta, not constants of ucb",
+        ),
+    ],
+)
 def test_a_bad_tuned_file_is_one_line_naming_the_file_and_key(tuned_dir, content, match):
     if "%s" in content:
         content = content % '{"task": "mab", "task_options": {}, "horizon": 20}'
@@ -118,7 +153,24 @@ def test_a_bad_tuned_file_is_one_line_naming_the_file_and_key(tuned_dir, content
 
 def test_evaluate_without_a_tuning_exits_2_before_any_rollout(tuned_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    assert cli_main(["evaluate", "--task", "mab", "--policies", "ucb,ucb-tuned", "--runs", "4", "--horizon", "9", "--out", str(out)]) == 2
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "mab",
+                "--policies",
+                "ucb,ucb-tuned",
+                "--runs",
+                "4",
+                "--horizon",
+                "9",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "omgpt tune --task mab --policies ucb --horizon 9" in err
     assert not out.exists()
@@ -134,7 +186,9 @@ def test_noise_aware_variants_are_the_textbook_formulas():
     ts.reset(envs, 15, gen(3))
     ts.observe(0, task.one_hot(torch.zeros(20, dtype=torch.long)), torch.full((20, 1), 2.0))
     torch.testing.assert_close(ts.means()[:, 0], torch.full((20,), 1.0, dtype=torch.float64))  # S/(n+1) = 2/2
-    torch.testing.assert_close(ts.variances()[:, :2], torch.tensor([[0.09 / 2, 0.09]], dtype=torch.float64).expand(20, 2))
+    torch.testing.assert_close(
+        ts.variances()[:, :2], torch.tensor([[0.09 / 2, 0.09]], dtype=torch.float64).expand(20, 2)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,8 +258,26 @@ def test_no_code_path_chooses_on_a_test_seed(tmp_path, capsys):
     for path in (CONFIGS / "tuned").glob("*.json"):  # every shipped tuning was chosen on validation seeds
         for entry in tuning.read_tuned(path)["policies"].values():
             assert entry["validation"]["seed"] in seeding.VALIDATION_SEEDS, path
-    assert cli_main(["evaluate", "--task", "mab", "--policies", "ucb", "--runs", "2", "--horizon", "3",
-                     "--seed", "10000", "--out", str(tmp_path / "e")]) == 2
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--task",
+                "mab",
+                "--policies",
+                "ucb",
+                "--runs",
+                "2",
+                "--horizon",
+                "3",
+                "--seed",
+                "10000",
+                "--out",
+                str(tmp_path / "e"),
+            ]
+        )
+        == 2
+    )
     assert "not a test seed" in capsys.readouterr().err
     replications = 0
     for card in (CHECKOUT / "pretrained").glob("*/card.json"):  # every reported card number is on test seeds
@@ -256,12 +328,22 @@ def test_a_tuning_that_keeps_the_papers_constants_reuses_the_base_rollout(tuned_
     assert plays_as_base(make_policy("ucb-tuned", task, 12)) and not plays_as_base(make_policy("ts-tuned", task, 12))
     played = []
     real = omgpt.evaluation.rollout
-    monkeypatch.setattr(omgpt.evaluation, "rollout", lambda task, envs, policy, *a, **k: played.append(type(policy).__name__) or real(task, envs, policy, *a, **k))
-    both = evaluate_policies(task, {"ucb": {}, "ucb-tuned": {}, "ts": {}, "ts-tuned": {}}, 20, 12, seed=3, batch_size=10, progress=False)
-    assert played == ["UCB"] * 2 + ["GaussianTS"] * 2 + ["GaussianTSTuned"] * 2  # two batches each; ucb-tuned none: reused
+    monkeypatch.setattr(
+        omgpt.evaluation,
+        "rollout",
+        lambda task, envs, policy, *a, **k: played.append(type(policy).__name__) or real(task, envs, policy, *a, **k),
+    )
+    both = evaluate_policies(
+        task, {"ucb": {}, "ucb-tuned": {}, "ts": {}, "ts-tuned": {}}, 20, 12, seed=3, batch_size=10, progress=False
+    )
+    assert (
+        played == ["UCB"] * 2 + ["GaussianTS"] * 2 + ["GaussianTSTuned"] * 2
+    )  # two batches each; ucb-tuned none: reused
     alone = evaluate_policies(task, {"ucb-tuned": {}}, 20, 12, seed=3, batch_size=10, progress=False)["ucb-tuned"]
     assert played[6:] == ["UCBTuned"] * 2  # alone it has no base to reuse
-    assert torch.equal(alone.actions, both["ucb-tuned"].actions) and torch.equal(alone.regrets, both["ucb-tuned"].regrets)
+    assert torch.equal(alone.actions, both["ucb-tuned"].actions) and torch.equal(
+        alone.regrets, both["ucb-tuned"].regrets
+    )
     assert torch.equal(both["ucb-tuned"].actions, both["ucb"].actions)
     assert not torch.equal(both["ts-tuned"].actions, both["ts"].actions)
 
@@ -277,7 +359,10 @@ def test_a_grids_end_extends_geometrically_within_the_constants_range():
     assert tuning.extension(days, "low") == ([7, 4, 2], False) and tuning.extension(days, "high") == ([], True)
     assert tuning.extension(tuning.Grid(2, 4, 8, ALL, highest=ALL), "low") == ([1], True)  # integers stop at 1
     assert tuning.extension((0.0, 0.1, 2.0), "low") == ([], True)  # a penalty at 0 has nothing below it
-    assert tuning.extension((0.0, 3.0), "high") == ([9.0, 27.0, 81.0], False)  # from 0 there is no geometric step: x3 (ZERO_STEP)
+    assert tuning.extension((0.0, 3.0), "high") == (
+        [9.0, 27.0, 81.0],
+        False,
+    )  # from 0 there is no geometric step: x3 (ZERO_STEP)
     assert tuning.extension(tuning.Grid(7, 31, lowest=2), "low") == ([2], True)
     assert tuning.extension((0.3,), "low") == ([], False)  # one value: held fixed
 
@@ -291,7 +376,9 @@ def test_a_winner_on_a_grids_end_widens_the_grid_up_to_the_bound(tuned_dir, monk
 
     monkeypatch.setattr(UCB, "tunable", {"explore": (20.0, 40.0)})
     lines = []
-    entry = run_tuning("mab", {"n_arms": 5}, ["ucb"], horizon=30, runs=40, seed=10_500, log=lines.append)["policies"]["ucb"]
+    entry = run_tuning("mab", {"n_arms": 5}, ["ucb"], horizon=30, runs=40, seed=10_500, log=lines.append)["policies"][
+        "ucb"
+    ]
     assert tuning.WIDEN_STEPS == 3
     assert entry["searched"] == {"explore": [2.5, 5.0, 10.0, 20.0, 40.0]} and entry["grid"] == {"explore": [20.0, 40.0]}
     assert entry["constants"] == {"explore": 2.5} and entry["bounded"] == {"explore": "low"} and entry["at_limit"] == {}
@@ -301,7 +388,9 @@ def test_a_winner_on_a_grids_end_widens_the_grid_up_to_the_bound(tuned_dir, monk
     saved = json.loads((tuned_dir / "mab-n_arms=5-T30.json").read_text())["policies"]["ucb"]
     assert saved["bounded"] == {"explore": "low"}
     monkeypatch.setattr(UCB, "tunable", {"explore": tuning.Grid(20.0, 40.0, lowest=8.0)})
-    entry = run_tuning("mab", {"n_arms": 5}, ["ucb"], horizon=30, runs=40, seed=10_500, log=lines.append)["policies"]["ucb"]
+    entry = run_tuning("mab", {"n_arms": 5}, ["ucb"], horizon=30, runs=40, seed=10_500, log=lines.append)["policies"][
+        "ucb"
+    ]
     assert entry["searched"] == {"explore": [8.0, 10.0, 20.0, 40.0]}
     assert entry["constants"] == {"explore": 8.0} and entry["bounded"] == {} and entry["at_limit"] == {"explore": "low"}
 
@@ -314,7 +403,9 @@ def test_line_widening_adds_one_point_per_new_value(tuned_dir, monkeypatch):
 
     monkeypatch.setattr(LinUCB, "tunable", {"explore": (20.0, 40.0), "ridge": (0.1, 1.0)})
     monkeypatch.setattr(LinUCB, "widen", "line")
-    entry = run_tuning("linear-bandit", {}, ["linucb"], horizon=20, runs=20, seed=10_500, log=lambda line: None)["policies"]["linucb"]
+    entry = run_tuning("linear-bandit", {}, ["linucb"], horizon=20, runs=20, seed=10_500, log=lambda line: None)[
+        "policies"
+    ]["linucb"]
     added = sum(len(entry["searched"][k]) - len(entry["grid"][k]) for k in entry["grid"])
     assert added > 0 and entry["widen"] == "line"
     assert len(entry["curve"]) == 4 + added  # the 2 x 2 grid, then one point per new value
@@ -326,10 +417,20 @@ def test_line_widening_adds_one_point_per_new_value(tuned_dir, monkeypatch):
 def test_the_readme_tuning_table_flags_a_bounded_constant(tuned_dir, monkeypatch):
     from tools import readme_tables
 
-    entry = {"constants": {"radius": 0.00037}, "final_regret": {"mean": 1.0, "se": 0.1}, "paper": {"final_regret": {"mean": 2.0}},
-             "bounded": {"radius": "low"}, "at_limit": {}, "widen_steps": 3, "validation": {"runs": 2, "seed": 10_001}, "curve": []}
+    entry = {
+        "constants": {"radius": 0.00037},
+        "final_regret": {"mean": 1.0, "se": 0.1},
+        "paper": {"final_regret": {"mean": 2.0}},
+        "bounded": {"radius": "low"},
+        "at_limit": {},
+        "widen_steps": 3,
+        "validation": {"runs": 2, "seed": 10_001},
+        "curve": [],
+    }
     assert "**bounded**: radius at the low end after 3 widening steps" in readme_tables.edge_cell(entry)
-    assert readme_tables.edge_cell({**entry, "bounded": {}, "at_limit": {"l1": "low"}}) == "l1 at the low end of its range"
+    assert (
+        readme_tables.edge_cell({**entry, "bounded": {}, "at_limit": {"l1": "low"}}) == "l1 at the low end of its range"
+    )
     assert readme_tables.edge_cell({**entry, "bounded": {}}) == "—"
     del entry["bounded"]
     assert "not checked" in readme_tables.edge_cell(entry)
@@ -338,7 +439,11 @@ def test_the_readme_tuning_table_flags_a_bounded_constant(tuned_dir, monkeypatch
 # --------------------------------------------------------------------------------------------------
 # tune refuses bad input before it works, and two tunings of one setting both land
 def test_tune_validates_its_policies_as_evaluate_does(tuned_dir, capsys):
-    for policies, message in ((["erm,erm"], "names a policy twice"), ([","], "--policies is empty"), (["ucb,ucb"], "names a policy twice")):
+    for policies, message in (
+        (["erm,erm"], "names a policy twice"),
+        ([","], "--policies is empty"),
+        (["ucb,ucb"], "names a policy twice"),
+    ):
         assert cli_main(["tune", "--task", "mab", "--policies", *policies, "--horizon", "5", "--runs", "2"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and message in err, err
@@ -351,7 +456,9 @@ def test_tune_checks_its_file_can_be_written_before_it_tunes(tmp_path, monkeypat
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv(tuning.FOLDER_VARIABLE, str(blocker / "tuned"))  # a folder inside a file: cannot be made
-    monkeypatch.setattr(omgpt.commands.tune, "evaluate_policies", lambda *a, **k: pytest.fail("rolled out before the check"))
+    monkeypatch.setattr(
+        omgpt.commands.tune, "evaluate_policies", lambda *a, **k: pytest.fail("rolled out before the check")
+    )
     assert cli_main(["tune", "--task", "mab", "--policies", "ucb", "--horizon", "5", "--runs", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot write the tuned-constants file" in err
@@ -389,7 +496,9 @@ def test_two_concurrent_tunings_of_one_setting_both_land(tmp_path):
     assert [p.wait(timeout=600) for p in procs] == [0, 0]
     saved = tuning.read_tuned(tmp_path / "mab-n_arms=5-T30.json")
     assert set(saved["policies"]) == {"ucb", "ts"}
-    assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith(("go", "ready-", "mab-n_arms=5-T30.json"))]  # no lock or temp file left
+    assert not [
+        p.name for p in tmp_path.iterdir() if not p.name.startswith(("go", "ready-", "mab-n_arms=5-T30.json"))
+    ]  # no lock or temp file left
 
 
 # --------------------------------------------------------------------------------------------------
@@ -402,23 +511,44 @@ def test_a_panels_best_benchmark_is_chosen_on_validation_regret_never_on_test(tu
 
     quiet = dict(horizon=30, seed=10_500, log=lambda line: None)
     entries = run_tuning("mab", {"n_arms": 5}, ["ucb"], runs=40, **quiet)["policies"]
-    entries = run_tuning("mab", {"n_arms": 5}, ["ts"], runs=30, **quiet)["policies"]  # other environments: not comparable
-    panel = Panel(title="p", model="m", policies=["omgpt", "ucb", "ucb-tuned", "ts-tuned", "ucb-noise"], task="mab", task_options={"n_arms": 5},
-                  horizon=30, tuned_task="mab", tuned_options={"n_arms": 5}, tuned_on="mab-n_arms=5-T30")
-    chosen = best_on_validation(panel, {"ucb": "ucb", "ucb-tuned": "ucb-tuned", "ts-tuned": "ts-tuned", "ucb-noise": "ucb-noise"})
+    entries = run_tuning("mab", {"n_arms": 5}, ["ts"], runs=30, **quiet)[
+        "policies"
+    ]  # other environments: not comparable
+    panel = Panel(
+        title="p",
+        model="m",
+        policies=["omgpt", "ucb", "ucb-tuned", "ts-tuned", "ucb-noise"],
+        task="mab",
+        task_options={"n_arms": 5},
+        horizon=30,
+        tuned_task="mab",
+        tuned_options={"n_arms": 5},
+        tuned_on="mab-n_arms=5-T30",
+    )
+    chosen = best_on_validation(
+        panel, {"ucb": "ucb", "ucb-tuned": "ucb-tuned", "ts-tuned": "ts-tuned", "ucb-noise": "ucb-noise"}
+    )
     val = chosen["validation_regret"]
     assert chosen["environments"] == {"setting": "mab-n_arms=5-T30", "runs": 40, "seed": 10_500}
-    assert val["ucb-tuned"] == entries["ucb"]["final_regret"] and val["ucb"] == entries["ucb"]["paper"]["final_regret"]  # as recorded
+    assert (
+        val["ucb-tuned"] == entries["ucb"]["final_regret"] and val["ucb"] == entries["ucb"]["paper"]["final_regret"]
+    )  # as recorded
     assert chosen["rolled_out"] == ["ts-tuned", "ucb-noise"]  # tuned on 30 environments; no free constants
     task = make_task("mab", n_arms=5)
     assert val["ucb-noise"] == _validation_regret(task, "ucb-noise", {}, 40, 30, 10_500, "cpu")
-    assert val["ts-tuned"] == _validation_regret(task, "ts-tuned", {"tuned_on": "mab-n_arms=5-T30"}, 40, 30, 10_500, "cpu")
+    assert val["ts-tuned"] == _validation_regret(
+        task, "ts-tuned", {"tuned_on": "mab-n_arms=5-T30"}, 40, 30, 10_500, "cpu"
+    )
     assert chosen["name"] == min(val, key=lambda k: val[k]["mean"])
     # the test numbers favour another benchmark: the verdict still measures OMGPT against the chosen one
     other = next(k for k in val if k != chosen["name"])
     test = {k: 10.0 for k in val} | {other: 1.0, chosen["name"]: 5.0, "omgpt": 3.0}
-    numbers = {"benchmarks": list(val), "models_compared": ["omgpt"], "best_benchmark": chosen,
-               "policies": {k: {"final_regret": {"mean": v}} for k, v in test.items()}}
+    numbers = {
+        "benchmarks": list(val),
+        "models_compared": ["omgpt"],
+        "best_benchmark": chosen,
+        "policies": {k: {"final_regret": {"mean": v}} for k, v in test.items()},
+    }
     assert best_benchmark(numbers) == (chosen["name"], 5.0)
     assert verdict(numbers) == f"OMGPT 3.00 is below the best benchmark ({chosen['name']} 5.00)"
 
@@ -434,15 +564,27 @@ def test_an_entry_tuned_on_another_metric_than_the_tasks_is_stale(tuned_dir, mon
     task = make_task("newsvendor-data", **options)
     key = tuning.setting_key("newsvendor-data", task.options(), horizon)
     record = {"validation": {"runs": 2, "seed": 10_001}}
-    content = {"setting": {"task": "newsvendor-data", "task_options": task.options(), "horizon": horizon},
-               "policies": {"saa": {**record, "constants": {"days": 28}, "final_regret": {"mean": 9.0, "se": 1.0}},
-                            "qr": {**record, "constants": {"l1": 1.0}, "final_regret": {"mean": 0.1, "se": 0.01, "metric": "scaled_cost"}}}}
+    content = {
+        "setting": {"task": "newsvendor-data", "task_options": task.options(), "horizon": horizon},
+        "policies": {
+            "saa": {**record, "constants": {"days": 28}, "final_regret": {"mean": 9.0, "se": 1.0}},
+            "qr": {
+                **record,
+                "constants": {"l1": 1.0},
+                "final_regret": {"mean": 0.1, "se": 0.01, "metric": "scaled_cost"},
+            },
+        },
+    }
     (tuned_dir / f"{key}.json").write_text(json.dumps(content))
-    with pytest.raises(OMGPTError, match="tuned saa on the mean final regret, not on scaled_cost.*tune it again: omgpt tune"):
+    with pytest.raises(
+        OMGPTError, match="tuned saa on the mean final regret, not on scaled_cost.*tune it again: omgpt tune"
+    ):
         tuning.tuned_constants("saa", "newsvendor-data", task.options(), horizon)
     assert tuning.tuned_constants("qr", "newsvendor-data", task.options(), horizon) == {"l1": 1.0}
     tuned = []
-    monkeypatch.setattr(tune, "run_tuning", lambda task_name, task_options, policies, horizon, log=print: tuned.append(policies))
+    monkeypatch.setattr(
+        tune, "run_tuning", lambda task_name, task_options, policies, horizon, log=print: tuned.append(policies)
+    )
     tune.ensure_tuned("newsvendor-data", options, horizon, ["saa-tuned", "qr-tuned"], log=lambda *a: None)
     assert tuned == [["saa"]]
     # a prior's entries have no metric (the mean final regret), as its task: not stale

@@ -9,6 +9,7 @@
 
 Tools sit above the commands: they may import anything in ``omgpt``; nothing in ``omgpt`` imports them.
 """
+
 from __future__ import annotations
 
 import functools

@@ -20,6 +20,7 @@ References, on the same test histories (what a good estimator can get out of the
 * ``alg_star``: the action of ``Alg*`` (posterior averaging over 4096 prior particles, type unknown)
   fed the same history -- the Bayes-optimal prediction of ``a*_t`` under squared loss.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,11 @@ def bayes_known_type(data: Collected, task) -> dict:
     """Normalised errors of the Gaussian posterior mean of (α, β) given the true demand type."""
     h, step = data.history, data.step
     d = task.dim
-    x, a, o = h.contexts[:, : step - 1].double(), h.actions[:, : step - 1, 0].double(), h.observations[:, : step - 1, 0].double()
+    x, a, o = (
+        h.contexts[:, : step - 1].double(),
+        h.actions[:, : step - 1, 0].double(),
+        h.observations[:, : step - 1, 0].double(),
+    )
     square = data.labels["square"].bool()
     g = torch.where(square[:, None], a**2, a)
     z = torch.cat([x, -x * g[..., None]], dim=-1)  # (N, s, 2d)
@@ -72,7 +77,11 @@ def bayes_type(data: Collected, task) -> float:
     observed demands under the linear or the square model, equal prior odds), normalised as the probe's."""
     h, step = data.history, data.step
     d = task.dim
-    x, a, o = h.contexts[:, : step - 1].double(), h.actions[:, : step - 1, 0].double(), h.observations[:, : step - 1, 0].double()
+    x, a, o = (
+        h.contexts[:, : step - 1].double(),
+        h.actions[:, : step - 1, 0].double(),
+        h.observations[:, : step - 1, 0].double(),
+    )
     (a_lo, a_hi), (b_lo, b_hi) = task.alpha_range, task.beta_range
     m0 = torch.tensor([(a_lo + a_hi) / 2] * d + [(b_lo + b_hi) / 2] * d, dtype=torch.float64)
     v0 = torch.tensor([(a_hi - a_lo) ** 2 / 12] * d + [(b_hi - b_lo) ** 2 / 12] * d, dtype=torch.float64)
@@ -112,23 +121,54 @@ def main(run: Path) -> None:
         test_set = collect(model, task, 256, step, policy, seed=2, keep_history=True, policy_options=options)
         probes = probe_collected(train_set, test_set)
         probes.update(task=task.name, task_options=task.options(), step=step, policy=policy, n_train=1024, n_test=256)
-        probes["reference"] = {"bayes_known_type": bayes_known_type(test_set, task), "bayes_type": bayes_type(test_set, task), "alg_star_action": alg_star_action(test_set, task)}
+        probes["reference"] = {
+            "bayes_known_type": bayes_known_type(test_set, task),
+            "bayes_type": bayes_type(test_set, task),
+            "alg_star_action": alg_star_action(test_set, task),
+        }
         ref = probes["reference"]
-        probes["reference_errors"] = {"type": ref["bayes_type"], "params": ref["bayes_known_type"]["params"], "action": ref["alg_star_action"], "demand_at_x": ref["bayes_known_type"]["demand_at_x"]}
-        plot_probes(probes, out / "probe.png", title=f"Linear probes at X_{step}, histories played by {policy} (1024 train / 256 test)")
+        probes["reference_errors"] = {
+            "type": ref["bayes_type"],
+            "params": ref["bayes_known_type"]["params"],
+            "action": ref["alg_star_action"],
+            "demand_at_x": ref["bayes_known_type"]["demand_at_x"],
+        }
+        plot_probes(
+            probes,
+            out / "probe.png",
+            title=f"Linear probes at X_{step}, histories played by {policy} (1024 train / 256 test)",
+        )
         write_json(probes, out / "probe.json")
         data = collect(model, task, 500, step, policy, seed=7, policy_options=options)
         ts = tsne_layers(data.hidden, data.labels["square"].long(), True, seed=0)
-        plot_tsne_layers(ts, out / "tsne.png", "demand type", {0: "linear", 1: "square"}, title=f"t-SNE of X_{step} per layer, 500 histories played by {policy}")
-        write_json({"layers": ts["layers"], "knn_accuracy": ts["knn"], "policy": policy, "step": step}, out / "tsne.json")
-        summary[policy] = {"probe_errors": probes["errors"], "model_error": probes["model_error"], "reference": probes["reference"], "tsne_knn_accuracy": ts["knn"]}
+        plot_tsne_layers(
+            ts,
+            out / "tsne.png",
+            "demand type",
+            {0: "linear", 1: "square"},
+            title=f"t-SNE of X_{step} per layer, 500 histories played by {policy}",
+        )
+        write_json(
+            {"layers": ts["layers"], "knn_accuracy": ts["knn"], "policy": policy, "step": step}, out / "tsne.json"
+        )
+        summary[policy] = {
+            "probe_errors": probes["errors"],
+            "model_error": probes["model_error"],
+            "reference": probes["reference"],
+            "tsne_knn_accuracy": ts["knn"],
+        }
         print(policy, json.dumps(summary[policy]), flush=True)
     picks = [f"epoch{e:03d}.ckpt" for e in OOD_EPOCHS if (ckpts / f"epoch{e:03d}.ckpt").is_file()]
     models = [(p.removesuffix(".ckpt"), load_model(ckpts / p).model) for p in picks]
     ood = training_ood(models, task, n_seq=30, steps=20, seed=0)
-    plot_training_ood(ood, HERE / "training_ood.png", title="First 20 actions + observations of 30 sequences per checkpoint vs Alg*")
+    plot_training_ood(
+        ood, HERE / "training_ood.png", title="First 20 actions + observations of 30 sequences per checkpoint vs Alg*"
+    )
     write_json({k: v for k, v in ood.items() if k not in ("points", "coords")}, HERE / "training_ood.json")
-    summary["training_ood"] = {"distance_to_alg_star": ood["distance_to_alg_star"], "mean_suboptimality": ood["mean_suboptimality"]}
+    summary["training_ood"] = {
+        "distance_to_alg_star": ood["distance_to_alg_star"],
+        "mean_suboptimality": ood["mean_suboptimality"],
+    }
     print(json.dumps(summary["training_ood"]), flush=True)
     write_json(summary, HERE / "summary.json")
 

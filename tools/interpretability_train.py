@@ -12,6 +12,7 @@ The pricing model's pre-training histories are played by the project's `random` 
 
 The non-perishable newsvendor's pre-training data policy is `uniform-level` (omgpt/policies/newsvendor.py).
 """
+
 from __future__ import annotations
 
 import sys

@@ -9,6 +9,7 @@ holds it (README.md or a docs/ page); ``TABLES[NAME]`` builds its Markdown from 
 relative to the repository root, which ``render`` rewrites relative to the page. ``tests/test_readme.py``
 runs the check.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,15 +35,25 @@ def pages() -> list[Path]:
 def recipe_table() -> str:
     """The recipe study (``results/recipe/recipe.json``): per task, sorted by final validation regret."""
     data = json.loads((ROOT / "results" / "recipe" / "recipe.json").read_text())
-    lines = ["| task | variant (lever) | steps | CPU-minutes | val. regret at `T = 50` (× alg-star) | `\\|a − a*\\|` at `t = 50` |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| task | variant (lever) | steps | CPU-minutes | val. regret at `T = 50` (× alg-star) | `\\|a − a*\\|` at `t = 50` |",
+        "|---|---|---|---|---|---|",
+    ]
     for task, star in data["alg-star"].items():
-        variants = sorted(((n, r) for n, r in data["variants"].items() if r["task"] == task), key=lambda kv: kv[1]["final"]["regret"])
+        variants = sorted(
+            ((n, r) for n, r in data["variants"].items() if r["task"] == task), key=lambda kv: kv[1]["final"]["regret"]
+        )
         for name, r in variants:
             f = r["final"]
-            lever = re.sub(r"^Lever (\w) \((.*?)\).*$", r"\1: \2", r["lever"].split(":", 1)[0])  # "Lever d (batch)" -> "d: batch"
-            lines.append(f"| {task} | `{name}` ({lever}) | {f['step']:,} | {f['minutes']:.1f} | {f['regret']:.2f} ({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
-        lines.append(f"| {task} | `alg-star` (Bayes-optimal, no training) | | | {star['regret']:.2f} (1.00×) | {star['subopt']:.3f} |")
+            lever = re.sub(
+                r"^Lever (\w) \((.*?)\).*$", r"\1: \2", r["lever"].split(":", 1)[0]
+            )  # "Lever d (batch)" -> "d: batch"
+            lines.append(
+                f"| {task} | `{name}` ({lever}) | {f['step']:,} | {f['minutes']:.1f} | {f['regret']:.2f} ({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |"
+            )
+        lines.append(
+            f"| {task} | `alg-star` (Bayes-optimal, no training) | | | {star['regret']:.2f} (1.00×) | {star['subopt']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -50,8 +61,10 @@ def pretrained_table() -> str:
     """The shipped reference models (``pretrained/*/card.json``: configured ones, and the fine-tuned ``*-rl``
     ones adopted from the run store, whose CPU-minutes are pre-training + fine-tuning) and the configured
     ones not shipped yet."""
-    lines = ["| model | task, `T` | kept step / trained steps | CPU-minutes | test environments (seed) | OMGPT | alg-star | OMGPT / alg-star, paired 90% CI (replication seed) | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | task, `T` | kept step / trained steps | CPU-minutes | test environments (seed) | OMGPT | alg-star | OMGPT / alg-star, paired 90% CI (replication seed) | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     configured = {p.stem for p in (ROOT / "configs" / "pretrained").glob("*.yaml")}
     for name in sorted(configured | {p.parent.name for p in (ROOT / "pretrained").glob("*/card.json")}):
         card_path = ROOT / "pretrained" / name / "card.json"
@@ -69,10 +82,16 @@ def pretrained_table() -> str:
             ratio += f" ({rep['mean']:.2f}× {interval(rep['ci90'])}, seed {rep['seed']})"
         sub = lambda k: pols[k]["final_suboptimality"]["mean"]  # noqa: E731
         source = card.get("adopted_from") or {}
-        cost = f"{source['parent_cpu_minutes']:.0f} + {card['cpu_minutes']:.0f}" if "parent_cpu_minutes" in source else f"{card['cpu_minutes']:.0f}"
-        lines.append(f"| [`{card['name']}`](pretrained/{card['name']}/card.md) | {card['task']}, {card['horizon']} | {card['steps']:,} / {card['validation'][-1]['step']:,} | "
-                     f"{cost} | {card['test']['runs']:,} ({card['test']['seed']}) | {final['omgpt']:.2f} | {f'{star:.2f}' if star else '—'} | {ratio} | "
-                     f"{bench} {final[bench]:.2f} | {sub('omgpt'):.3f} / {sub(bench):.3f} |")
+        cost = (
+            f"{source['parent_cpu_minutes']:.0f} + {card['cpu_minutes']:.0f}"
+            if "parent_cpu_minutes" in source
+            else f"{card['cpu_minutes']:.0f}"
+        )
+        lines.append(
+            f"| [`{card['name']}`](pretrained/{card['name']}/card.md) | {card['task']}, {card['horizon']} | {card['steps']:,} / {card['validation'][-1]['step']:,} | "
+            f"{cost} | {card['test']['runs']:,} ({card['test']['seed']}) | {final['omgpt']:.2f} | {f'{star:.2f}' if star else '—'} | {ratio} | "
+            f"{bench} {final[bench]:.2f} | {sub('omgpt'):.3f} / {sub(bench):.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -81,15 +100,19 @@ def tuning_table() -> str:
     validation regret at the paper's constants and at the tuned ones, and whether a tuned constant
     sits on an end of its (widened) grid: **bounded** where the widening's bound stopped the search
     (the optimum may lie further out), "end of range" where nothing lies further out."""
-    lines = ["| setting | benchmark | tuned constants | validation regret: paper's constants → tuned (± s.e.) | on a grid's end | validation environments (seed) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| setting | benchmark | tuned constants | validation regret: paper's constants → tuned (± s.e.) | on a grid's end | validation environments (seed) |",
+        "|---|---|---|---|---|---|",
+    ]
     for path in sorted((ROOT / "configs" / "tuned").glob("*.json")):
         data = json.loads(path.read_text())
         for name, e in data["policies"].items():
             best = e.get("final_regret") or min(e["curve"], key=lambda p: p["final_regret"]["mean"])["final_regret"]
             constants = ", ".join(f"{k} {v:g}" for k, v in e["constants"].items())
-            lines.append(f"| `{path.stem}` | {name} | {constants} | {e['paper']['final_regret']['mean']:.2f} → {best['mean']:.2f} ± {best['se']:.2f} | "
-                         f"{edge_cell(e)} | {e['validation']['runs']} ({e['validation']['seed']}) |")
+            lines.append(
+                f"| `{path.stem}` | {name} | {constants} | {e['paper']['final_regret']['mean']:.2f} → {best['mean']:.2f} ± {best['se']:.2f} | "
+                f"{edge_cell(e)} | {e['validation']['runs']} ({e['validation']['seed']}) |"
+            )
     return "\n".join(lines)
 
 
@@ -97,7 +120,10 @@ def edge_cell(entry: dict) -> str:
     """Where a tuned entry's constants sit on an end of the values searched (``omgpt.tuning``)."""
     if "bounded" not in entry:
         return "not checked (tuned before grids were widened: re-tune)"
-    cells = [f"**bounded**: {k} at the {side} end after {entry['widen_steps']} widening steps" for k, side in entry["bounded"].items()]
+    cells = [
+        f"**bounded**: {k} at the {side} end after {entry['widen_steps']} widening steps"
+        for k, side in entry["bounded"].items()
+    ]
     cells += [f"{k} at the {side} end of its range" for k, side in entry["at_limit"].items()]
     return "; ".join(cells) or "—"
 
@@ -109,17 +135,25 @@ def panel_cell(panel: dict) -> tuple[str, bool | None]:
     if "demand_prediction" in panel:
         m = panel["demand_prediction"]["methods"]
         ours, ridge = final_demand_errors(panel)
-        return f"{title}: MSE after {len(m['omgpt']['mse'])} samples {_bold(ours, ours < ridge)} vs ridge {ridge:.3g}", ours < ridge
+        return (
+            f"{title}: MSE after {len(m['omgpt']['mse'])} samples {_bold(ours, ours < ridge)} vs ridge {ridge:.3g}",
+            ours < ridge,
+        )
     finals, (best, _) = final_regrets(panel), best_benchmark(panel)
     ours = panel["models_compared"]
     star = f", alg-star {finals['alg-star']:.3g}" if "alg-star" in finals else ""
-    match = f", mean \\|TF − Alg*\\| {panel['alg_star_match']['mean_abs_diff']:.3g}" if "alg_star_match" in panel else ""
+    match = (
+        f", mean \\|TF − Alg*\\| {panel['alg_star_match']['mean_abs_diff']:.3g}" if "alg_star_match" in panel else ""
+    )
     # the model a panel stands for: the first compared (the paper's OMGPT), or the one beyond-alg-star's
     # validation selection kept (the fine-tuned model where it won there, else the supervised one)
     kept = panel.get("finetuning", {}).get("selection", {}).get("kept", ours[0])
     wins = finals[kept] < finals[best]
-    models = ", ".join(f"{k} {_bold(finals[k], finals[k] < finals[best])}" for k in sorted(ours, key=finals.get)) if ours != ["omgpt"] \
+    models = (
+        ", ".join(f"{k} {_bold(finals[k], finals[k] < finals[best])}" for k in sorted(ours, key=finals.get))
+        if ours != ["omgpt"]
         else _bold(finals["omgpt"], wins)
+    )
     return f"{title}: {models} vs {best} {finals[best]:.4g}{star}{match}", wins
 
 
@@ -130,15 +164,19 @@ def _bold(value: float, win: bool) -> str:
 def experiments_table() -> str:
     """Every experiment's result (``results/*/experiment.json``): per panel OMGPT against the best
     benchmark, and how many panels show the paper's claim."""
-    lines = ["| experiment (paper) | scale, test `T` | the paper's claim | panels showing it | measured (mean final regret over the test runs; bold: below the best benchmark) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| experiment (paper) | scale, test `T` | the paper's claim | panels showing it | measured (mean final regret over the test runs; bold: below the best benchmark) |",
+        "|---|---|---|---|---|",
+    ]
     for path in sorted((ROOT / "results").glob("*/experiment.json")):
         result = json.loads(path.read_text())
         cells = [panel_cell(p) for p in result["panels"]]
         wins = sum(bool(w) for _, w in cells)
         horizons = sorted({p["horizon"] for p in result["panels"] if p.get("horizon")})
-        lines.append(f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
-                     f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(cells)} | {'; '.join(c for c, _ in cells)} |")
+        lines.append(
+            f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
+            f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(cells)} | {'; '.join(c for c, _ in cells)} |"
+        )
     return "\n".join(lines)
 
 
@@ -148,8 +186,10 @@ def cost_table() -> str:
     standing in for several, counted once) and each experiment's evaluation. Only runs whose models are
     all in the repository (``results/models/KEY/done.json`` or a reference model) count: a run older
     than the committed store is at a scale the repository no longer reproduces."""
-    lines = ["| experiment | scale, test `T` | models (reference models) | training, CPU-minutes (first use) | evaluation, minutes |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| experiment | scale, test `T` | models (reference models) | training, CPU-minutes (first use) | evaluation, minutes |",
+        "|---|---|---|---|---|",
+    ]
     counted: dict[str, float] = {}
     evaluation, stale = 0.0, []
     for path in sorted((ROOT / "results").glob("*/experiment.json")):
@@ -157,9 +197,15 @@ def cost_table() -> str:
         records = result["models"].values()
         horizons = sorted({p["horizon"] for p in result["panels"] if p.get("horizon")})
         row = f"| `{result['name']}` | {result['scale']}, {' / '.join(map(str, horizons))} | "
-        if not all(r["key"].startswith("pretrained/") or (ROOT / "results" / "models" / r["key"] / "done.json").is_file() for r in records):
+        if not all(
+            r["key"].startswith("pretrained/") or (ROOT / "results" / "models" / r["key"] / "done.json").is_file()
+            for r in records
+        ):
             stale.append(result["name"])
-            lines.append(row + f"{len(result['models'])} | not counted: an older scale's run, its models not in `results/models/` | |")
+            lines.append(
+                row
+                + f"{len(result['models'])} | not counted: an older scale's run, its models not in `results/models/` | |"
+            )
             continue
         new = {r["key"]: _training_seconds(r) for r in records if r["key"] not in counted}
         counted.update(new)
@@ -170,11 +216,15 @@ def cost_table() -> str:
         shipped = sum(r["key"].startswith("pretrained/") for r in records)
         lines.append(row + f"{len(result['models'])} ({shipped}) | {sum(new.values()) / 60:.0f} | {seconds / 60:.0f} |")
     training = sum(counted.values())
-    lines.append(f"| **all counted** | | {len(counted)} distinct | **{training / 60:.0f}** | **{evaluation / 60:.0f}** |")
+    lines.append(
+        f"| **all counted** | | {len(counted)} distinct | **{training / 60:.0f}** | **{evaluation / 60:.0f}** |"
+    )
     lines.append("")
-    lines.append(f"In all {(training + evaluation) / 3600:.1f} core-hours; with two models training at once "
-                 f"(`--jobs 2`, one core each) about {(training / 2 + evaluation) / 3600:.1f} hours of wall-clock on this 2-core machine"
-                 + (f", {len(stale)} experiment(s) not yet counted ({', '.join(stale)})." if stale else "."))
+    lines.append(
+        f"In all {(training + evaluation) / 3600:.1f} core-hours; with two models training at once "
+        f"(`--jobs 2`, one core each) about {(training / 2 + evaluation) / 3600:.1f} hours of wall-clock on this 2-core machine"
+        + (f", {len(stale)} experiment(s) not yet counted ({', '.join(stale)})." if stale else ".")
+    )
     return "\n".join(lines)
 
 
@@ -199,7 +249,14 @@ def real_demand_table() -> str:
     return "\n".join(summary_table(json.loads(path.read_text())["panels"]))
 
 
-TABLES = {"real-demand": real_demand_table, "recipe": recipe_table, "tuning": tuning_table, "pretrained": pretrained_table, "experiments": experiments_table, "cost": cost_table}
+TABLES = {
+    "real-demand": real_demand_table,
+    "recipe": recipe_table,
+    "tuning": tuning_table,
+    "pretrained": pretrained_table,
+    "experiments": experiments_table,
+    "cost": cost_table,
+}
 
 
 def render(text: str, page: Path = README) -> str:

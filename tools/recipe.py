@@ -20,6 +20,7 @@ Validation environments are fixed and shared by all variants; they are not the t
 claim is made on (``omgpt evaluate`` draws fresh ones). Every argument is checked before anything is
 written: an error is one line, ``omgpt: error: ...``, exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,22 @@ VARIANTS = ROOT / "configs" / "recipe"
 
 
 def fit_command(variant: str, runs_dir: Path) -> list[str]:
-    layers = ["--config", "configs/recipe/baseline.yaml"] + (["--config", f"configs/recipe/{variant}.yaml"] if variant != "baseline" else [])
-    return ["omgpt", "fit", *layers,
-            "--trainer.logger.init_args.save_dir", str(runs_dir), "--trainer.logger.init_args.name", variant,
-            "--trainer.logger.init_args.version", "0", "--trainer.enable_progress_bar", "false"]
+    layers = ["--config", "configs/recipe/baseline.yaml"] + (
+        ["--config", f"configs/recipe/{variant}.yaml"] if variant != "baseline" else []
+    )
+    return [
+        "omgpt",
+        "fit",
+        *layers,
+        "--trainer.logger.init_args.save_dir",
+        str(runs_dir),
+        "--trainer.logger.init_args.name",
+        variant,
+        "--trainer.logger.init_args.version",
+        "0",
+        "--trainer.enable_progress_bar",
+        "false",
+    ]
 
 
 def run_dir(variant: str, runs_dir: Path) -> Path:
@@ -58,7 +71,13 @@ def check_variants(variants: list[str]) -> None:
 def train(variant: str, runs_dir: Path, nice: int = 0) -> str:
     """Train one variant to its end (resumed if interrupted); returns how it went, for the summary."""
     try:
-        fit(fit_command(variant, runs_dir)[2:], run_dir(variant, runs_dir), runs_dir / f"{variant}.log", f"variant {variant!r}", nice)
+        fit(
+            fit_command(variant, runs_dir)[2:],
+            run_dir(variant, runs_dir),
+            runs_dir / f"{variant}.log",
+            f"variant {variant!r}",
+            nice,
+        )
     except OMGPTError as e:  # one variant's failure does not stop the others
         return f"failed: {e}"
     return "done"
@@ -99,8 +118,13 @@ def metrics_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def bayes_on_validation(task_name: str = "newsvendor", task_options: dict | None = None, runs: int = 128,
-                        batch: int = 128, val_seed: int = 10_000) -> dict:
+def bayes_on_validation(
+    task_name: str = "newsvendor",
+    task_options: dict | None = None,
+    runs: int = 128,
+    batch: int = 128,
+    val_seed: int = 10_000,
+) -> dict:
     """``alg-star`` on the study's validation episodes of a task (T = 50, the module's validation
     environments and seeds): the Bayes-optimal level each of its variants' curves aims at."""
     import torch
@@ -126,7 +150,9 @@ def report(runs_dir: Path, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ran = {v: rows for v in available() if finished(runs_dir / f"{v}.log") and (rows := metric_rows(run_dir(v, runs_dir)))}
+    ran = {
+        v: rows for v in available() if finished(runs_dir / f"{v}.log") and (rows := metric_rows(run_dir(v, runs_dir)))
+    }
     if not ran and not list(out.glob("metrics/*.csv")):
         raise OMGPTError(f"nothing to report: no finished run in {runs_dir} and no metrics in {out / 'metrics'}")
     writable_file(out / "report.md", "--out")  # an unwritable --out fails before any file is written
@@ -135,11 +161,19 @@ def report(runs_dir: Path, out: Path) -> None:
         if variant in ran:  # keep a copy beside the report, so that it redraws from committed data
             write_text(out / "metrics" / f"{variant}.csv", metrics_csv(ran[variant]))
         if (out / "metrics" / f"{variant}.csv").is_file():
-            curve = [q for q in validation_points(metric_rows(out / "metrics" / f"{variant}.csv")) if q["minutes"] is not None]
+            curve = [
+                q
+                for q in validation_points(metric_rows(out / "metrics" / f"{variant}.csv"))
+                if q["minutes"] is not None
+            ]
             if curve:
-                results[variant] = {"lever": lever(variant), "command": " ".join(fit_command(variant, Path("runs/recipe"))),
-                                    "curve": curve, "best_regret": min(p["regret"] for p in curve),
-                                    "final": curve[-1]}
+                results[variant] = {
+                    "lever": lever(variant),
+                    "command": " ".join(fit_command(variant, Path("runs/recipe"))),
+                    "curve": curve,
+                    "best_regret": min(p["regret"] for p in curve),
+                    "final": curve[-1],
+                }
     specs = {variant: task_of(variant) for variant in results}  # (task, options), each config read once
     for variant, r in results.items():
         r["task"] = specs[variant][0]
@@ -153,31 +187,56 @@ def report(runs_dir: Path, out: Path) -> None:
         for variant, r in sorted(results.items()):
             if r["task"] != task:
                 continue
-            minutes, width = [p["minutes"] for p in r["curve"]], 2.5 if "baseline" in variant or "transition" in variant else 1.2
+            minutes, width = (
+                [p["minutes"] for p in r["curve"]],
+                2.5 if "baseline" in variant or "transition" in variant else 1.2,
+            )
             style = "--" if "baseline" in variant else "-"  # the paper layout's starting points dashed
             for ax, key in zip(row, ("regret", "subopt")):
                 ax.plot(minutes, [p[key] for p in r["curve"]], style, marker=".", label=variant, lw=width)
-        row[0].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation regret at T", yscale="log",
-                   title=f"{task}, T = 50")
-        row[1].set(xlabel="training time (minutes on one core of this machine)", ylabel="validation |a - a*| at t = T", yscale="log",
-                   title=f"{task}, T = 50")
+        row[0].set(
+            xlabel="training time (minutes on one core of this machine)",
+            ylabel="validation regret at T",
+            yscale="log",
+            title=f"{task}, T = 50",
+        )
+        row[1].set(
+            xlabel="training time (minutes on one core of this machine)",
+            ylabel="validation |a - a*| at t = T",
+            yscale="log",
+            title=f"{task}, T = 50",
+        )
         row[0].legend(fontsize=7, ncol=2)
-    fig.suptitle("One lever at a time on the demo's recipe (newsvendor and censored newsvendor: the full prior; pricing: d = 6)")
+    fig.suptitle(
+        "One lever at a time on the demo's recipe (newsvendor and censored newsvendor: the full prior; pricing: d = 6)"
+    )
     fig.tight_layout()
     save_figure(fig, out / "curves.png", dpi=110)
     write_json({"alg-star": stars, "variants": results}, out / "recipe.json", indent=1)
-    lines = ["# The CPU recipe study", "", __doc__.split("\n\n")[2].replace("\n", " "), "",
-             "![curves](curves.png)", "",
-             "| task | variant | lever | steps | minutes | best val. regret | final val. regret (× alg-star) | final \\|a − a*\\| at T |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# The CPU recipe study",
+        "",
+        __doc__.split("\n\n")[2].replace("\n", " "),
+        "",
+        "![curves](curves.png)",
+        "",
+        "| task | variant | lever | steps | minutes | best val. regret | final val. regret (× alg-star) | final \\|a − a*\\| at T |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for task in tasks:
         star = stars[task]
-        for variant, r in sorted(((v, r) for v, r in results.items() if r["task"] == task), key=lambda kv: kv[1]["final"]["regret"]):
+        for variant, r in sorted(
+            ((v, r) for v, r in results.items() if r["task"] == task), key=lambda kv: kv[1]["final"]["regret"]
+        ):
             f = r["final"]
-            lines.append(f"| {task} | `{variant}` | {r['lever']} | {f['step']} | {f['minutes']:.1f} | {r['best_regret']:.2f} | {f['regret']:.2f} "
-                         f"({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |")
-        lines.append(f"| {task} | `alg-star` | the Bayes-optimal policy on the same validation episodes (no training) | | | | "
-                     f"{star['regret']:.2f} | {star['subopt']:.3f} |")
+            lines.append(
+                f"| {task} | `{variant}` | {r['lever']} | {f['step']} | {f['minutes']:.1f} | {r['best_regret']:.2f} | {f['regret']:.2f} "
+                f"({f['regret'] / star['regret']:.2f}×) | {f['subopt']:.3f} |"
+            )
+        lines.append(
+            f"| {task} | `alg-star` | the Bayes-optimal policy on the same validation episodes (no training) | | | | "
+            f"{star['regret']:.2f} | {star['subopt']:.3f} |"
+        )
     lines += ["", "Commands (from the repository root; `python -m tools.recipe run VARIANT` runs the same):", ""]
     lines += [f"* `{v}`: `{r['command']}`" for v, r in sorted(results.items())]
     write_text(out / "report.md", "\n".join(lines) + "\n")
@@ -192,9 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("variants", nargs="+", help=f"of: {', '.join(available())}")
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--runs-dir", default="runs/recipe")
-    r.add_argument("--nice", type=int, default=0, help="lower the runs' priority (they measure CPU time, not wall-clock)")
+    r.add_argument(
+        "--nice", type=int, default=0, help="lower the runs' priority (they measure CPU time, not wall-clock)"
+    )
     rep = sub.add_parser("report")
-    rep.add_argument("--runs-dir", help="where the runs are (default runs/recipe; without it the report redraws from OUT/metrics)")
+    rep.add_argument(
+        "--runs-dir", help="where the runs are (default runs/recipe; without it the report redraws from OUT/metrics)"
+    )
     rep.add_argument("--out", default="results/recipe")
     args = p.parse_args(argv)
     if args.cmd == "run":

@@ -31,6 +31,7 @@ were chosen), against every benchmark in its paper and tuned variants. ``card.js
 paired bootstrap 90% interval; ``replication`` repeats it on another test seed, and the two intervals
 must overlap (``tests/test_pretrained.py``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,19 @@ SPOT_RUNS, SPOT_SEED = 10, 7  # the card's reproducible spot check
 
 
 def fit_args(name: str, runs_dir: Path) -> list[str]:
-    return ["fit", "--config", f"configs/pretrained/{name}.yaml", "--trainer.logger.init_args.save_dir", str(runs_dir),
-            "--trainer.logger.init_args.name", name, "--trainer.logger.init_args.version", "0",
-            "--trainer.enable_progress_bar", "false"]
+    return [
+        "fit",
+        "--config",
+        f"configs/pretrained/{name}.yaml",
+        "--trainer.logger.init_args.save_dir",
+        str(runs_dir),
+        "--trainer.logger.init_args.name",
+        name,
+        "--trainer.logger.init_args.version",
+        "0",
+        "--trainer.enable_progress_bar",
+        "false",
+    ]
 
 
 def run_dir(name: str, runs_dir: Path) -> Path:
@@ -70,7 +81,9 @@ def check_name(name: str) -> None:
 def train(name: str, runs_dir: Path, minutes: float) -> int:
     check_name(name)
     if name not in configured():
-        raise OMGPTError(f"{name!r} was adopted from the run store, not trained from a config: its card says how it was made")
+        raise OMGPTError(
+            f"{name!r} was adopted from the run store, not trained from a config: its card says how it was made"
+        )
     if not minutes >= 1:
         raise OMGPTError(f"--minutes must be at least 1 (the fit's wall-clock cap), got {minutes}")
     writable_file(runs_dir / f"{name}.log", "--runs-dir")  # an unwritable --runs-dir fails here, not in the fit
@@ -109,10 +122,17 @@ def card_policies(task) -> list[str]:
     from omgpt.policies import policies_for
     from omgpt.policies.tuned import with_tuned_variants
 
-    return ["omgpt", *(["alg-star"] if "alg-star" in policies_for(task) else []), *with_tuned_variants(list(task.benchmarks)), "oracle"]
+    return [
+        "omgpt",
+        *(["alg-star"] if "alg-star" in policies_for(task) else []),
+        *with_tuned_variants(list(task.benchmarks)),
+        "oracle",
+    ]
 
 
-def test_model(name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, replication_seed: int | None) -> tuple[dict, dict, dict | None]:
+def test_model(
+    name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, replication_seed: int | None
+) -> tuple[dict, dict, dict | None]:
     """The card's test, spot check and replication of the model at ``model_ckpt``."""
     from omgpt.commands.evaluate import run_evaluation
     from omgpt.model import load_model
@@ -127,14 +147,41 @@ def test_model(name: str, model_ckpt: Path, horizon: int, runs: int, seed: int, 
     policies = card_policies(task)
     ensure_tuned(task.name, task.options(), horizon, policies)
     out = PRETRAINED / name
-    summary = run_evaluation(task.name, options, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False)
-    spot = run_evaluation(task.name, options, ["omgpt"], str(model_ckpt), SPOT_RUNS, None, None, SPOT_SEED, str(out / "spot"), progress=False)
-    spot = {"runs": SPOT_RUNS, "seed": SPOT_SEED, "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"],
-            **({"task_options": options} if options else {})}
+    summary = run_evaluation(
+        task.name, options, policies, str(model_ckpt), runs, None, None, seed, str(out / "test"), progress=False
+    )
+    spot = run_evaluation(
+        task.name,
+        options,
+        ["omgpt"],
+        str(model_ckpt),
+        SPOT_RUNS,
+        None,
+        None,
+        SPOT_SEED,
+        str(out / "spot"),
+        progress=False,
+    )
+    spot = {
+        "runs": SPOT_RUNS,
+        "seed": SPOT_SEED,
+        "final_regret_mean": spot["policies"]["omgpt"]["final_regret"]["mean"],
+        **({"task_options": options} if options else {}),
+    }
     replication = None
     if replication_seed is not None and "alg-star" in policies:
-        again = run_evaluation(task.name, {}, ["omgpt", "alg-star"], str(model_ckpt), runs, None, None, replication_seed,
-                               str(out / "replication"), progress=False)
+        again = run_evaluation(
+            task.name,
+            {},
+            ["omgpt", "alg-star"],
+            str(model_ckpt),
+            runs,
+            None,
+            None,
+            replication_seed,
+            str(out / "replication"),
+            progress=False,
+        )
         replication = {**again["policies"]["omgpt"]["ratio_to_alg_star"], "seed": replication_seed}
     return summary, spot, replication
 
@@ -167,13 +214,22 @@ def card(name: str, runs_dir: Path, runs: int, seed: int, replication_seed: int 
         model_ckpt = Path(tmp) / "model.ckpt"
         kept, steps = keep(folder, model_ckpt)
         if steps not in [p["step"] for p in curve]:
-            raise OMGPTError(f"{folder}: the kept checkpoint {kept.name} (step {steps}) has no validation in the run's metrics")
+            raise OMGPTError(
+                f"{folder}: the kept checkpoint {kept.name} (step {steps}) has no validation in the run's metrics"
+            )
         _, task, hparams = load_model(model_ckpt)
         horizon, wall = hparams["horizon"], clocks(rows).get("wall")
-        info = {"name": name, "task": task.name, "horizon": horizon,
-                "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
-                "kept_checkpoint": kept.name, "steps": steps, "cpu_minutes": curve[-1]["minutes"],
-                "wall_minutes": None if wall is None else round(wall, 1), "validation": curve}
+        info = {
+            "name": name,
+            "task": task.name,
+            "horizon": horizon,
+            "command": "omgpt " + " ".join(fit_args(name, Path("runs/pretrained"))),
+            "kept_checkpoint": kept.name,
+            "steps": steps,
+            "cpu_minutes": curve[-1]["minutes"],
+            "wall_minutes": None if wall is None else round(wall, 1),
+            "validation": curve,
+        }
         ship(name, info, model_ckpt, runs, seed, replication_seed)
 
 
@@ -182,7 +238,9 @@ def ship(name: str, info: dict, model_ckpt: Path, runs: int, seed: int, replicat
     shipped ``model.ckpt`` and write the card: a failed or stopped test leaves the shipped model and card
     as they were."""
     out = PRETRAINED / name
-    info = with_test(stamp(info, model_ckpt), *test_model(name, model_ckpt, info["horizon"], runs, seed, replication_seed))
+    info = with_test(
+        stamp(info, model_ckpt), *test_model(name, model_ckpt, info["horizon"], runs, seed, replication_seed)
+    )
     atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
     write_card(info, out)
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
@@ -198,14 +256,22 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     from omgpt.commands.store import read_record
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or name in configured():
-        raise OMGPTError(f"cannot adopt as {name!r}: " + ("a configured reference model has that name (train and card it)" if name in configured()
-                                                           else "a name is letters, digits, '.', '_' and '-', not starting with a dot"))
+        raise OMGPTError(
+            f"cannot adopt as {name!r}: "
+            + (
+                "a configured reference model has that name (train and card it)"
+                if name in configured()
+                else "a name is letters, digits, '.', '_' and '-', not starting with a dot"
+            )
+        )
     check_test_arguments(runs, seed, replication_seed)
     folder, out = STORE / key, PRETRAINED / name
     record = read_record(folder)  # checked: schema and the model's checksum
     curve = validation_points(metric_rows(folder / "run"))
     if not curve:
-        raise OMGPTError(f"{folder / 'run'}: no validation logged (metrics*.csv); the fit's run folder is needed to card its model")
+        raise OMGPTError(
+            f"{folder / 'run'}: no validation logged (metrics*.csv); the fit's run folder is needed to card its model"
+        )
     checkpoint = read_checkpoint(folder / record["ckpt"])
     kept_step = checkpoint["global_step"]  # (the record's "steps" are those trained)
     if kept_step not in [p["step"] for p in curve]:
@@ -213,17 +279,33 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
     parent = record.get("init_from")
     if parent:  # a model of the store, or a shipped reference model (pretrained/NAME: its card)
         parent = read_card(ROOT / parent) if parent.startswith("pretrained/") else read_record(STORE / parent)
-        parent = {"steps": parent["steps"], "cpu_minutes": parent["cpu_minutes"] if "cpu_minutes" in parent
-                  else round((parent.get("cpu_seconds") or parent["train_seconds"]) / 60, 1)}
+        parent = {
+            "steps": parent["steps"],
+            "cpu_minutes": parent["cpu_minutes"]
+            if "cpu_minutes" in parent
+            else round((parent.get("cpu_seconds") or parent["train_seconds"]) / 60, 1),
+        }
     writable_file(out / "card.json", f"pretrained/{name}")
     with tempfile.TemporaryDirectory() as tmp:
         model_ckpt = Path(tmp) / "model.ckpt"
         model_ckpt.write_bytes((folder / record["ckpt"]).read_bytes())
-        info = {"name": name, "task": record["task"], "horizon": checkpoint["hyper_parameters"]["horizon"], "command": record["command"],
-                "kept_checkpoint": record["kept_checkpoint"], "steps": kept_step, "cpu_minutes": curve[-1]["minutes"],
-                "wall_minutes": round(record["train_seconds"] / 60, 1), "validation": curve,
-                "adopted_from": {"store_key": key, "model": record["model"], "init_from": record.get("init_from"),
-                                 **({"parent_steps": parent["steps"], "parent_cpu_minutes": parent["cpu_minutes"]} if parent else {})}}
+        info = {
+            "name": name,
+            "task": record["task"],
+            "horizon": checkpoint["hyper_parameters"]["horizon"],
+            "command": record["command"],
+            "kept_checkpoint": record["kept_checkpoint"],
+            "steps": kept_step,
+            "cpu_minutes": curve[-1]["minutes"],
+            "wall_minutes": round(record["train_seconds"] / 60, 1),
+            "validation": curve,
+            "adopted_from": {
+                "store_key": key,
+                "model": record["model"],
+                "init_from": record.get("init_from"),
+                **({"parent_steps": parent["steps"], "parent_cpu_minutes": parent["cpu_minutes"]} if parent else {}),
+            },
+        }
         ship(name, info, model_ckpt, runs, seed, replication_seed)
 
 
@@ -240,7 +322,9 @@ def retest(name: str, runs: int, seed: int, replication_seed: int | None) -> Non
     record and gets the new test."""
     check_test_arguments(runs, seed, replication_seed)
     info, out = shipped_card(name), PRETRAINED / name
-    write_card(with_test(info, *test_model(name, out / "model.ckpt", info["horizon"], runs, seed, replication_seed)), out)
+    write_card(
+        with_test(info, *test_model(name, out / "model.ckpt", info["horizon"], runs, seed, replication_seed)), out
+    )
     print(f"wrote {out / 'card.md'}")
 
 
@@ -252,40 +336,72 @@ def write_card(info: dict, out: Path) -> None:
     rows = sorted(summary["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"])
     star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
     trained = curve[-1]["step"]
-    lines = [f"# Reference model `{name}`", "", f"Task `{info['task']}`, horizon {info['horizon']}; trained with",
-             "", f"    {info['command']}", ""]
+    lines = [
+        f"# Reference model `{name}`",
+        "",
+        f"Task `{info['task']}`, horizon {info['horizon']}; trained with",
+        "",
+        f"    {info['command']}",
+        "",
+    ]
     source = info.get("adopted_from")
     if source:
-        lines += [f"by `omgpt experiment` as its model `{source['model']}` (run store key `{source['store_key']}`): "
-                  + (f"fine-tuned from the supervised model `{_model_path(source['init_from'])}` ({source['parent_steps']:,} steps, "
-                     f"{source['parent_cpu_minutes']} CPU-minutes of pre-training; docs/finetune.md). " if source.get("init_from") else "")
-                  + "The steps and CPU-minutes below are the fine-tuning's.", ""]
+        lines += [
+            f"by `omgpt experiment` as its model `{source['model']}` (run store key `{source['store_key']}`): "
+            + (
+                f"fine-tuned from the supervised model `{_model_path(source['init_from'])}` ({source['parent_steps']:,} steps, "
+                f"{source['parent_cpu_minutes']} CPU-minutes of pre-training; docs/finetune.md). "
+                if source.get("init_from")
+                else ""
+            )
+            + "The steps and CPU-minutes below are the fine-tuning's.",
+            "",
+        ]
     lines += [
-             f"{trained} steps trained in {info['cpu_minutes']} CPU-minutes of one thread (the wall-clock on an idle core of the "
-             f"2-core CPU machine; {info['wall_minutes']} minutes of wall-clock as it ran, sharing the machine); "
-             f"the model is the checkpoint the run kept, `{info['kept_checkpoint']}` at step {info['steps']} "
-             "(lowest validation mean + one sd of regret).", "",
-             f"## Test: {summary['runs']} fresh environments (test seed {summary['seed']})", "",
-             "| policy | final regret | 90% CI | × alg-star [paired 90% CI] | \\|a − a*\\| at T |", "|---|---|---|---|---|"]
+        f"{trained} steps trained in {info['cpu_minutes']} CPU-minutes of one thread (the wall-clock on an idle core of the "
+        f"2-core CPU machine; {info['wall_minutes']} minutes of wall-clock as it ran, sharing the machine); "
+        f"the model is the checkpoint the run kept, `{info['kept_checkpoint']}` at step {info['steps']} "
+        "(lowest validation mean + one sd of regret).",
+        "",
+        f"## Test: {summary['runs']} fresh environments (test seed {summary['seed']})",
+        "",
+        "| policy | final regret | 90% CI | × alg-star [paired 90% CI] | \\|a − a*\\| at T |",
+        "|---|---|---|---|---|",
+    ]
     for pol, s in rows:
         q = s.get("ratio_to_alg_star")
         if q:
             ratio = "undefined" if q["mean"] is None else f"{q['mean']:.2f} {interval(q['ci90'])}"
         else:  # a card written before the paired ratio
             ratio = f"{s['final_regret']['mean'] / star:.2f}" if star and pol != "alg-star" else "—"
-        lines.append(f"| {pol} | {s['final_regret']['mean']:.2f} | {interval(s['final_regret']['ci90'])} | {ratio} | {s['final_suboptimality']['mean']:.3f} |")
+        lines.append(
+            f"| {pol} | {s['final_regret']['mean']:.2f} | {interval(s['final_regret']['ci90'])} | {ratio} | {s['final_suboptimality']['mean']:.3f} |"
+        )
     rep = info.get("replication")
     if rep and info.get("ratio_to_alg_star"):
-        lines += ["", f"Replication on {rep['runs']} other fresh environments (test seed {rep['seed']}): OMGPT / alg-star "
-                      f"{rep['mean']:.2f} {interval(rep['ci90'])}, against {info['ratio_to_alg_star']['mean']:.2f} "
-                      f"{interval(info['ratio_to_alg_star']['ci90'])} above."]
+        lines += [
+            "",
+            f"Replication on {rep['runs']} other fresh environments (test seed {rep['seed']}): OMGPT / alg-star "
+            f"{rep['mean']:.2f} {interval(rep['ci90'])}, against {info['ratio_to_alg_star']['mean']:.2f} "
+            f"{interval(info['ratio_to_alg_star']['ci90'])} above.",
+        ]
     plot_validation(curve, name, out / "validation.png")
-    lines += ["", "## Validation curve (the run's fixed validation environments, never the test ones)", "",
-              "![validation](validation.png)", "", "| step | CPU-minutes | regret | \\|a − a*\\| at T |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## Validation curve (the run's fixed validation environments, never the test ones)",
+        "",
+        "![validation](validation.png)",
+        "",
+        "| step | CPU-minutes | regret | \\|a − a*\\| at T |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {p['step']} | {p['minutes']} | {p['regret']:.2f} | {p['subopt']:.3f} |" for p in curve]
     policies = ",".join(summary["policies"])
     options = "".join(f" --option {k}={v}" for k, v in info["spot_check"].get("task_options", {}).items())
-    lines += ["", f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name}{options} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`"]
+    lines += [
+        "",
+        f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name}{options} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`",
+    ]
     write_text(out / "card.md", "\n".join(lines) + "\n")
 
 
@@ -324,12 +440,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seed", type=int, default=CARD_SEED)
     c.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
     c.add_argument("--runs-dir", default="runs/pretrained")
-    e = sub.add_parser("retest", help="test a shipped model again (new protocol or benchmarks), keeping its training record")
+    e = sub.add_parser(
+        "retest", help="test a shipped model again (new protocol or benchmarks), keeping its training record"
+    )
     e.add_argument("name")
     e.add_argument("--runs", type=int, default=1000)
     e.add_argument("--seed", type=int, default=CARD_SEED)
     e.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
-    a = sub.add_parser("adopt", help="ship a model of the run store (results/models/KEY) as pretrained/NAME, with its card")
+    a = sub.add_parser(
+        "adopt", help="ship a model of the run store (results/models/KEY) as pretrained/NAME, with its card"
+    )
     a.add_argument("name")
     a.add_argument("key")
     a.add_argument("--runs", type=int, default=1000)

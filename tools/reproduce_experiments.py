@@ -10,6 +10,7 @@ compared. ``--check`` only checks what needs no evaluation: the checkpoints, the
 constants are the committed run's. Exit code 1 if anything differs. About 13 minutes for all nine
 paper experiments on one CPU thread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,15 @@ import time
 from pathlib import Path
 
 from omgpt.commands.experiment import (
-    ROOT, Experiment, ExperimentResult, ModelRecord, available, evaluate_panels, kind_of, load_experiment, parse_policies,
+    ROOT,
+    Experiment,
+    ExperimentResult,
+    ModelRecord,
+    available,
+    evaluate_panels,
+    kind_of,
+    load_experiment,
+    parse_policies,
 )
 from omgpt.files import write_json
 from omgpt.errors import OMGPTError
@@ -32,17 +41,27 @@ from tools import tool_main
 def differences(fresh, committed, path: str = "") -> list[str]:
     """Where ``fresh`` differs from ``committed`` (keys only ``fresh`` has are new fields, not compared)."""
     if isinstance(committed, dict) and isinstance(fresh, dict):
-        return [d for k in committed for d in (differences(fresh[k], committed[k], f"{path}/{k}") if k in fresh else [f"{path}/{k}: missing"])]
+        return [
+            d
+            for k in committed
+            for d in (differences(fresh[k], committed[k], f"{path}/{k}") if k in fresh else [f"{path}/{k}: missing"])
+        ]
     if isinstance(committed, list) and isinstance(fresh, list):
         if len(fresh) != len(committed):
             return [f"{path}: {len(fresh)} items, committed {len(committed)}"]
         return [d for i, (a, b) in enumerate(zip(fresh, committed)) for d in differences(a, b, f"{path}[{i}]")]
     if isinstance(committed, float) and isinstance(fresh, (int, float)):
-        return [] if math.isclose(fresh, committed, rel_tol=1e-9, abs_tol=1e-12) else [f"{path}: {fresh!r}, committed {committed!r}"]
+        return (
+            []
+            if math.isclose(fresh, committed, rel_tol=1e-9, abs_tol=1e-12)
+            else [f"{path}: {fresh!r}, committed {committed!r}"]
+        )
     return [] if fresh == committed else [f"{path}: {fresh!r}, committed {committed!r}"]
 
 
-def problems_before_evaluating(name: str, committed: ExperimentResult, exp: Experiment, records: dict[str, ModelRecord]) -> list[str]:
+def problems_before_evaluating(
+    name: str, committed: ExperimentResult, exp: Experiment, records: dict[str, ModelRecord]
+) -> list[str]:
     """What makes a re-evaluation of the committed run pointless: a missing checkpoint, or a config whose
     panels, policies or tuned constants are no longer the committed run's."""
     problems = [f"no checkpoint {r['ckpt']}" for r in records.values() if not Path(r["ckpt"]).is_file()]
@@ -54,7 +73,11 @@ def problems_before_evaluating(name: str, committed: ExperimentResult, exp: Expe
         labels = sorted(old["policies"])
         if sorted(parse_policies(panel.policies, panel.model)) != labels:
             problems.append(f"{panel.title}: the config's policies are not the committed run's")
-        now = {k: tuned_constants(k.removesuffix("-tuned"), "", {}, panel.horizon, panel.tuned_on) for k in labels if k.endswith("-tuned")}
+        now = {
+            k: tuned_constants(k.removesuffix("-tuned"), "", {}, panel.horizon, panel.tuned_on)
+            for k in labels
+            if k.endswith("-tuned")
+        }
         if now != old.get("tuned_constants", {}):
             problems.append(f"{panel.title}: tuned constants changed since the committed run")
     return problems
@@ -81,14 +104,23 @@ def main(argv: list[str] | None = None) -> int:
             bad += bool(problems)
             continue
         start = time.perf_counter()
-        panels = evaluate_panels(exp, kind=kind_of(exp), models=records, runs=committed["runs"], seed=committed["seed"], device="cpu")
+        panels = evaluate_panels(
+            exp, kind=kind_of(exp), models=records, runs=committed["runs"], seed=committed["seed"], device="cpu"
+        )
         with tempfile.TemporaryDirectory() as scratch:  # the panels as experiment.json holds them
             fresh = json.loads(write_json(panels, Path(scratch) / "panels.json").read_text())
-        found = [d for p, old in zip(fresh, committed["panels"]) for d in differences(p, old, p["title"])
-                 if not d.split("/")[-1].startswith("ckpt")]  # a model's path names the machine it ran on
+        found = [
+            d
+            for p, old in zip(fresh, committed["panels"])
+            for d in differences(p, old, p["title"])
+            if not d.split("/")[-1].startswith("ckpt")
+        ]  # a model's path names the machine it ran on
         bad += bool(found)
-        print(f"{name}: {'every number reproduces' if not found else 'DIFFERS: ' + '; '.join(found[:5])} "
-              f"({time.perf_counter() - start:.0f} s)", flush=True)
+        print(
+            f"{name}: {'every number reproduces' if not found else 'DIFFERS: ' + '; '.join(found[:5])} "
+            f"({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
     return 1 if bad else 0
 
 

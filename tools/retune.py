@@ -15,6 +15,7 @@ it) times the points the grids now have: a
 lower end (no winner on a grid's end) and an upper end (every end a winner sat on widened by
 :data:`~omgpt.tuning.WIDEN_STEPS` steps).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,13 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m tools.retune", description=__doc__.split("\n\n")[0])
     p.add_argument("--estimate", action="store_true", help="print the plan and its estimated time; tune nothing")
-    p.add_argument("--only", action="append", default=[], help="file-name pattern of the settings to re-tune (repeatable)")
+    p.add_argument(
+        "--only", action="append", default=[], help="file-name pattern of the settings to re-tune (repeatable)"
+    )
     p.add_argument("--folder", type=Path, default=None, help="write the re-tuned files here (default: in place)")
-    p.add_argument("--source", type=Path, default=TUNED, help="the tuned files whose settings are re-tuned (default configs/tuned)")
+    p.add_argument(
+        "--source", type=Path, default=TUNED, help="the tuned files whose settings are re-tuned (default configs/tuned)"
+    )
     args = p.parse_args(argv)
     try:
         plan = settings(args.source, args.only)
@@ -64,9 +69,13 @@ def main(argv: list[str] | None = None) -> int:
             names = [n for n in data["policies"] if n in POLICIES and POLICIES[n][0].tunable]
             times = [estimate(data["policies"][n], n) for n in names]
             low, high = low + sum(t[0] for t in times), high + sum(t[1] for t in times)
-            print(f"{path.stem}: {', '.join(names)} ({sum(t[0] for t in times) / 60:.1f}-{sum(t[1] for t in times) / 60:.1f} min)")
-        print(f"{len(plan)} settings: estimated {low / 60:.1f}-{high / 60:.1f} minutes ({low / 3600:.1f}-{high / 3600:.1f} hours) on one core, "
-              "from the times the files record (CPU seconds where recorded, else the tuning machine's wall-clock; longer on a shared machine)")
+            print(
+                f"{path.stem}: {', '.join(names)} ({sum(t[0] for t in times) / 60:.1f}-{sum(t[1] for t in times) / 60:.1f} min)"
+            )
+        print(
+            f"{len(plan)} settings: estimated {low / 60:.1f}-{high / 60:.1f} minutes ({low / 3600:.1f}-{high / 3600:.1f} hours) on one core, "
+            "from the times the files record (CPU seconds where recorded, else the tuning machine's wall-clock; longer on a shared machine)"
+        )
         if args.estimate:
             return 0
         for path, data in plan:
@@ -75,9 +84,19 @@ def main(argv: list[str] | None = None) -> int:
             runs = max(e["validation"]["runs"] for e in s.values())
             seeds = {e["validation"]["seed"] for e in s.values()}
             if len(seeds) > 1:
-                raise OMGPTError(f"{path}: its benchmarks were tuned on different validation seeds ({sorted(seeds)}); re-tune it by hand")
+                raise OMGPTError(
+                    f"{path}: its benchmarks were tuned on different validation seeds ({sorted(seeds)}); re-tune it by hand"
+                )
             setting = data["setting"]
-            run_tuning(setting["task"], setting["task_options"], names, setting["horizon"], runs, seeds.pop(), folder=args.folder)
+            run_tuning(
+                setting["task"],
+                setting["task_options"],
+                names,
+                setting["horizon"],
+                runs,
+                seeds.pop(),
+                folder=args.folder,
+            )
     except OMGPTError as e:
         print(f"omgpt: error: {e}")
         return 2

@@ -9,6 +9,7 @@ one given a flag of its own by :func:`flags` is that flag (``--list`` for ``list
 
 A command-line module: the library never imports it.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -83,7 +84,9 @@ def parser(fn: Callable[..., Any], prog: str, positional: tuple[str, ...] = ()) 
     p = ArgumentParser(prog=prog, description=summary(fn), exit_on_error=False)
     hints, parameters = get_type_hints(fn), inspect.signature(fn).parameters
     for name, flag in _flags(fn).items():  # first: --help lists them before the rest
-        p.add_argument(f"--{flag}", dest=name, type=hints[name], default=parameters[name].default, help=_doc_line(fn, name))
+        p.add_argument(
+            f"--{flag}", dest=name, type=hints[name], default=parameters[name].default, help=_doc_line(fn, name)
+        )
     p.add_function_arguments(fn, skip=set(positional) | set(_flags(fn)), as_group=False)
     for name in positional:
         p.add_argument(name, nargs="?", type=hints[name], default=parameters[name].default, help=_doc_line(fn, name))
@@ -99,7 +102,7 @@ def parse(fn: Callable[..., Any], prog: str, argv: list[str], positional: tuple[
         message = one_line(str(e), option=True)
         required = "the following arguments are required: "
         if message.startswith(required):  # options, spelled as on the command line
-            names = [n.strip() for n in message[len(required):].split(",")]
+            names = [n.strip() for n in message[len(required) :].split(",")]
             message = required + ", ".join(n if n in positional else "--" + n.replace("_", "-") for n in names)
         raise OMGPTError(f"{prog}: {message}") from None
     return {name: namespace[name] for name in inspect.signature(fn).parameters}
@@ -130,12 +133,21 @@ def _jsonargparse_argv(fn: Callable[..., Any], argv: list[str]) -> list[str]:
 
 
 def _is_list(hint: Any) -> bool:
-    args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) is typing.Union else [hint]
+    args = (
+        [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) is typing.Union else [hint]
+    )
     return len(args) == 1 and typing.get_origin(args[0]) is list
 
 
-_NESTING = ("Parser key", "Problem with given class_path", "Does not validate against any", "Subtypes:", "Errors:",
-            "Given value", "Expected a <class 'NoneType'>")
+_NESTING = (
+    "Parser key",
+    "Problem with given class_path",
+    "Does not validate against any",
+    "Subtypes:",
+    "Errors:",
+    "Given value",
+    "Expected a <class 'NoneType'>",
+)
 
 
 def one_line(message: str, option: bool = False) -> str:

@@ -14,6 +14,7 @@ uses smaller sizes (well under 3 minutes on a 2-core CPU); ``--smoke`` the small
 checks that everything runs). The helpers the benchmark scripts share are library code
 (:mod:`omgpt.timing`): a script never imports the command that runs it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -28,7 +29,6 @@ from omgpt.errors import OMGPTError
 from omgpt.files import write_json, writable_file
 from omgpt.resources import BENCHMARKS
 from omgpt.timing import machine, quiet_lightning
-
 
 
 def load_benchmark(name: str):
@@ -70,7 +70,14 @@ def measure_datagen(datagen, name: str, batch: int, horizon: int, loop_envs: int
     task = make_task(name, **({"horizon": horizon} if takes_horizon else {}))
     batched = datagen.histories_per_second(task, batch, batch, horizon)
     looped = datagen.histories_per_second(task, loop_envs, 1, horizon)
-    return {"task": name, "batch": batch, "horizon": horizon, "batched": batched, "looped": looped, "speedup": batched / looped}
+    return {
+        "task": name,
+        "batch": batch,
+        "horizon": horizon,
+        "batched": batched,
+        "looped": looped,
+        "speedup": batched / looped,
+    }
 
 
 def run(mode: str = "quick", device: str = "cpu", threads: int = 1) -> dict:
@@ -85,22 +92,33 @@ def run(mode: str = "quick", device: str = "cpu", threads: int = 1) -> dict:
     print("1. KV-cached rollout vs full recompute (newsvendor, ModelPolicy use_cache True / False)")
     out["kv_cache"] = []
     for size in plan["kv"]["sizes"]:
-        batch = plan["kv"]["paper_batch"] if size == "paper" and plan["kv"]["paper_batch"] and not device.startswith("cuda") else plan["kv"]["batch"]
+        batch = (
+            plan["kv"]["paper_batch"]
+            if size == "paper" and plan["kv"]["paper_batch"] and not device.startswith("cuda")
+            else plan["kv"]["batch"]
+        )
         out["kv_cache"].append(kv.measure(size, batch, plan["kv"]["horizon"], device, plan["kv"]["repeats"]))
         print("   " + kv.report(out["kv_cache"][-1]), flush=True)
 
     datagen = load_benchmark("datagen")
     p = plan["datagen"]
-    print(f"\n2. Batched data generation vs a per-environment loop (noisy-oracle, B = {p['batch']}, T = {p['horizon']})")
+    print(
+        f"\n2. Batched data generation vs a per-environment loop (noisy-oracle, B = {p['batch']}, T = {p['horizon']})"
+    )
     out["datagen"] = []
     for name in p["tasks"]:
         r = measure_datagen(datagen, name, p["batch"], p["horizon"], p["loop_envs"])
         out["datagen"].append(r)
-        print(f"   {name:<12} batched {r['batched']:>9.0f} histories/s   per-env loop {r['looped']:>7.1f}/s   speed-up {r['speedup']:>6.0f}x", flush=True)
+        print(
+            f"   {name:<12} batched {r['batched']:>9.0f} histories/s   per-env loop {r['looped']:>7.1f}/s   speed-up {r['speedup']:>6.0f}x",
+            flush=True,
+        )
 
     streaming = load_benchmark("streaming")
     p = plan["stream"]
-    print(f"\n3. Training step on the streaming DataModule vs on a fixed in-memory batch (demo scale, Trainer, {p['steps']} steps)")
+    print(
+        f"\n3. Training step on the streaming DataModule vs on a fixed in-memory batch (demo scale, Trainer, {p['steps']} steps)"
+    )
     out["streaming"] = []
     for workers in p["workers"]:
         r = streaming.measure(p["steps"], workers, p["repeats"], device, p.get("batch_size"), p.get("horizon"))
@@ -109,7 +127,9 @@ def run(mode: str = "quick", device: str = "cpu", threads: int = 1) -> dict:
 
     overhead = load_benchmark("lightning_overhead")
     p = plan["lightning"]
-    print(f"\n4. The module's training step under a Lightning Trainer vs a bare PyTorch loop (demo scale, {p['steps']} steps)")
+    print(
+        f"\n4. The module's training step under a Lightning Trainer vs a bare PyTorch loop (demo scale, {p['steps']} steps)"
+    )
     out["lightning"] = overhead.measure(p["steps"], p["repeats"], device, p.get("batch_size"), p.get("horizon"))
     print("   " + overhead.report(out["lightning"]), flush=True)
 
@@ -122,10 +142,16 @@ def run(mode: str = "quick", device: str = "cpu", threads: int = 1) -> dict:
         "lightning_step_ratio": out["lightning"]["ratio"],
     }
     print("\nthe four ratios, measured in this run:")
-    print(f"   KV cache        {kv_main['speedup']:>7.1f}x faster than full recompute ({kv_main['size']} model, B = {kv_main['batch']}, T = {kv_main['horizon']}; actions differ by <= {kv_main['max_abs_diff']:.0e})")
-    print(f"   data generation {out['datagen'][0]['speedup']:>7.0f}x faster batched than per environment ({out['datagen'][0]['task']})")
+    print(
+        f"   KV cache        {kv_main['speedup']:>7.1f}x faster than full recompute ({kv_main['size']} model, B = {kv_main['batch']}, T = {kv_main['horizon']}; actions differ by <= {kv_main['max_abs_diff']:.0e})"
+    )
+    print(
+        f"   data generation {out['datagen'][0]['speedup']:>7.0f}x faster batched than per environment ({out['datagen'][0]['task']})"
+    )
     extra = "".join(f"; {r['workers']} worker(s): {r['ratio']:.2f}" for r in out["streaming"][1:])
-    print(f"   streaming data  {stream0['ratio']:>7.2f}x the fixed-batch step time ({stream0['workers']} workers{extra}; wanted <= 1.1)")
+    print(
+        f"   streaming data  {stream0['ratio']:>7.2f}x the fixed-batch step time ({stream0['workers']} workers{extra}; wanted <= 1.1)"
+    )
     print(f"   Lightning       {out['lightning']['ratio']:>7.2f}x the bare PyTorch step time")
     return out
 
@@ -163,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from omgpt.commands.args import command  # errors: one line, exit code 2
 
     return command(bench_command, "omgpt bench")(sys.argv[1:] if argv is None else argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

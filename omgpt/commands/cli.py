@@ -9,6 +9,7 @@ signature and docstring jsonargparse -- LightningCLI's parser -- turns into its 
 This module sits on top: it dispatches to the commands; nothing imports it but the entry point (the
 commands share :mod:`omgpt.commands.args` and :mod:`omgpt.commands.lightning_cli`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -65,9 +66,20 @@ def evaluate(
     if not policies:
         raise OMGPTError("omgpt evaluate: --policies is required (e.g. --policies omgpt,oracle,erm,fai)")
     run_evaluation(
-        task_name=task, task_options=task_options(option), policies=[n.strip() for n in policies.split(",") if n.strip()],
-        ckpt=ckpt, runs=runs, horizon=horizon, window=window, seed=seed, out=out, batch_size=batch_size, device=device,
-        progress=not no_progress, force=force, jobs=jobs,
+        task_name=task,
+        task_options=task_options(option),
+        policies=[n.strip() for n in policies.split(",") if n.strip()],
+        ckpt=ckpt,
+        runs=runs,
+        horizon=horizon,
+        window=window,
+        seed=seed,
+        out=out,
+        batch_size=batch_size,
+        device=device,
+        progress=not no_progress,
+        force=force,
+        jobs=jobs,
     )
 
 
@@ -108,13 +120,26 @@ def demand_prediction(
     from omgpt.commands.evaluate import run_demand_prediction
 
     run_demand_prediction(
-        ckpt=ckpt, task_options=task_options(option), runs=runs, horizon=horizon, window=window,
-        seed=seed, out=out, policy=policy, batch_size=batch_size, device=device,
-        progress=not no_progress, task_name=task, force=force, jobs=jobs,
+        ckpt=ckpt,
+        task_options=task_options(option),
+        runs=runs,
+        horizon=horizon,
+        window=window,
+        seed=seed,
+        out=out,
+        policy=policy,
+        batch_size=batch_size,
+        device=device,
+        progress=not no_progress,
+        task_name=task,
+        force=force,
+        jobs=jobs,
     )
 
 
-def demo(out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: PositiveInt = 100, seed: Seed = DEMO_SEED) -> int:
+def demo(
+    out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: PositiveInt = 100, seed: Seed = DEMO_SEED
+) -> int:
     """The embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks.
 
     Args:
@@ -154,13 +179,17 @@ def tune(
     if task not in TASKS:
         make_task(task)  # the "unknown task" error
     options = task_options(option)
-    names = None if policies is None else [n.strip() for n in policies.split(",") if n.strip()]  # "," is empty, not "all"
+    names = (
+        None if policies is None else [n.strip() for n in policies.split(",") if n.strip()]
+    )  # "," is empty, not "all"
     horizon = horizon or options.get("horizon", TASKS[task].cls.default_horizon)
     _check_tuning_work(task, options, names, horizon, runs, force)
     run_tuning(task, options, names, horizon, runs, seed)
 
 
-def _check_tuning_work(task_name: str, options: dict, names: list[str] | None, horizon: int, runs: int, force: bool) -> None:
+def _check_tuning_work(
+    task_name: str, options: dict, names: list[str] | None, horizon: int, runs: int, force: bool
+) -> None:
     """``omgpt tune``'s time and memory, estimated before it tunes: every grid point (and the paper's
     constants) of every policy is one rollout of ``runs`` validation environments."""
     from omgpt import checks
@@ -171,7 +200,9 @@ def _check_tuning_work(task_name: str, options: dict, names: list[str] | None, h
     from omgpt.tuning import grid
 
     task = make_episode_task(task_name, options, horizon)
-    tunable = [POLICIES[n][0].tunable for n in names or tunable_policies(task) if n in POLICIES and POLICIES[n][0].tunable]
+    tunable = [
+        POLICIES[n][0].tunable for n in names or tunable_policies(task) if n in POLICIES and POLICIES[n][0].tunable
+    ]
     points = sum(len(grid(t)) + 1 for t in tunable)
     what = f"tuning {len(tunable)} policies ({points} rollouts) on {runs} runs x {horizon} steps"
     checks.memory(checks.history_bytes(task, runs, horizon), what)
@@ -227,7 +258,9 @@ def experiment(
         read_config(path, "--fit-config")
     if all_experiments:
         if name or out or horizon or fit_config:
-            raise OMGPTError("omgpt experiment --all: runs every experiment at its own settings; give no name, --out, --horizon or --fit-config")
+            raise OMGPTError(
+                "omgpt experiment --all: runs every experiment at its own settings; give no name, --out, --horizon or --fit-config"
+            )
         if redraw:  # every report in results/ drawn again
             for each in available():
                 if (report_folder(each, scale, None) / "experiment.json").is_file():
@@ -235,15 +268,34 @@ def experiment(
                 else:  # configured, not run yet: nothing to draw
                     print(f"{each}: no report yet (omgpt experiment {each})")
         else:
-            run_all(scale=scale, models_dir=models_dir, jobs=jobs, runs=runs, seed=seed, device=device, train_only=train_only)
+            run_all(
+                scale=scale,
+                models_dir=models_dir,
+                jobs=jobs,
+                runs=runs,
+                seed=seed,
+                device=device,
+                train_only=train_only,
+            )
         return
     if not name:
         raise OMGPTError("omgpt experiment: name an experiment (omgpt experiment --list), or --all")
     if redraw:
         redraw_experiment(name, scale=scale, out=out)
         return
-    run_experiment(name, scale=scale, out=out, models_dir=models_dir, jobs=jobs, runs=runs, horizon=horizon, fit_configs=fit_config or [],
-                   seed=seed, device=device, train_only=train_only)
+    run_experiment(
+        name,
+        scale=scale,
+        out=out,
+        models_dir=models_dir,
+        jobs=jobs,
+        runs=runs,
+        horizon=horizon,
+        fit_configs=fit_config or [],
+        seed=seed,
+        device=device,
+        train_only=train_only,
+    )
 
 
 def _imported(module: str, attr: str) -> Callable[[], Callable[..., Any]]:
@@ -259,11 +311,15 @@ FUNCTIONS: dict[str, tuple[Callable[[], Callable[..., Any]], tuple[str, ...]]] =
     "tune": (lambda: tune, ()),
     "experiment": (lambda: experiment, ("name",)),
     "bench": (_imported("omgpt.commands.bench", "bench_command"), ()),
-    **{n: (_imported("omgpt.commands.interpret", f"{n.replace('-', '_')}_command"), ())
-       for n in ("probe", "tsne", "tsne-training", "manipulate")},
+    **{
+        n: (_imported("omgpt.commands.interpret", f"{n.replace('-', '_')}_command"), ())
+        for n in ("probe", "tsne", "tsne-training", "manipulate")
+    },
 }
-COMMANDS = {name: (lambda argv, name=name: command(FUNCTIONS[name][0](), f"omgpt {name}", FUNCTIONS[name][1])(argv))
-            for name in FUNCTIONS}
+COMMANDS = {
+    name: (lambda argv, name=name: command(FUNCTIONS[name][0](), f"omgpt {name}", FUNCTIONS[name][1])(argv))
+    for name in FUNCTIONS
+}
 LIGHTNING_SUMMARIES = {
     "fit": "Pre-train OMGPT (LightningCLI: omgpt fit --config configs/newsvendor.yaml).",
     "validate": "Online validation of a checkpoint on the validation environments (LightningCLI).",
@@ -277,14 +333,34 @@ def usage() -> str:
     lines = [f"usage: omgpt {{{','.join(summaries)}}} ...", ""]
     width = max(10, *map(len, summaries))
     lines += [f"  {name:<{width}} {text}" for name, text in summaries.items()]
-    return "\n".join(lines + ["", "omgpt COMMAND --help lists the options of a command.",
-                               f"{', '.join(THREADED)} also take --threads N (torch threads; or {threads.ENV}=N)."])
+    return "\n".join(
+        lines
+        + [
+            "",
+            "omgpt COMMAND --help lists the options of a command.",
+            f"{', '.join(THREADED)} also take --threads N (torch threads; or {threads.ENV}=N).",
+        ]
+    )
 
 
-THREADED = ("fit", "validate", "demo", "evaluate", "demand-prediction", "tune", "experiment")  # take --threads N (omgpt.threads)
+THREADED = (
+    "fit",
+    "validate",
+    "demo",
+    "evaluate",
+    "demand-prediction",
+    "tune",
+    "experiment",
+)  # take --threads N (omgpt.threads)
 MOVED = {  # (command, option) -> the command it became: its old spelling is one line naming the new one
-    ("evaluate", "--demand-prediction"): "is now its own command: omgpt demand-prediction (one --policy, not --policies)",
-    ("tsne", "--mode"): "is gone: omgpt tsne maps one checkpoint's layers; omgpt tsne-training compares several checkpoints' histories",
+    (
+        "evaluate",
+        "--demand-prediction",
+    ): "is now its own command: omgpt demand-prediction (one --policy, not --policies)",
+    (
+        "tsne",
+        "--mode",
+    ): "is gone: omgpt tsne maps one checkpoint's layers; omgpt tsne-training compares several checkpoints' histories",
 }
 INTERRUPTED = 128 + signal.SIGINT  # the shell's exit code for a command ended by Ctrl-C: 130
 
@@ -294,7 +370,9 @@ def cli_main(args: ArgsType = None) -> int:
     argv = list(sys.argv[1:] if args is None else args)
     import omgpt
 
-    if signal.getsignal(signal.SIGINT) is omgpt._interrupted_while_starting:  # the imports are done: Ctrl-C is a KeyboardInterrupt again
+    if (
+        signal.getsignal(signal.SIGINT) is omgpt._interrupted_while_starting
+    ):  # the imports are done: Ctrl-C is a KeyboardInterrupt again
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if not argv or argv[0] in ("-h", "--help"):
@@ -309,7 +387,9 @@ def cli_main(args: ArgsType = None) -> int:
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
         if argv[0] not in LIGHTNING_COMMANDS:
-            raise OMGPTError(f"unknown command {argv[0]!r}; choose from {', '.join(LIGHTNING_COMMANDS + tuple(COMMANDS))}")
+            raise OMGPTError(
+                f"unknown command {argv[0]!r}; choose from {', '.join(LIGHTNING_COMMANDS + tuple(COMMANDS))}"
+            )
         build_cli(None if args is None else argv)
         return 0
     except FloatingPointError as e:  # OMGPTModule stops before a non-finite update reaches the weights

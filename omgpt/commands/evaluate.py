@@ -5,6 +5,7 @@
 :func:`run_demand_prediction` (``omgpt demand-prediction``) is the paper's demand-prediction study
 (§5.1.6): a checkpoint's observation head against ridge regression, per number of observed samples.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -97,17 +98,31 @@ def run_evaluation(
     task = make_episode_task(task_name, task_options, horizon)
     gpt_options = omgpt_options(task, task_options, model, horizon, window) if model is not None else {}
     if model is not None and window is None and gpt_options["window"] is not None:
-        print(f"omgpt evaluate: horizon {horizon} > the model's {gpt_options['window']} steps; using context window {gpt_options['window']}")
+        print(
+            f"omgpt evaluate: horizon {horizon} > the model's {gpt_options['window']} steps; using context window {gpt_options['window']}"
+        )
     specs = {name: (gpt_options if name == "omgpt" else {}) for name in policies}
     for name in specs:  # fail on unknown / inapplicable names (and missing tunings) before any rollout starts
         make_policy(name, task, horizon, **specs[name])
     what = f"evaluating {len(policies)} policies on {runs} runs x {horizon} steps"
-    checks.memory(len(policies) * checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
+    checks.memory(
+        len(policies) * checks.history_bytes(task, runs, horizon)
+        + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES),
+        what,
+    )
     checks.rollout_time(checks.loop_steps(len(policies), runs, horizon, batch_size), what, force)
     with output_folder(out, REPORT_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
-        summary = write_report(histories, task=task.name, horizon=horizon, runs=runs, seed=seed, out=folder,
-                               task_options=task.options(), stream={"batch_size": batch_size, "device": torch.device(device).type})
+        summary = write_report(
+            histories,
+            task=task.name,
+            horizon=horizon,
+            runs=runs,
+            seed=seed,
+            out=folder,
+            task_options=task.options(),
+            stream={"batch_size": batch_size, "device": torch.device(device).type},
+        )
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
     return summary
 
@@ -155,34 +170,58 @@ def run_demand_prediction(
     ``task_name``, if given, must be the checkpoint's task (``task_options`` override its options, e.g.
     ``demand_types=square`` for a mixed-demand checkpoint)."""
     if ckpt is None:
-        raise OMGPTError("demand prediction needs --ckpt PATH (a pricing checkpoint trained with --model.obs_head true)")
+        raise OMGPTError(
+            "demand prediction needs --ckpt PATH (a pricing checkpoint trained with --model.obs_head true)"
+        )
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
     if not model.cfg.obs_head:
         raise OMGPTError(f"checkpoint {ckpt} has no observation head; pre-train with --model.obs_head true")
     horizon = horizon or default_horizon
     task = make_episode_task(task_name, task_options, horizon)
     if task.discrete or (task.obs_dim, task.action_dim) != (1, 1) or task.context_dim == 0:
-        raise OMGPTError(f"demand prediction needs a scalar observation, a scalar continuous action and a context (as pricing); "
-                         f"checkpoint {ckpt} was trained on {task_name!r}")
+        raise OMGPTError(
+            f"demand prediction needs a scalar observation, a scalar continuous action and a context (as pricing); "
+            f"checkpoint {ckpt} was trained on {task_name!r}"
+        )
     check_token_sizes(task, task_options, model)
     if horizon < 2:
         raise OMGPTError("demand prediction needs --horizon >= 2 (one sample to learn from, one to predict)")
     if horizon > model.cfg.max_steps and (window is None or window > model.cfg.max_steps):
-        raise OMGPTError(f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}")
+        raise OMGPTError(
+            f"--horizon {horizon} exceeds the {model.cfg.max_steps} steps the model was trained for; pass --window <= {model.cfg.max_steps}"
+        )
     options = {"model": model, "window": window} if policy == "omgpt" else {}
     make_policy(policy, task, **options)  # an unknown or inapplicable name fails before any rollout
     what = f"demand prediction on {runs} runs x {horizon} steps"
-    checks.memory(checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what)
+    checks.memory(
+        checks.history_bytes(task, runs, horizon) + checks.report_bytes(runs, horizon, BOOTSTRAP_SAMPLES), what
+    )
     checks.rollout_time(checks.loop_steps(1, runs, horizon, batch_size), what, force)
     with output_folder(out, DEMAND_FILES, "omgpt demand-prediction") as folder:
-        history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress, jobs)[policy]
+        history = evaluate_policies(task, {policy: options}, runs, horizon, seed, batch_size, device, progress, jobs)[
+            policy
+        ]
         predictions = {
             "omgpt": observation_predictions(model, history, window)[..., 0].double().numpy(),
-            "ridge": ridge_predictions(history.contexts.double().numpy(), history.actions.double().numpy(), history.observations.double().numpy()),
+            "ridge": ridge_predictions(
+                history.contexts.double().numpy(),
+                history.actions.double().numpy(),
+                history.observations.double().numpy(),
+            ),
         }
-        meta = {"task": task_name, "task_options": task_options, "horizon": horizon, "runs": runs, "seed": seed,
-                "batch_size": batch_size, "device": torch.device(device).type, "policy": policy, "window": window,
-                "ckpt": str(ckpt), "code_version": code_version()}
+        meta = {
+            "task": task_name,
+            "task_options": task_options,
+            "horizon": horizon,
+            "runs": runs,
+            "seed": seed,
+            "batch_size": batch_size,
+            "device": torch.device(device).type,
+            "policy": policy,
+            "window": window,
+            "ckpt": str(ckpt),
+            "code_version": code_version(),
+        }
         expected = mean_observations(task, history)[..., 0].double().numpy()
         summary = demand_report(predictions, expected, history.observations[..., 0].double().numpy(), meta, folder)
     print(f"wrote {', '.join(str(Path(out) / f) for f in DEMAND_FILES)}")

@@ -14,6 +14,7 @@ checkpoint, a step beyond the model's horizon, a label the task does not have, .
 * ``omgpt manipulate --ckpt C [--n 1000 --step 50 --low 0 --high 10 --columns state|all|0,2 --out DIR]``
   -> ``manipulation.png``, ``manipulation.json`` (``analysis.manipulation``).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,11 @@ def _task(trained: TrainedModel, options: list[str]):
     from omgpt.tasks import make_episode_task
 
     overrides = task_options(options)
-    task = make_episode_task(trained.hparams["task"], {**(trained.hparams.get("task_options") or {}), **overrides}, trained.hparams["horizon"])
+    task = make_episode_task(
+        trained.hparams["task"],
+        {**(trained.hparams.get("task_options") or {}), **overrides},
+        trained.hparams["horizon"],
+    )
     check_token_sizes(task, overrides, trained.model)
     return task
 
@@ -161,20 +166,47 @@ def tsne_command(
         label = label or ("type" if data.hidden_type is not None else "action")
         if label == "type":
             if data.hidden_type is None:
-                raise OMGPTError(f"--label type needs a task with a hidden type, e.g. mixed demand types (task {task.name!r} has one type); use --label action")
-            values, categorical, name, classes = data.types(), True, data.hidden_type.name, dict(enumerate(data.hidden_type.classes))
+                raise OMGPTError(
+                    f"--label type needs a task with a hidden type, e.g. mixed demand types (task {task.name!r} has one type); use --label action"
+                )
+            values, categorical, name, classes = (
+                data.types(),
+                True,
+                data.hidden_type.name,
+                dict(enumerate(data.hidden_type.classes)),
+            )
         elif label == "action":
             values, categorical, name, classes = data.optimal_action, False, f"a*_{step}", None
         else:
             values, categorical, name, classes = data.prediction, False, f"model's a_{step}", None
         result = tsne_layers(data.hidden, values, categorical, layer_list, perplexity, seed)
-        plot_tsne_layers(result, folder / "tsne.png", name, classes, title=f"t-SNE of the embedding of X_{step} per layer ({task.name}, {samples} histories)")
-        write_json({
-            "ckpt": ckpt[0], "task": task.name, "task_options": task.options(), "step": step, "samples": samples, "label": label,
-            "policy": policy, "seed": seed, "layers": result["layers"], "knn_score": result["knn"],
-            "knn_score_meaning": "leave-one-out 10-NN accuracy of the label in the 2-D map" if categorical else "leave-one-out 10-NN R^2 of the label in the 2-D map",
-            "coords": {str(k): c for k, c in zip(result["layers"], result["coords"])}, "labels": result["labels"],
-        }, folder / "tsne.json")
+        plot_tsne_layers(
+            result,
+            folder / "tsne.png",
+            name,
+            classes,
+            title=f"t-SNE of the embedding of X_{step} per layer ({task.name}, {samples} histories)",
+        )
+        write_json(
+            {
+                "ckpt": ckpt[0],
+                "task": task.name,
+                "task_options": task.options(),
+                "step": step,
+                "samples": samples,
+                "label": label,
+                "policy": policy,
+                "seed": seed,
+                "layers": result["layers"],
+                "knn_score": result["knn"],
+                "knn_score_meaning": "leave-one-out 10-NN accuracy of the label in the 2-D map"
+                if categorical
+                else "leave-one-out 10-NN R^2 of the label in the 2-D map",
+                "coords": {str(k): c for k, c in zip(result["layers"], result["coords"])},
+                "labels": result["labels"],
+            },
+            folder / "tsne.json",
+        )
     out = Path(out)
     print("layer  " + "  ".join(f"{k:>5}" for k in result["layers"]))
     print("10-NN  " + "  ".join(f"{v:5.2f}" for v in result["knn"]))
@@ -220,11 +252,17 @@ def tsne_training_command(
     with output_folder(out, TSNE_TRAINING_FILES, "omgpt tsne-training") as folder:
         result = training_ood(models, task, sequences, steps, seed, alg_star=not no_alg_star, perplexity=perplexity)
         plot_training_ood(result, folder / "training_ood.png")
-        write_json({k: v for k, v in result.items() if k != "points"} | {"ckpts": list(ckpt), "task": task.name}, folder / "training_ood.json")
+        write_json(
+            {k: v for k, v in result.items() if k != "points"} | {"ckpts": list(ckpt), "task": task.name},
+            folder / "training_ood.json",
+        )
     out = Path(out)
     for name in result["groups"]:
         d = result["distance_to_alg_star"].get(name)
-        print(f"  {name:<24} mean |a - a*| {result['mean_suboptimality'][name]:.3f}" + (f"   distance to Alg* {d:.2f}" if d is not None else ""))
+        print(
+            f"  {name:<24} mean |a - a*| {result['mean_suboptimality'][name]:.3f}"
+            + (f"   distance to Alg* {d:.2f}" if d is not None else "")
+        )
     for note in result["notes"]:
         print(f"  note: {note}")
     print(f"wrote {out / 'training_ood.png'} and {out / 'training_ood.json'}")
@@ -271,14 +309,22 @@ def manipulate_command(
         write_json(summary, folder / "manipulation.json")
     out = Path(out)
     b, af, ch = result["tf_minus_a_star_before"], result["tf_minus_a_star_after"], result["optimal_change"]
-    print(f"a*(X') - a*(X): median {ch['median']:.2f}, |change| > 0.5 in {result['fraction_changed']:.0%} of environments")
+    print(
+        f"a*(X') - a*(X): median {ch['median']:.2f}, |change| > 0.5 in {result['fraction_changed']:.0%} of environments"
+    )
     if "optimal_quantity_change" in result:
         q = result["optimal_quantity_change"]
-        print(f"  as order quantity (paper): median {q['median']:.2f}, |change| > 0.5 in {result['fraction_quantity_changed']:.0%}")
+        print(
+            f"  as order quantity (paper): median {q['median']:.2f}, |change| > 0.5 in {result['fraction_quantity_changed']:.0%}"
+        )
     print(f"TF - a* before: median {b['median']:.2f}, IQR [{b['q1']:.2f}, {b['q3']:.2f}], mean |.| {b['mean_abs']:.2f}")
-    print(f"TF - a* after:  median {af['median']:.2f}, IQR [{af['q1']:.2f}, {af['q3']:.2f}], mean |.| {af['mean_abs']:.2f}")
+    print(
+        f"TF - a* after:  median {af['median']:.2f}, IQR [{af['q1']:.2f}, {af['q3']:.2f}], mean |.| {af['mean_abs']:.2f}"
+    )
     if result["changed_after"] is not None:
         cb, ca, ci = result["changed_before"], result["changed_after"], result["changed_if_ignored"]
-        print(f"where a* moved: mean |TF - a*| before {cb['mean_abs']:.2f}, after {ca['mean_abs']:.2f} (ignoring the change: {ci['mean_abs']:.2f})")
+        print(
+            f"where a* moved: mean |TF - a*| before {cb['mean_abs']:.2f}, after {ca['mean_abs']:.2f} (ignoring the change: {ci['mean_abs']:.2f})"
+        )
     print(f"wrote {out / 'manipulation.png'} and {out / 'manipulation.json'}")
     return 0

@@ -5,6 +5,7 @@ to one run: a fit without ``--ckpt_path`` into a folder that holds a run is refu
 
 A command-line module: the library never imports it (``omgpt.commands.demo`` runs a fit through it).
 """
+
 from __future__ import annotations
 
 import os
@@ -65,12 +66,20 @@ class OMGPTCLI(LightningCLI):
             super().instantiate_classes()
         except OMGPTError:
             raise
-        except (ValueError, TypeError, KeyError, ImportError, MisconfigurationException) as e:  # a bad value reaching a constructor
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            ImportError,
+            MisconfigurationException,
+        ) as e:  # a bad value reaching a constructor
             raise OMGPTError(clean_message(str(e))) from None
         # Every checkpoint this trainer writes or reads -- step and epoch-end saves, the --ckpt_path
         # file and the last/best/hpc aliases -- goes through the atomic writer and the safe reader.
         if type(self.trainer.strategy.checkpoint_io) is not TorchCheckpointIO:
-            raise OMGPTError("omgpt fit saves and loads checkpoints with its own CheckpointIO; remove the --trainer.plugins checkpoint IO")
+            raise OMGPTError(
+                "omgpt fit saves and loads checkpoints with its own CheckpointIO; remove the --trainer.plugins checkpoint IO"
+            )
         self.trainer.strategy.checkpoint_io = SafeCheckpointIO()
 
     # LightningCLI runs a subcommand through the CLI's method of that name when there is one.
@@ -102,14 +111,19 @@ def _refuse_a_used_run_folder(trainer) -> None:
     from pathlib import Path
 
     folders = [Path(trainer.log_dir)] if trainer.loggers else []
-    folders += [Path(c.dirpath) if c.dirpath else Path(trainer.default_root_dir) / "checkpoints"
-                for c in trainer.checkpoint_callbacks if c.dirpath or not trainer.loggers]
+    folders += [
+        Path(c.dirpath) if c.dirpath else Path(trainer.default_root_dir) / "checkpoints"
+        for c in trainer.checkpoint_callbacks
+        if c.dirpath or not trainer.loggers
+    ]
     for folder in folders:
         held = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
         if held:
             shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
-            raise OMGPTError(f"{folder} already holds a run ({shown}); resume it with --ckpt_path last, or start a new run in "
-                             f"another folder (a new --trainer.logger.init_args.version, or none for the next version_N)")
+            raise OMGPTError(
+                f"{folder} already holds a run ({shown}); resume it with --ckpt_path last, or start a new run in "
+                f"another folder (a new --trainer.logger.init_args.version, or none for the next version_N)"
+            )
 
 
 def _config_files(args) -> list[str]:
@@ -117,7 +131,9 @@ def _config_files(args) -> list[str]:
     inline YAML there, which is no file)."""
     if not isinstance(args, (list, tuple)):
         return []
-    values = [b for a, b in zip(args, args[1:]) if a == "--config"] + [a[len("--config="):] for a in args if a.startswith("--config=")]
+    values = [b for a, b in zip(args, args[1:]) if a == "--config"] + [
+        a[len("--config=") :] for a in args if a.startswith("--config=")
+    ]
     return [v for v in values if os.path.isfile(v)]
 
 
@@ -161,12 +177,14 @@ def clean_message(message: str) -> str:
     """jsonargparse nests messages ('Problem with given class_path ...:\\n  - ...'): keep the informative line."""
     lines = [l.strip(" -") for l in str(message).splitlines() if l.strip()]
     for line in reversed(lines):
-        if line.lower().startswith("omgpt") or "unknown task" in line or "no option" in line:  # an OMGPTError raised inside
+        if (
+            line.lower().startswith("omgpt") or "unknown task" in line or "no option" in line
+        ):  # an OMGPTError raised inside
             return line
     if len(lines) > 1 and lines[0].startswith("Parser key"):  # 'Parser key "model.n_layer":' + why, below
         i = next((i for i, l in enumerate(lines) if l.startswith(("Problem with given class_path", "Expected"))), 1)
         why = " ".join(lines[i : i + 2]) if lines[i].startswith("Problem") else lines[i]
-        return f"{lines[0][len('Parser key'):].strip(' :').strip(chr(34))}: {why}"
+        return f"{lines[0][len('Parser key') :].strip(' :').strip(chr(34))}: {why}"
     if lines and lines[0].startswith("Problems parsing config"):  # YAML syntax: keep where and what
         return "; ".join(l.replace('in "<unicode string>", ', "") for l in lines)
     return lines[0] if lines else "invalid arguments"

@@ -29,6 +29,7 @@ validation curve. A record or card written before records held checksums is refu
 once (:func:`stamp_files`: the three fields added, nothing else changed); a local one is retrained
 (delete its folder) or stamped the same way.
 """
+
 from __future__ import annotations
 
 import csv
@@ -78,8 +79,14 @@ def fit(args: list[str], run: Path, log: Path, what: str, nice: int = 0) -> floa
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "a") as out:
-        code = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                               preexec_fn=(lambda: os.nice(nice)) if nice else None)
+        code = subprocess.call(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+        )
     if code != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
         raise OMGPTError(f"training {what} failed (exit {code}): {tail[0]} -- see {log}")
@@ -90,7 +97,9 @@ def fit(args: list[str], run: Path, log: Path, what: str, nice: int = 0) -> floa
 # What a fit logged.
 def _parts(run: Path) -> list[Path]:
     """``metrics-part0.csv``, ``metrics-part1.csv``, ...: the processes of a run before each resume."""
-    parts = [(int(m.group(1)), p) for p in run.glob("metrics-part*.csv") if (m := re.fullmatch(r"metrics-part(\d+)", p.stem))]
+    parts = [
+        (int(m.group(1)), p) for p in run.glob("metrics-part*.csv") if (m := re.fullmatch(r"metrics-part(\d+)", p.stem))
+    ]
     return [p for _, p in sorted(parts)]
 
 
@@ -113,8 +122,12 @@ def validation_points(rows: list[dict]) -> list[dict]:
     for r in rows:
         if r.get("val/regret"):
             minutes = round(float(r["time/cpu_minutes"]), 3) if r.get("time/cpu_minutes") else None
-            points[int(r["step"]) + 1] = {"step": int(r["step"]) + 1, "minutes": minutes,
-                                          "regret": round(float(r["val/regret"]), 3), "subopt": round(float(r["val/suboptimality"]), 4)}
+            points[int(r["step"]) + 1] = {
+                "step": int(r["step"]) + 1,
+                "minutes": minutes,
+                "regret": round(float(r["val/regret"]), 3),
+                "subopt": round(float(r["val/suboptimality"]), 4),
+            }
     return [points[step] for step in sorted(points)]
 
 
@@ -142,10 +155,21 @@ def training_summary(rows: list[dict], kept_step: int, selected_by: str = "val/r
     if kept_step not in regret:
         raise OMGPTError(f"the kept checkpoint's step {kept_step} has no validation in the run's metrics")
     curve = [[step, value] for step, value in sorted(regret.items())]
-    summary = {"val_regret": curve, "best_val_regret": regret[kept_step], "steps": curve[-1][0], "selected_by": selected_by}
+    summary = {
+        "val_regret": curve,
+        "best_val_regret": regret[kept_step],
+        "steps": curve[-1][0],
+        "selected_by": selected_by,
+    }
     # CPU seconds: with one thread, what the fit takes on an idle core, however many fits shared the machine
     clock = clocks(rows)
-    summary.update({key: round(60 * clock[unit], 1) for key, unit in (("train_seconds", "wall"), ("cpu_seconds", "cpu")) if unit in clock})
+    summary.update(
+        {
+            key: round(60 * clock[unit], 1)
+            for key, unit in (("train_seconds", "wall"), ("cpu_seconds", "cpu"))
+            if unit in clock
+        }
+    )
     if obs_mse:
         summary["val_obs_mse"] = sorted(obs_mse.items())
     return summary
@@ -156,12 +180,20 @@ def training_summary(rows: list[dict], kept_step: int, selected_by: str = "val/r
 def kept_checkpoint(run: Path) -> Path:
     """The checkpoint the run keeps: of those ModelCheckpoint saved, the lowest value of the rule its
     name carries (``val/regret_ucb``, or ``val/scaled_cost``), the later epoch on a tie."""
-    saved = [(m.group(2), float(m.group(3)), -int(m.group(1)), p) for p in (run / "checkpoints").glob("*.ckpt") if (m := KEPT_NAME.fullmatch(p.stem))]
+    saved = [
+        (m.group(2), float(m.group(3)), -int(m.group(1)), p)
+        for p in (run / "checkpoints").glob("*.ckpt")
+        if (m := KEPT_NAME.fullmatch(p.stem))
+    ]
     if not saved:
-        raise OMGPTError(f"{run / 'checkpoints'}: no checkpoint kept by val/regret_ucb or val/scaled_cost (epochNNN-ucbX.ckpt, "
-                         f"epochNNN-splX.ckpt); has the fit run and validated?")
+        raise OMGPTError(
+            f"{run / 'checkpoints'}: no checkpoint kept by val/regret_ucb or val/scaled_cost (epochNNN-ucbX.ckpt, "
+            f"epochNNN-splX.ckpt); has the fit run and validated?"
+        )
     if len({tag for tag, *_ in saved}) > 1:  # two rules' files: values of different metrics do not compare
-        raise OMGPTError(f"{run / 'checkpoints'}: checkpoints kept by two rules ({', '.join(sorted(p.name for *_, p in saved))}); keep one rule per run")
+        raise OMGPTError(
+            f"{run / 'checkpoints'}: checkpoints kept by two rules ({', '.join(sorted(p.name for *_, p in saved))}); keep one rule per run"
+        )
     return min(s[1:] for s in saved)[2]
 
 
@@ -178,14 +210,23 @@ def train(folder: Path, args: list[str], info: dict, what: str) -> dict:
     checkpoint's weights in ``folder/model.ckpt``, and ``done.json``: ``info``, the training summary
     and the model's checksum, task and options. Returns the record, ``ckpt`` as a path."""
     run, model = folder / "run", folder / "model.ckpt"
-    args = [*args, "--trainer.logger.init_args.save_dir", str(folder.parent), "--trainer.logger.init_args.name", folder.name,
-            "--trainer.logger.init_args.version", run.name]
+    args = [
+        *args,
+        "--trainer.logger.init_args.save_dir",
+        str(folder.parent),
+        "--trainer.logger.init_args.name",
+        folder.name,
+        "--trainer.logger.init_args.version",
+        run.name,
+    ]
     seconds = fit(args, run, folder / "train.log", what)
     kept, step = keep(run, model)
     summary = training_summary(metric_rows(run), step, SELECTED_BY[KEPT_NAME.fullmatch(kept.stem).group(2)])
     # this process's wall-clock, unless the run's own clock (summed over resumes) says more
     seconds = max(seconds, summary.pop("train_seconds", 0.0))
-    record = stamp({**info, "ckpt": model.name, "kept_checkpoint": kept.name, "train_seconds": seconds, **summary}, model)
+    record = stamp(
+        {**info, "ckpt": model.name, "kept_checkpoint": kept.name, "train_seconds": seconds, **summary}, model
+    )
     write_json(record, folder / "done.json")
     return {**record, "ckpt": str(model)}
 
@@ -216,7 +257,12 @@ def stamp(info: dict, model: Path) -> dict:
     """``info`` with what its reader checks: the model file's checksum, and its task and task options
     (from the model's own hyper-parameters)."""
     hp = read_checkpoint(model)["hyper_parameters"]
-    return {**info, "task": hp["task"], "task_options": hp.get("task_options") or {}, "checksum": records.checksum(model)}
+    return {
+        **info,
+        "task": hp["task"],
+        "task_options": hp.get("task_options") or {},
+        "checksum": records.checksum(model),
+    }
 
 
 def read_record(folder: Path, task: str | None = None, task_options: dict | None = None) -> dict:
@@ -239,7 +285,9 @@ def read_card(folder: Path, task: str | None = None, task_options: dict | None =
     card = records.read_json(path, CARD, "model card")
     steps = [p["step"] for p in card["validation"]]
     if card["steps"] not in steps:
-        raise RecordError(f"{path}: key 'steps': the kept step {card['steps']} is not on its validation curve (steps {steps[0]} to {steps[-1]})")
+        raise RecordError(
+            f"{path}: key 'steps': the kept step {card['steps']} is not on its validation curve (steps {steps[0]} to {steps[-1]})"
+        )
     for key in ("ratio_to_alg_star", "replication"):
         if card.get(key) is not None:
             records.check(card[key], {**RATIO, "runs": int, "seed": int}, path, key)
@@ -253,8 +301,10 @@ def _check_slot(path: Path, record: dict, task: str | None, task_options: dict |
         return
     wanted, held = (task, task_options or {}), (record["task"], record["task_options"])
     if held != wanted:
-        raise RecordError(f"{path}: a model of task {held[0]} {json.dumps(held[1], sort_keys=True)}, not the task "
-                          f"{wanted[0]} {json.dumps(wanted[1], sort_keys=True)} asked for here; retrain it or point to the right folder")
+        raise RecordError(
+            f"{path}: a model of task {held[0]} {json.dumps(held[1], sort_keys=True)}, not the task "
+            f"{wanted[0]} {json.dumps(wanted[1], sort_keys=True)} asked for here; retrain it or point to the right folder"
+        )
 
 
 def stamp_files(paths: list[Path]) -> None:

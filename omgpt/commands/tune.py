@@ -9,6 +9,7 @@ environments come from a validation seed: a test seed is refused, so no reported
 the constants were chosen on. The result goes to ``configs/tuned/<setting>.json``, read, merged and
 written under the file's lock, which ``<name>-tuned`` reads.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,18 +23,39 @@ from omgpt.locks import holding
 from omgpt.policies import POLICIES, make_policy
 from omgpt.resources import code_version
 from omgpt.tasks import make_episode_task
-from omgpt.tuning import WIDEN_STEPS, defaults, entry_metric, extension, grid, read_tuned, setting_key, tuned_path, tuning_metric
+from omgpt.tuning import (
+    WIDEN_STEPS,
+    defaults,
+    entry_metric,
+    extension,
+    grid,
+    read_tuned,
+    setting_key,
+    tuned_path,
+    tuning_metric,
+)
 
 VALIDATION_RUNS = 200  # validation environments per grid point (the mean final regret to about ±5%)
 
 
 def tunable_policies(task) -> list[str]:
     """The benchmarks with free constants that apply to ``task`` (what ``--policies all`` tunes)."""
-    return sorted(n for n, (cls, applies) in POLICIES.items() if cls.tunable and not n.endswith("-tuned") and applies(task))
+    return sorted(
+        n for n, (cls, applies) in POLICIES.items() if cls.tunable and not n.endswith("-tuned") and applies(task)
+    )
 
 
-def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, horizon: int, runs: int = VALIDATION_RUNS,
-               seed: int = seeding.TUNING_SEED, device: str = "cpu", folder: Path | None = None, log=print) -> dict:
+def run_tuning(
+    task_name: str,
+    task_options: dict,
+    policies: list[str] | None,
+    horizon: int,
+    runs: int = VALIDATION_RUNS,
+    seed: int = seeding.TUNING_SEED,
+    device: str = "cpu",
+    folder: Path | None = None,
+    log=print,
+) -> dict:
     """Tune ``policies`` (``None``: every tunable benchmark of the task) for the setting and write its
     file, merged with the policies already tuned there. Returns the file's content."""
     seeding.check_validation_seed(seed, "--seed")
@@ -55,7 +77,9 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
         if name not in POLICIES:
             make_policy(name, task)  # the "unknown policy" error
         if not POLICIES[name][0].tunable:
-            raise OMGPTError(f"policy {name!r} has no free constants to tune; tunable for {task_name!r}: {', '.join(tunable_policies(task))}")
+            raise OMGPTError(
+                f"policy {name!r} has no free constants to tune; tunable for {task_name!r}: {', '.join(tunable_policies(task))}"
+            )
         make_policy(name, task)  # applies to the task?
     key = setting_key(task_name, task.options(), horizon)
     path = tuned_path(key, folder)
@@ -64,7 +88,11 @@ def run_tuning(task_name: str, task_options: dict, policies: list[str] | None, h
     writable_file(path, "the tuned-constants file")
     if path.is_file():
         read_tuned(path)
-    setting = {"task": task_name, "task_options": {k: v for k, v in task.options().items() if k not in ("horizon", "part")}, "horizon": horizon}
+    setting = {
+        "task": task_name,
+        "task_options": {k: v for k, v in task.options().items() if k not in ("horizon", "part")},
+        "horizon": horizon,
+    }
     for name in policies:  # each benchmark's entry written when it is done: an interrupted run keeps them
         entry = _tune_one(task, name, runs, horizon, seed, device, key, log)
         # Read, merge and write under the file's lock: a tuning of another policy of this setting that
@@ -103,19 +131,33 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
             taken[k, side] += 1
         # "cross": the new values with every value of the other constants; "line": with the winner's
         # (one point per new value: a grid of four expensive constants, gbm's, cannot afford the cross)
-        points = grid(searched) if cls.widen == "cross" else [{**best, k: searched[k][0 if side == "low" else -1]} for k, side in grown]
-    curve = [{"constants": dict(c), "final_regret": regrets[c]} for c in sorted(regrets, key=lambda c: [v for _, v in c])]
+        points = (
+            grid(searched)
+            if cls.widen == "cross"
+            else [{**best, k: searched[k][0 if side == "low" else -1]} for k, side in grown]
+        )
+    curve = [
+        {"constants": dict(c), "final_regret": regrets[c]} for c in sorted(regrets, key=lambda c: [v for _, v in c])
+    ]
     paper_constants = defaults(cls, cls.tunable)
-    paper = regrets.get(tuple(paper_constants.items())) or _validation_regret(task, name, {}, runs, horizon, seed, device)
+    paper = regrets.get(tuple(paper_constants.items())) or _validation_regret(
+        task, name, {}, runs, horizon, seed, device
+    )
     bounded = {k: side for k, side in ends if not further[k, side][1]}
     at_limit = {k: side for k, side in ends if further[k, side][1]}
     seconds = time.perf_counter() - started
     widened = {k: v for k, v in searched.items() if len(v) > len(cls.tunable[k])}
-    log(f"{key}: {name}-tuned = {best}: {regrets[tuple(best.items())]['mean']:.2f} (paper's constants {paper['mean']:.2f}) "
+    log(
+        f"{key}: {name}-tuned = {best}: {regrets[tuple(best.items())]['mean']:.2f} (paper's constants {paper['mean']:.2f}) "
         f"on {runs} validation environments, {len(regrets)} points, {seconds:.0f} s"
         + (f"; widened {', '.join(f'{k} to {v[0]:g}..{v[-1]:g}' for k, v in widened.items())}" if widened else "")
-        + (f"; BOUNDED: {', '.join(f'{k} on the {side} end after {WIDEN_STEPS} widening steps' for k, side in bounded.items())}" if bounded else "")
-        + (f"; {', '.join(f'{k} on the {side} end of its range' for k, side in at_limit.items())}" if at_limit else ""))
+        + (
+            f"; BOUNDED: {', '.join(f'{k} on the {side} end after {WIDEN_STEPS} widening steps' for k, side in bounded.items())}"
+            if bounded
+            else ""
+        )
+        + (f"; {', '.join(f'{k} on the {side} end of its range' for k, side in at_limit.items())}" if at_limit else "")
+    )
     return {
         "constants": best,
         "final_regret": regrets[tuple(best.items())],
@@ -129,7 +171,9 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
         "validation": {"runs": runs, "seed": seed},
         "curve": curve,
         "seconds": round(seconds, 1),
-        "cpu_seconds": round(time.process_time() - cpu_started, 1),  # on one thread: the time on an idle core (tools/retune's estimate)
+        "cpu_seconds": round(
+            time.process_time() - cpu_started, 1
+        ),  # on one thread: the time on an idle core (tools/retune's estimate)
         "code_version": code_version(),  # per policy: a file's entries may be tuned by different code
     }
 
@@ -137,8 +181,13 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
 def _ends(constants: dict, searched: dict[str, list]) -> list[tuple[str, str]]:
     """``(constant, "low" | "high")`` for every constant of ``constants`` on an end of its searched values
     (a constant with one value is held fixed, not tuned: it has no end)."""
-    return [(k, side) for k, v in constants.items() if len(searched[k]) > 1
-            for side, end in (("low", searched[k][0]), ("high", searched[k][-1])) if v == end]
+    return [
+        (k, side)
+        for k, v in constants.items()
+        if len(searched[k]) > 1
+        for side, end in (("low", searched[k][0]), ("high", searched[k][-1]))
+        if v == end
+    ]
 
 
 def _validation_regret(task, name: str, constants: dict, runs: int, horizon: int, seed: int, device: str) -> dict:

@@ -1,6 +1,7 @@
 """Gymnasium environments for every task (``gymnasium.make("omgpt/<task>-v0", **options)``, and the
 batched ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``): see :mod:`omgpt.envs.env`
 for what they observe, play, reward and how their seeds map to :func:`omgpt.rollout.rollout`."""
+
 from omgpt.envs.registration import NAMESPACE, env_id, register_envs
 
 __all__ = ["NAMESPACE", "OMGPTEnv", "OMGPTVectorEnv", "env_id", "register_envs"]

@@ -37,6 +37,7 @@ episodes as one batch from one seed, as the rollout does (``reset(seed=s)`` with
 environment's ``reset(seed=s)``); after the last step it resets them all on the next ``step`` (Gymnasium's
 next-step autoreset: every episode ends at the same step).
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -80,7 +81,9 @@ def episode_task(task: str | Task, horizon: int | None, options: dict) -> tuple[
         return task, checks.number("horizon", task.horizon if horizon is None else horizon, integer=True, low=1)
     if task not in TASKS:
         make_task(task)  # the one-line "unknown task" error
-    horizon = checks.number("horizon", TASKS[task].cls.default_horizon if horizon is None else horizon, integer=True, low=1)
+    horizon = checks.number(
+        "horizon", TASKS[task].cls.default_horizon if horizon is None else horizon, integer=True, low=1
+    )
     return make_episode_task(task, options, horizon), horizon
 
 
@@ -119,8 +122,11 @@ class Episodes:
         """Play ``actions`` ``(B, action_dim)`` at the current step; the next context is drawn unless
         that was the last step."""
         if self.x is None:
-            raise OMGPTError("the episode is over (truncated at its horizon): reset() the environment" if self.envs is not None
-                             else "step() before reset(): reset() the environment first")
+            raise OMGPTError(
+                "the episode is over (truncated at its horizon): reset() the environment"
+                if self.envs is not None
+                else "step() before reset(): reset() the environment first"
+            )
         task, envs, x, t, g = self.task, self.envs, self.x, self.t, self.generator
         a = task.project(actions.to(device=x.device, dtype=x.dtype), x)
         a_star = task.optimal_action(envs, x, t)
@@ -135,7 +141,9 @@ class Episodes:
 
 # --------------------------------------------------------------------------------------------------
 # What the two environments share: seeding and the conversions between tensors and Gymnasium's values.
-def _generator(seed: int | None, np_random: np.random.Generator, device: torch.device, current: torch.Generator | None) -> torch.Generator:
+def _generator(
+    seed: int | None, np_random: np.random.Generator, device: torch.device, current: torch.Generator | None
+) -> torch.Generator:
     """The task's generator for the episodes a ``reset(seed=seed)`` starts (see the module docstring).
     Gymnasium takes any non-negative integer as a seed; torch's generator takes 64 bits: a larger seed is
     hashed into them (numpy's ``SeedSequence``), a smaller one is the generator's seed itself."""
@@ -182,8 +190,10 @@ def _no_render(render_mode: str | None) -> None:
 def _no_options(options: dict | None) -> None:
     """``reset(options=...)``: nothing here reads them, so they are refused rather than ignored."""
     if options:
-        raise OMGPTError(f"reset(options={options!r}): omgpt environments take no reset options; "
-                         f"task options go to gymnasium.make(..., **options), before the first reset")
+        raise OMGPTError(
+            f"reset(options={options!r}): omgpt environments take no reset options; "
+            f"task options go to gymnasium.make(..., **options), before the first reset"
+        )
 
 
 def _from_actions(task: Task, a: Tensor) -> np.ndarray:
@@ -208,8 +218,14 @@ class OMGPTEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, task: str | Task, horizon: int | None = None, device: str = "cpu", render_mode: str | None = None,
-                 **task_options: Any):
+    def __init__(
+        self,
+        task: str | Task,
+        horizon: int | None = None,
+        device: str = "cpu",
+        render_mode: str | None = None,
+        **task_options: Any,
+    ):
         _no_render(render_mode)
         self.task, self.horizon = episode_task(task, horizon, task_options)
         self.device = checks.device(str(device), "device")
@@ -233,8 +249,11 @@ class OMGPTEnv(gym.Env):
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         s = self.episodes.step(_to_actions(self.task, action, 1, self.device))
         obs = {k: v[0] for k, v in _observations(self.task, self.episodes.x, s.outcome).items()}
-        info = {"optimal_action": _from_actions(self.task, s.optimal_action)[0], "regret": float(s.regret[0]),
-                "outcome": _numpy(s.outcome[0]).astype(np.float32)}
+        info = {
+            "optimal_action": _from_actions(self.task, s.optimal_action)[0],
+            "regret": float(s.regret[0]),
+            "outcome": _numpy(s.outcome[0]).astype(np.float32),
+        }
         return obs, float(s.reward[0]), False, self.episodes.x is None, info
 
 
@@ -246,8 +265,15 @@ class OMGPTVectorEnv(VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, task: str | Task, num_envs: int = 1, horizon: int | None = None, device: str = "cpu",
-                 render_mode: str | None = None, **task_options: Any):
+    def __init__(
+        self,
+        task: str | Task,
+        num_envs: int = 1,
+        horizon: int | None = None,
+        device: str = "cpu",
+        render_mode: str | None = None,
+        **task_options: Any,
+    ):
         _no_render(render_mode)
         self.num_envs = checks.number("num_envs", num_envs, integer=True, low=1)
         self.task, self.horizon = episode_task(task, horizon, task_options)
@@ -266,7 +292,9 @@ class OMGPTVectorEnv(VectorEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         if seed is not None and not isinstance(seed, (int, np.integer)):
-            raise OMGPTError(f"one integer seeds the whole batch of episodes (the task draws them as one), got {seed!r}")
+            raise OMGPTError(
+                f"one integer seeds the whole batch of episodes (the task draws them as one), got {seed!r}"
+            )
         _no_options(options)
         super().reset(seed=seed)
         self._generator = _generator(seed, self.np_random, self.device, self._generator)
@@ -282,9 +310,19 @@ class OMGPTVectorEnv(VectorEnv):
         s = self.episodes.step(_to_actions(self.task, actions, n, self.device))
         self._autoreset = self.episodes.x is None
         every = np.ones(n, bool)
-        info = {"optimal_action": _from_actions(self.task, s.optimal_action), "_optimal_action": every.copy(),
-                "regret": _numpy(s.regret), "_regret": every.copy(),
-                "outcome": _numpy(s.outcome).astype(np.float32), "_outcome": every.copy()}
+        info = {
+            "optimal_action": _from_actions(self.task, s.optimal_action),
+            "_optimal_action": every.copy(),
+            "regret": _numpy(s.regret),
+            "_regret": every.copy(),
+            "outcome": _numpy(s.outcome).astype(np.float32),
+            "_outcome": every.copy(),
+        }
         rewards = _numpy(s.reward).astype(np.float64)
-        return (_observations(self.task, self.episodes.x, s.outcome), rewards, np.zeros(n, bool),
-                np.full(n, self._autoreset), info)
+        return (
+            _observations(self.task, self.episodes.x, s.outcome),
+            rewards,
+            np.zeros(n, bool),
+            np.full(n, self._autoreset),
+            info,
+        )

@@ -4,6 +4,7 @@ Registering is cheap: a name, an entry-point string and the task's name per task
 module (:mod:`omgpt.envs.env`) is imported by Gymnasium when an environment is made. Neither imports
 Lightning.
 """
+
 from __future__ import annotations
 
 import gymnasium

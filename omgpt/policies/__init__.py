@@ -1,6 +1,7 @@
 """Every decision maker behind one interface (see ``base.py``). Every module of this package is
 imported here, so adding a policy is adding a file that decorates its class with ``@register_policy``;
 a policy with a ``tunable`` grid also gets its ``<name>-tuned`` variant (``tuned.py``)."""
+
 import importlib
 import pkgutil
 

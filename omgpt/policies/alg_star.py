@@ -88,6 +88,7 @@ particles are a default only once their regret matches the 16,384-particle set's
 arrival rates: no particles, no moves). Revenue management has none: building ``alg-star`` for it
 raises :class:`~omgpt.errors.OMGPTError`.
 """
+
 from __future__ import annotations
 
 import math
@@ -181,8 +182,12 @@ class AlgStar(HistoryPolicy):
         # the pool (exact posterior, shared by every episode) or independent particles per episode
         self.candidates, n, self.exact = self.task.candidates(b, self.particles, generator)
         self.n = n
-        self.log_w = torch.zeros(b, n, dtype=torch.float64, device=self.device)  # importance weights, uniform prior  # (B, N)
-        self.log_lik = torch.zeros_like(self.log_w)  # each candidate's log-likelihood of the used observations  # (B, N)
+        self.log_w = torch.zeros(
+            b, n, dtype=torch.float64, device=self.device
+        )  # importance weights, uniform prior  # (B, N)
+        self.log_lik = torch.zeros_like(
+            self.log_w
+        )  # each candidate's log-likelihood of the used observations  # (B, N)
         self.used = torch.zeros(b, horizon, dtype=torch.bool, device=self.device)  # steps whose observation counts
         self.rejuvenations = torch.zeros(b, dtype=torch.long, device=self.device)
         self.accepted = torch.zeros((), dtype=torch.float64, device=self.device)  # MH acceptances (diagnostics)
@@ -217,7 +222,9 @@ class AlgStar(HistoryPolicy):
         """Every candidate's optimal action at step ``t`` in context ``x`` ``(B, dx)``, ``(B, N, da)``
         (with :meth:`log_posterior`, the posterior over ``a*``; alg-star-match reads both)."""
         x_flat = self._broadcast(x)  # (B N, dx)
-        return self.task.optimal_action(self._seen_at(self.candidates, x_flat), x_flat, t).reshape(self.batch, self.n, -1)
+        return self.task.optimal_action(self._seen_at(self.candidates, x_flat), x_flat, t).reshape(
+            self.batch, self.n, -1
+        )
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         task, b, n = self.task, self.batch, self.n
@@ -236,7 +243,9 @@ class AlgStar(HistoryPolicy):
     def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
         super().observe(t, actions, observations)
         x, bc = self.xs[:, t], self._broadcast
-        ll = self.task.log_likelihood(self.candidates, bc(x), bc(actions), bc(observations), t).reshape(self.batch, self.n)
+        ll = self.task.log_likelihood(self.candidates, bc(x), bc(actions), bc(observations), t).reshape(
+            self.batch, self.n
+        )
         updated = self.log_w + ll.double()
         alive = torch.isfinite(updated).any(-1)  # (B,): an episode with no candidate left ignores this observation
         self.log_w = torch.where(alive[:, None], updated, self.log_w)
@@ -258,7 +267,9 @@ class AlgStar(HistoryPolicy):
         episodes ``rows`` ``(b',)``, ``(b', N)``: from the task's statistics, or (``likelihood=
         "history"``) step by step in float64."""
         if self.likelihood == "stats":
-            return self.task.likelihood_from_stats(cands, {k: v[rows] for k, v in self.stats.items()}).reshape(-1, self.n)
+            return self.task.likelihood_from_stats(cands, {k: v[rows] for k, v in self.stats.items()}).reshape(
+                -1, self.n
+            )
         cands = {k: v.double() if v.is_floating_point() else v for k, v in cands.items()}
         total = torch.zeros(rows.numel(), self.n, dtype=torch.float64, device=self.device)
         for s in range(t + 1):

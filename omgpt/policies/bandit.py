@@ -55,6 +55,7 @@ the noise level are registered as well: ``ucb-noise`` (UCB1's bonus scaled by th
 ``r̂_a + σ sqrt(2 log T / max(1, n_a))``) and ``ts-noise`` (Agrawal & Goyal's Gaussian Thompson
 sampling with the known noise variance, ``r~_a ~ N(S_a/(n_a + 1), σ²/(n_a + 1))``).
 """
+
 from __future__ import annotations
 
 import math
@@ -119,7 +120,9 @@ class UCB(_ArmStatistics):
 
     def index(self) -> Tensor:
         """The UCB index of every arm, ``(B, k)`` float64."""
-        return self.means() + self.explore * torch.sqrt(2.0 * math.log(max(self.horizon, 1)) / self.counts.clamp(min=1.0))
+        return self.means() + self.explore * torch.sqrt(
+            2.0 * math.log(max(self.horizon, 1)) / self.counts.clamp(min=1.0)
+        )
 
     def act(self, t: int, x: Tensor) -> Tensor:
         return self.choose(self.index(), x)

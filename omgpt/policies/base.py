@@ -12,6 +12,7 @@ A policy is anything with
 
 so one rollout loop (:func:`omgpt.rollout.rollout`) draws every curve: OMGPT, oracles, benchmarks.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -106,7 +107,9 @@ def make_policy(name: str, task: Task, horizon: int | None = None, **options) ->
         raise OMGPTError(f"unknown policy {name!r}; available: {', '.join(sorted(POLICIES))}")
     cls, applies = POLICIES[name]
     if not applies(task):
-        raise OMGPTError(f"policy {name!r} does not apply to task {task.name!r}; policies for it: {', '.join(policies_for(task))}")
+        raise OMGPTError(
+            f"policy {name!r} does not apply to task {task.name!r}; policies for it: {', '.join(policies_for(task))}"
+        )
     if horizon is not None and "horizon" in inspect.signature(cls).parameters:
         options = {**options, "horizon": horizon}
     options = checks.options(cls, options, f"policy {name!r}")

@@ -1,4 +1,5 @@
 """OMGPT as a policy: the pre-trained network decides from the history it has seen, via its decoding cache."""
+
 from __future__ import annotations
 
 import torch
@@ -37,8 +38,17 @@ class ModelPolicy(HistoryPolicy):
             history it was made on held fixed); a path through ``k`` such reads is weighed ``feedback_grad^k``.
     """
 
-    def __init__(self, task, model: SequenceModel, window: int | None = None, use_cache: bool = True, greedy: bool = False,
-                 explore_std: float | None = None, differentiable: bool = False, feedback_grad: float = 1.0):
+    def __init__(
+        self,
+        task,
+        model: SequenceModel,
+        window: int | None = None,
+        use_cache: bool = True,
+        greedy: bool = False,
+        explore_std: float | None = None,
+        differentiable: bool = False,
+        feedback_grad: float = 1.0,
+    ):
         super().__init__(task)
         self.model, self.window, self.use_cache, self.greedy = model, window, use_cache, greedy
         self.explore_std, self.differentiable, self.feedback_grad = explore_std, differentiable, feedback_grad
@@ -48,11 +58,15 @@ class ModelPolicy(HistoryPolicy):
         limit = min(horizon, self.window or horizon)  # the longest history the model will see
         if limit > self.model.cfg.max_steps:
             what = f"window {self.window}" if self.window and self.window < horizon else f"horizon {horizon}"
-            raise ValueError(f"{what} exceeds the model's max_steps={self.model.cfg.max_steps}; use a window <= {self.model.cfg.max_steps}")
+            raise ValueError(
+                f"{what} exceeds the model's max_steps={self.model.cfg.max_steps}; use a window <= {self.model.cfg.max_steps}"
+            )
         self.model.eval()
         self.model.start_cache(self.batch, limit)
         param = next(self.model.parameters())
-        self.xs, self.actions, self.observations = (z.to(param.device) for z in (self.xs, self.actions, self.observations))
+        self.xs, self.actions, self.observations = (
+            z.to(param.device) for z in (self.xs, self.actions, self.observations)
+        )
         self.samples = torch.zeros_like(self.actions) if self.explore_std is not None else None
 
     def act(self, t: int, x: Tensor) -> Tensor:

@@ -24,6 +24,7 @@ Free constants (docs/protocol.md): ERM's ``l1``, FAI's step-size multiplier ``st
 ``initial_high``; ``erm-tuned`` / ``fai-tuned`` read the values chosen on validation environments
 (:mod:`omgpt.tuning`). The paper-text variants keep their constants fixed: they exist to show the text.
 """
+
 from __future__ import annotations
 
 import math
@@ -103,7 +104,9 @@ def batched_quantile_regression(
     data = torch.cat([torch.ones(b, n, 1, dtype=features.dtype, device=features.device), features], dim=-1)
     if l1 > 0:
         pseudo = l1 * torch.eye(d, dtype=features.dtype, device=features.device)
-        pseudo = torch.cat([torch.zeros(2 * d, 1, dtype=pseudo.dtype, device=pseudo.device), torch.cat([pseudo, -pseudo])], dim=-1)
+        pseudo = torch.cat(
+            [torch.zeros(2 * d, 1, dtype=pseudo.dtype, device=pseudo.device), torch.cat([pseudo, -pseudo])], dim=-1
+        )
         data = torch.cat([data, pseudo.expand(b, 2 * d, 1 + d)], dim=1)
         y = torch.cat([y, y.new_zeros(b, 2 * d)], dim=1)
     # min cᵀx s.t. Ax = r, 0 ≤ x ≤ 1 (x = a, c = -y, A = Zᵀ); slack s = 1 - x; dual: Aᵀv + z - w = c.
@@ -119,7 +122,9 @@ def batched_quantile_regression(
         """Newton direction of the primal-dual system at fixed scaling ``Θ``: ``(dx, dv)``."""
         normal = a_t.transpose(1, 2) @ (theta[..., None] * a_t)  # A Θ Aᵀ (B, p, p)
         # a relative ridge of 1e-13: A Θ Aᵀ is singular with fewer points than coefficients and no penalty
-        normal = normal + 1e-13 * normal.diagonal(dim1=1, dim2=2).mean(-1)[:, None, None] * torch.eye(normal.shape[-1], dtype=normal.dtype, device=normal.device)
+        normal = normal + 1e-13 * normal.diagonal(dim1=1, dim2=2).mean(-1)[:, None, None] * torch.eye(
+            normal.shape[-1], dtype=normal.dtype, device=normal.device
+        )
         dv = torch.linalg.solve(normal, (a_t.transpose(1, 2) @ (theta * rhs)[..., None]))
         return theta * ((a_t @ dv)[..., 0] - rhs), dv
 
@@ -142,7 +147,9 @@ def batched_quantile_regression(
         ds = -dx
         dz, dw = -z - z * dx / x, -w - w * ds / s
         ap, ad = torch.minimum(step(x, dx), step(s, ds)), torch.minimum(step(z, dz), step(w, dw))
-        mu_aff = ((x + ap * dx) * (z + ad * dz) + (s + ap * ds) * (w + ad * dw)).sum(-1, keepdim=True) / (2 * x.shape[-1])
+        mu_aff = ((x + ap * dx) * (z + ad * dz) + (s + ap * ds) * (w + ad * dw)).sum(-1, keepdim=True) / (
+            2 * x.shape[-1]
+        )
         sigma = (mu_aff / mu).clamp(0, 1) ** 3
         target_z = sigma * mu - dx * dz  # the complementarity targets with the corrector terms
         target_w = sigma * mu - ds * dw
@@ -215,7 +222,9 @@ class ERM(HistoryPolicy):
             return (self.w0 * feats).sum(-1, keepdim=True)
         levels = 1.0 / (1.0 + h.double())  # (B,)
         if self.solver == "ipm":
-            beta = batched_quantile_regression(self.task.split_context(self.xs[:, :t])[1], self.observations[:, :t, 0], levels, self.l1)
+            beta = batched_quantile_regression(
+                self.task.split_context(self.xs[:, :t])[1], self.observations[:, :t, 0], levels, self.l1
+            )
             return (beta[:, 0] + (beta[:, 1:] * feats.double()).sum(-1)).to(x.dtype)[:, None]
         past_feats = self.task.split_context(self.xs[:, :t])[1].double().cpu().numpy()  # (B, t, d)
         past_obs = self.observations[:, :t, 0].double().cpu().numpy()  # (B, t)

@@ -23,6 +23,7 @@ it than OMGPT has).
 
 Each with free constants has a ``tunable`` grid and a ``-tuned`` variant, tuned on validation windows.
 """
+
 from __future__ import annotations
 
 import functools
@@ -118,7 +119,9 @@ class WeekdaySAA(PastDemand):
         seen, weekday = self.demands(t)
         same = last(weekday == weekday_of(x)[:, None], self.weeks)
         q = x[:, Q]
-        return or_lookback(torch.where(same.any(-1), masked_quantile(seen, q, same), masked_quantile(seen, q)), x)[:, None]
+        return or_lookback(torch.where(same.any(-1), masked_quantile(seen, q, same), masked_quantile(seen, q)), x)[
+            :, None
+        ]
 
 
 def or_lookback(orders: Tensor, x: Tensor) -> Tensor:
@@ -158,7 +161,9 @@ class OnlineQR(HistoryPolicy):
         if t < self.min_samples:
             return x[:, LOOKBACK_QUANTILE, None]
         if self.solver == "ipm":
-            beta = batched_quantile_regression(regressors(self.xs[:, :t]), self.observations[:, :t, 0], x[:, Q], self.l1)
+            beta = batched_quantile_regression(
+                regressors(self.xs[:, :t]), self.observations[:, :t, 0], x[:, Q], self.l1
+            )
             return (beta[:, 0] + (beta[:, 1:] * regressors(x).double()).sum(-1)).to(x.dtype)[:, None]
         past = regressors(self.xs[:, :t]).double().cpu().numpy()  # (B, t, d)
         demand = self.observations[:, :t, 0].double().cpu().numpy()  # (B, t)
@@ -243,7 +248,9 @@ def part_days(task_name: str, options: tuple, horizon: int, q: float, part: str 
     (on unseen stores, on later days), never on rows of a window it trains on."""
     from omgpt.tasks import make_task
 
-    task = make_task(task_name, **{**dict(options), "part": part, "stride": horizon, "horizon": horizon, "critical_ratio": q})
+    task = make_task(
+        task_name, **{**dict(options), "part": part, "stride": horizon, "horizon": horizon, "critical_ratio": q}
+    )
     g = torch.Generator().manual_seed(0)
     envs = task.sample_envs(task.windows, g)
     history = rollout(task, envs, make_policy_free(task), horizon, g)  # the actions are irrelevant: demand is exogenous
@@ -325,8 +332,16 @@ def binned_days(task_name: str, options: tuple, horizon: int, q: float) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def fitted_gbm(task_name: str, options: tuple, horizon: int, q: float, learning_rate: float, max_leaf_nodes: int,
-               min_samples_leaf: int, l2_regularization: float) -> FittedGBM:
+def fitted_gbm(
+    task_name: str,
+    options: tuple,
+    horizon: int,
+    q: float,
+    learning_rate: float,
+    max_leaf_nodes: int,
+    min_samples_leaf: int,
+    l2_regularization: float,
+) -> FittedGBM:
     """The global quantile model at ``q`` for a setting, fitted once per process on the training part
     (:func:`part_days`, binned by :func:`binned_days`), boosting up to ``MAX_ITER`` rounds and stopped
     early when the held-out training windows' pinball loss has not improved for 20 rounds."""
@@ -334,15 +349,33 @@ def fitted_gbm(task_name: str, options: tuple, horizon: int, q: float, learning_
 
     days = binned_days(task_name, options, horizon, q)
     codes, targets, held, level = days["codes"], days["targets"], days["held"], days["level"]
-    model = HistGradientBoostingRegressor(loss="quantile", quantile=q, learning_rate=learning_rate, max_leaf_nodes=max_leaf_nodes,
-                                          min_samples_leaf=min_samples_leaf, l2_regularization=l2_regularization, max_iter=MAX_ITER,
-                                          max_bins=BINS - 1, early_stopping=True, n_iter_no_change=20, scoring="loss", random_state=0)
+    model = HistGradientBoostingRegressor(
+        loss="quantile",
+        quantile=q,
+        learning_rate=learning_rate,
+        max_leaf_nodes=max_leaf_nodes,
+        min_samples_leaf=min_samples_leaf,
+        l2_regularization=l2_regularization,
+        max_iter=MAX_ITER,
+        max_bins=BINS - 1,
+        early_stopping=True,
+        n_iter_no_change=20,
+        scoring="loss",
+        random_state=0,
+    )
     # Each day weighted by its window's level: the loss in level units times the level is the cost in the
     # series' own units, so the boosting and its stopping rule minimise the headline metric (total cost
     # over total demand). Unweighted, a held-out window of a tiny level rules the stopping: measured at
     # q = 0.75 (series split 0), its held-out loss was lowest at round 13 while the validation part's
     # scaled cost fell until round 300 (0.101 at 13, 0.0755 at 300); weighted, both fall together.
-    model.fit(codes[~held], targets[~held], sample_weight=level[~held], X_val=codes[held], y_val=targets[held], sample_weight_val=level[held])
+    model.fit(
+        codes[~held],
+        targets[~held],
+        sample_weight=level[~held],
+        X_val=codes[held],
+        y_val=targets[held],
+        sample_weight_val=level[held],
+    )
     return FittedGBM(model, days["columns"], days["bins"])
 
 
@@ -373,20 +406,32 @@ class GlobalGBM(PastDemand):
             per critical ratio (``omgpt tune``).
     """
 
-    tunable = {"learning_rate": (0.02, 0.05, 0.1, 0.2), "max_leaf_nodes": Grid(7, 15, 31, 63, lowest=2),  # scikit-learn needs 2 leaves
-               "min_samples_leaf": (20, 200), "l2_regularization": (0.0, 3.0)}
+    tunable = {
+        "learning_rate": (0.02, 0.05, 0.1, 0.2),
+        "max_leaf_nodes": Grid(7, 15, 31, 63, lowest=2),  # scikit-learn needs 2 leaves
+        "min_samples_leaf": (20, 200),
+        "l2_regularization": (0.0, 3.0),
+    }
     # Past an end, one fit per new value (the others at the winner's): crossed with the other three
     # constants' 16 points, each widening step of the learning rate alone cost ~16 fits of up to 3,000
     # rounds (the first real-demand tuning ran 13 CPU-minutes without finishing one setting).
     widen = "line"
 
-    def __init__(self, task, learning_rate: float = 0.1, max_leaf_nodes: int = 31, min_samples_leaf: int = 20,
-                 l2_regularization: float = 0.0):
+    def __init__(
+        self,
+        task,
+        learning_rate: float = 0.1,
+        max_leaf_nodes: int = 31,
+        min_samples_leaf: int = 20,
+        l2_regularization: float = 0.0,
+    ):
         super().__init__(task)
         lo, hi = task.q_range
         if lo != hi:  # one model per q: a range would fit one per window
-            raise OMGPTError(f"gbm is fitted at one critical ratio; the task draws q from [{lo:g}, {hi:g}]: "
-                             f"evaluate with --option critical_ratio=Q")
+            raise OMGPTError(
+                f"gbm is fitted at one critical ratio; the task draws q from [{lo:g}, {hi:g}]: "
+                f"evaluate with --option critical_ratio=Q"
+            )
         self.learning_rate = checks.number("learning_rate", learning_rate, low=0, low_open=True)
         self.max_leaf_nodes = checks.number("max_leaf_nodes", max_leaf_nodes, integer=True, low=2)
         self.min_samples_leaf = checks.number("min_samples_leaf", min_samples_leaf, integer=True, low=1)
@@ -394,9 +439,19 @@ class GlobalGBM(PastDemand):
 
     def model(self, q: float) -> FittedGBM:
         """The fitted boosting at ``q`` (fitted once per process and setting)."""
-        options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.task.options().items()))  # a cache key
-        return fitted_gbm(self.task.name, options, self.task.horizon, q, float(self.learning_rate), int(self.max_leaf_nodes),
-                          int(self.min_samples_leaf), float(self.l2_regularization))
+        options = tuple(
+            sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.task.options().items())
+        )  # a cache key
+        return fitted_gbm(
+            self.task.name,
+            options,
+            self.task.horizon,
+            q,
+            float(self.learning_rate),
+            int(self.max_leaf_nodes),
+            int(self.min_samples_leaf),
+            float(self.l2_regularization),
+        )
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         seen, _ = self.demands(t)
@@ -418,10 +473,18 @@ class HindsightLinear(Policy):
     def reset(self, envs, horizon, generator):
         super().reset(envs, horizon, generator)
         task = self.task
-        xs = torch.stack([task.sample_context(envs, t, generator) for t in range(horizon)], dim=1)  # contexts ignore the generator
+        xs = torch.stack(
+            [task.sample_context(envs, t, generator) for t in range(horizon)], dim=1
+        )  # contexts ignore the generator
         demand = window_demands(task, envs, horizon)
-        features, y, q = regressors(xs).double().cpu().numpy(), demand.double().cpu().numpy(), xs[:, 0, Q].double().cpu().numpy()
-        self.beta = torch.as_tensor(np.stack([quantile_regression(features[i], y[i], q[i]) for i in range(self.batch)]), device=self.device)
+        features, y, q = (
+            regressors(xs).double().cpu().numpy(),
+            demand.double().cpu().numpy(),
+            xs[:, 0, Q].double().cpu().numpy(),
+        )
+        self.beta = torch.as_tensor(
+            np.stack([quantile_regression(features[i], y[i], q[i]) for i in range(self.batch)]), device=self.device
+        )
 
     def act(self, t: int, x: Tensor) -> Tensor:
         return (self.beta[:, 0] + (self.beta[:, 1:] * regressors(x).double()).sum(-1)).to(x.dtype)[:, None]

@@ -1,5 +1,6 @@
 """The exact oracle (knows the environment) and the paper's noisy oracle ``f~`` that generates
 pre-training histories (appendix B.3)."""
+
 from __future__ import annotations
 
 import math
@@ -68,4 +69,6 @@ class Random(Policy):
         if self.high is None:
             return self.task.sample_action(self.batch, self.generator)
         low, high = self.task.action_low, min(self.high, self.task.action_high)
-        return low + (high - low) * torch.rand(self.batch, self.task.action_dim, generator=self.generator, device=self.device)
+        return low + (high - low) * torch.rand(
+            self.batch, self.task.action_dim, generator=self.generator, device=self.device
+        )

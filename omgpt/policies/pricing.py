@@ -21,6 +21,7 @@ forced-deviation constant ``κ`` in ``κ·t^{-1/4}`` (paper: ``1/10``, ``radius`
 sampling covariance (``spread``, paper: 1). ``<name>-tuned`` reads the values chosen on validation
 environments (:mod:`omgpt.tuning`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -114,7 +115,9 @@ class CILS(ILSE):
 
     tunable = {"ridge": RIDGE_GRID, "radius": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)}
 
-    def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, radius: float = 0.1):
+    def __init__(
+        self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, radius: float = 0.1
+    ):
         super().__init__(task, initial_prices, ridge)
         self.radius = checks.number("radius", radius, low=0)
 
@@ -167,7 +170,9 @@ class TSPricing(ILSE):
 
     tunable = {"ridge": RIDGE_GRID, "spread": (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)}
 
-    def __init__(self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, spread: float = 1.0):
+    def __init__(
+        self, task, initial_prices: tuple[float, float] = (0.5, 2.0), ridge: float | None = None, spread: float = 1.0
+    ):
         super().__init__(task, initial_prices, ridge)
         self.spread = checks.number("spread", spread, low=0)
 

@@ -5,6 +5,7 @@ classical adaptive controller estimates ``λ`` from the transitions seen so far 
 that would be optimal were the estimate true (certainty equivalence). It does not know the prior's six
 values of ``λ``: its estimate ranges over ``[0, 1]``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -50,7 +51,7 @@ class CertaintyEquivalence(Policy):
             c = x[:, 1].double().to(self.device)
             actions = solve_dp(self.lams.repeat(self.batch), c.repeat_interleave(self.grid), self.task.horizon)[0]
             self.tables = actions.reshape(self.batch, self.grid, self.task.horizon, -1)
-        nearest = ((self.estimate()[:, None] - self.lams).abs().argmin(-1))  # (B,)
+        nearest = (self.estimate()[:, None] - self.lams).abs().argmin(-1)  # (B,)
         rows = torch.arange(self.batch, device=self.device)
         return self.tables[rows, nearest, t, self.state][:, None].to(dtype=x.dtype, device=x.device)
 

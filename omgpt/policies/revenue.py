@@ -12,6 +12,7 @@ probability ``y'_k``. The first request is accepted (``y_1 = 1``). The action is
 probability; the task draws the acceptance coin and rejects a request the budget cannot cover
 ("when the constraint permits; otherwise set ``y_t = 0``" is the task's job).
 """
+
 from __future__ import annotations
 
 import torch

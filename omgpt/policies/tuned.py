@@ -6,6 +6,7 @@ the numbers differ. It needs the episode horizon when it is built (the constants
 horizon); :func:`~omgpt.policies.make_policy` passes it. A setting never tuned is one line naming the
 ``omgpt tune`` command to run.
 """
+
 from __future__ import annotations
 
 from omgpt.errors import OMGPTError
@@ -22,13 +23,17 @@ def tuned_variant(base_name: str, base: type) -> type:
         def __init__(self, task, horizon: int | None = None, tuned_on: str | None = None):
             if horizon is None:
                 raise OMGPTError(f"{base_name}-tuned needs the episode horizon (its constants are tuned per horizon)")
-            self.constants = tuned_constants(base_name, task.name, task.options(), horizon, tuned_on, names=tuple(base.tunable))
+            self.constants = tuned_constants(
+                base_name, task.name, task.options(), horizon, tuned_on, names=tuple(base.tunable)
+            )
             super().__init__(task, **self.constants)
 
     Tuned.__name__ = Tuned.__qualname__ = f"{base.__name__}Tuned"
-    Tuned.__doc__ = f"``{base_name}`` with its constants ({', '.join(base.tunable)}) tuned on validation environments.\n\n" \
-                    "Args:\n    horizon: the episode length the constants were tuned for.\n" \
-                    "    tuned_on: a setting key (``configs/tuned/<key>.json``) to read instead of the task's own."
+    Tuned.__doc__ = (
+        f"``{base_name}`` with its constants ({', '.join(base.tunable)}) tuned on validation environments.\n\n"
+        "Args:\n    horizon: the episode length the constants were tuned for.\n"
+        "    tuned_on: a setting key (``configs/tuned/<key>.json``) to read instead of the task's own."
+    )
     return Tuned
 
 

@@ -1,5 +1,6 @@
 """Decision tasks: one file per problem, each registering its names with ``@register`` (see
 ``registry.py``). Every task module of this package is imported here, so adding a task is adding a file."""
+
 import importlib
 import pkgutil
 

@@ -17,6 +17,7 @@ Adding a task = one file in this folder that subclasses :class:`Task` and decora
 demand types) are in :mod:`omgpt.tasks.mixins`, the prior and likelihood helpers in
 :mod:`omgpt.tasks.densities`.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -124,13 +125,19 @@ class Task:
     has_likelihood_stats: ClassVar[bool] = False  # likelihood_stats: alg-star's moves without replaying the history
     has_outcome_cost: ClassVar[bool] = False  # outcome_cost: training with target: cost (no oracle)
     has_mean_observation: ClassVar[bool] = False  # mean_observation: the observation head's prediction target
-    CAPABILITIES: ClassVar[dict[str, str]] = {"has_likelihood": "log_likelihood", "has_likelihood_stats": "likelihood_stats",
-                                              "has_outcome_cost": "outcome_cost", "has_mean_observation": "mean_observation"}
+    CAPABILITIES: ClassVar[dict[str, str]] = {
+        "has_likelihood": "log_likelihood",
+        "has_likelihood_stats": "likelihood_stats",
+        "has_outcome_cost": "outcome_cost",
+        "has_mean_observation": "mean_observation",
+    }
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "horizon" in vars(cls):
-            raise TypeError(f"{cls.__name__}: set default_horizon (the paper's T for the task); horizon is an instance's episode horizon")
+            raise TypeError(
+                f"{cls.__name__}: set default_horizon (the paper's T for the task); horizon is an instance's episode horizon"
+            )
         for flag, method in Task.CAPABILITIES.items():
             # (a flag this class states, or a property a base class states it by, stays as stated)
             if flag not in vars(cls) and not isinstance(inspect.getattr_static(cls, flag), property):
@@ -150,7 +157,9 @@ class Task:
         if pool_size is not None:
             pool_size = checks.size("pool_size", pool_size)
         if pool_size is not None and not self.poolable:
-            raise OMGPTError(f"task {self.name!r} draws from a data set's windows, already a finite set: pool_size does not apply")
+            raise OMGPTError(
+                f"task {self.name!r} draws from a data set's windows, already a finite set: pool_size does not apply"
+            )
         self.pool_size = pool_size
         self.pool_seed = pool_seed
         self._options: dict = {}  # filled by make_task: what the task was built with
@@ -237,7 +246,11 @@ class Task:
             return self.sample_prior(episodes * particles, generator), particles, False
         n = self.pool_size
         pool = {k: v.to(generator.device) for k, v in self._pool.items()}
-        return {k: v[None].expand(episodes, *v.shape).reshape(episodes * n, *v.shape[1:]) for k, v in pool.items()}, n, True
+        return (
+            {k: v[None].expand(episodes, *v.shape).reshape(episodes * n, *v.shape[1:]) for k, v in pool.items()},
+            n,
+            True,
+        )
 
     def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         """``E[O_t | γ, X_t = x, a_t = a]``, ``(B, obs_dim)`` (the demand a pricing model predicts)."""
@@ -316,7 +329,9 @@ class Task:
         u = torch.rand(n, self.action_dim, generator=generator, device=generator.device)
         return self.action_low + (self.action_high - self.action_low) * u
 
-    def action_from_output(self, output: Tensor, generator: torch.Generator | None = None, greedy: bool = False) -> Tensor:
+    def action_from_output(
+        self, output: Tensor, generator: torch.Generator | None = None, greedy: bool = False
+    ) -> Tensor:
         """Turn the model's read-out into an action: the identity for continuous tasks (discrete
         tasks sample from the softmax, or take the argmax when ``greedy``)."""
         return output

@@ -1,4 +1,5 @@
 """Prior and likelihood helpers of the tasks: uniform draws, box densities, the Gaussian log likelihood."""
+
 from __future__ import annotations
 
 import math

@@ -12,6 +12,7 @@ onto the ball (:meth:`LinearBandit.project`). ``action_low/high = ∓1`` describ
 that contains the ball, which is all the box-assuming defaults need. The default scaling (loc 0,
 scale 1) fits: rewards lie within about ``[-2.5, 2.5]`` and the coordinates of ``a*`` have sd ``1/√d``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,8 +39,8 @@ def unit_vectors(n: int, d: int, generator: torch.Generator) -> Tensor:
 @register("linear-bandit")
 class LinearBandit(GaussianNoise, Task):
     """Args:
-        dim: dimension ``d`` of actions and of ``w`` (paper: 2).
-        noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
+    dim: dimension ``d`` of actions and of ``w`` (paper: 2).
+    noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
     """
 
     loss = "l1"  # the Bayes decision under it: the posterior median (coordinate-wise)

@@ -12,6 +12,7 @@ Both the read-out and the one-hot tokens stay unscaled (action loc 0, scale 1). 
 and variance ``1 + σ²`` under any arm-choice rule that ignores ``γ``, so the default feature scaling
 (loc 0, scale 1) is already right.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,8 @@ from omgpt.tasks.registry import register
 @register("mab")
 class MultiArmedBandit(GaussianNoise, Task):
     """Args:
-        n_arms: number of arms ``k`` (paper: 20).
-        noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
+    n_arms: number of arms ``k`` (paper: 20).
+    noise_std: standard deviation ``σ`` of the reward noise (paper: 0.2).
     """
 
     loss = "ce"  # the Bayes decision under it: a posterior draw of the best arm (posterior sampling)
@@ -112,7 +113,9 @@ class MultiArmedBandit(GaussianNoise, Task):
         """A uniformly random arm, one-hot ``(n, n_arms)``."""
         return self.one_hot(torch.randint(self.n_arms, (n,), generator=generator, device=generator.device))
 
-    def action_from_output(self, output: Tensor, generator: torch.Generator | None = None, greedy: bool = False) -> Tensor:
+    def action_from_output(
+        self, output: Tensor, generator: torch.Generator | None = None, greedy: bool = False
+    ) -> Tensor:
         """Logits ``(B, n_arms)`` -> a one-hot arm drawn from ``softmax(logits)`` with ``generator`` (the
         argmax when ``greedy``)."""
         if greedy:

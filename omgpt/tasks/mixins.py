@@ -1,5 +1,6 @@
 """Mix-ins several tasks share: Gaussian observation noise (bandits, pricing) and the linear / square /
 mixed demand types (pricing, newsvendor), and the check of the noise option."""
+
 from __future__ import annotations
 
 import torch
@@ -46,7 +47,9 @@ class GaussianNoise:
         b = stats["yty"].shape[0]
         theta = theta.double().reshape(b, -1, theta.shape[-1])  # (b, N, p)
         # θᵀΦ_kᵀΦ_kθ - 2θᵀΦ_kᵀy for every kind k, (b, N, K)
-        sq = torch.einsum("bnp,bkpq,bnq->bnk", theta, stats["xtx"], theta) - 2 * torch.einsum("bnp,bkp->bnk", theta, stats["xty"])
+        sq = torch.einsum("bnp,bkpq,bnq->bnk", theta, stats["xtx"], theta) - 2 * torch.einsum(
+            "bnp,bkp->bnk", theta, stats["xty"]
+        )
         sq = sq[..., 0] if kind is None else sq.gather(-1, kind.reshape(b, -1, 1))[..., 0]
         return (-(stats["yty"][:, None] + sq) / (2 * noise_variance(self.noise_std))).reshape(-1)
 

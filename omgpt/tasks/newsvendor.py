@@ -34,6 +34,7 @@ the action set; since the expected cost is convex in ``a``, the optimum over ``A
 quantile clipped to ``A``, which is what we use so that the oracle's regret is exactly zero. It exceeds
 30 for 0.006% of draws with linear demand (4·10⁶ draws), 0.44% with square demand.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,13 +66,13 @@ FEASIBILITY_TOL = 1e-3  # float slack of the likelihood's support check: the tru
 @register("newsvendor", censored=False)  # applied first: the class's name
 class Newsvendor(DemandTypes, Task):
     """Args:
-        censored: observe sales ``min(D, a)`` instead of demand.
-        dim: dimension of ``X~`` (paper: 4).
-        lost_sale_cost: ``l`` (paper: 1).
-        demand_types: ``"linear"`` (paper), ``"square"`` or ``"mixed"`` (each environment linear or
-            square with probability 1/2, the type hidden in ``envs["square"]``).
-        nonstationary: one change point ``τ ~ U{1..horizon}`` where ``w`` is redrawn.
-        horizon: the episode length ``T`` of the change-point prior, and the default evaluation horizon.
+    censored: observe sales ``min(D, a)`` instead of demand.
+    dim: dimension of ``X~`` (paper: 4).
+    lost_sale_cost: ``l`` (paper: 1).
+    demand_types: ``"linear"`` (paper), ``"square"`` or ``"mixed"`` (each environment linear or
+        square with probability 1/2, the type hidden in ``envs["square"]``).
+    nonstationary: one change point ``τ ~ U{1..horizon}`` where ``w`` is redrawn.
+    horizon: the episode length ``T`` of the change-point prior, and the default evaluation horizon.
     """
 
     loss = "l1"  # the Bayes decision under it: the posterior median of a*
@@ -97,7 +98,11 @@ class Newsvendor(DemandTypes, Task):
             raise OMGPTError(f"demand_types must be one of {', '.join(DEMAND_TYPES)}; got {demand_types!r}")
         dim = checks.size("dim", dim)  # dim=0 ran, every policy's regret exactly 0
         self.censored, self.dim, self.lost_sale_cost = censored, dim, lost_sale_cost
-        self.demand_types, self.nonstationary, self.horizon = demand_types, bool(nonstationary), checks.size("horizon", horizon)
+        self.demand_types, self.nonstationary, self.horizon = (
+            demand_types,
+            bool(nonstationary),
+            checks.size("horizon", horizon),
+        )
         self.square_scale = SQUARE_SCALE_PER_DIM * dim
         self.name = f"{type(self).name}-censored" if censored else type(self).name  # make_task sets the registered name
         self.context_dim = self.state_dims + 1 + dim
@@ -137,14 +142,18 @@ class Newsvendor(DemandTypes, Task):
 
     def mean_demand_floor(self, envs: Envs, x: Tensor, t: int | None = None) -> Tensor:
         """``m``: the lower end of the demand's support, ``wᵀX~`` or ``(wᵀX~)²/s``, shape ``(B,)``."""
-        return self._floor_of_type(envs, torch.einsum("...d,...d->...", self.current_w(envs, t), self.split_context(x)[1]))
+        return self._floor_of_type(
+            envs, torch.einsum("...d,...d->...", self.current_w(envs, t), self.split_context(x)[1])
+        )
 
     def _floor_of_type(self, envs: Envs, linear: Tensor) -> Tensor:
         """The demand floor from ``wᵀX~`` ``(B, ...)`` by each environment's demand type."""
         square = self.is_square(envs)
         if isinstance(square, bool):
             return linear**2 / self.square_scale if square else linear
-        return torch.where(square.reshape(square.shape + (1,) * (linear.dim() - square.dim())), linear**2 / self.square_scale, linear)
+        return torch.where(
+            square.reshape(square.shape + (1,) * (linear.dim() - square.dim())), linear**2 / self.square_scale, linear
+        )
 
     def observe(self, envs: Envs, x: Tensor, a: Tensor, t: int, generator: torch.Generator) -> Tensor:
         eps = envs["eps_bar"] * torch.rand(envs["eps_bar"].shape, generator=generator, device=generator.device)
@@ -159,7 +168,9 @@ class Newsvendor(DemandTypes, Task):
         return ("w", "eps_bar", "w_after") if self.nonstationary else ("w", "eps_bar")
 
     def log_prior(self, candidates: Envs) -> Tensor:
-        out = box_log_density(candidates["w"], *W_RANGE) + box_log_density(candidates["eps_bar"][:, None], *EPS_BAR_RANGE)
+        out = box_log_density(candidates["w"], *W_RANGE) + box_log_density(
+            candidates["eps_bar"][:, None], *EPS_BAR_RANGE
+        )
         if self.nonstationary:
             out = out + box_log_density(candidates["w_after"], *W_RANGE)
         return out
@@ -174,7 +185,9 @@ class Newsvendor(DemandTypes, Task):
         ``ε̄^{1-t} 1{feasible}``. Censored (``O = min(D, a)``): a sale below the order reveals the demand
         (the same term); a sell-out ``O = a`` only says ``D ≥ a``, of probability
         ``clamp((m_γ + ε̄_γ - a) / ε̄_γ, 0, 1)``."""
-        return self._support_log_likelihood(o[:, 0], a[:, 0], self.mean_demand_floor(candidates, x, t), candidates["eps_bar"])
+        return self._support_log_likelihood(
+            o[:, 0], a[:, 0], self.mean_demand_floor(candidates, x, t), candidates["eps_bar"]
+        )
 
     def _support_log_likelihood(self, o: Tensor, a: Tensor, m: Tensor, e: Tensor) -> Tensor:
         """:meth:`log_likelihood` of observations ``o`` after orders ``a`` under demand floors ``m`` and
@@ -196,7 +209,11 @@ class Newsvendor(DemandTypes, Task):
     # is evaluated at once (one batched matrix product over time) rather than step by step.
     def likelihood_stats(self, stats: Envs | None, x: Tensor, a: Tensor, o: Tensor, t: int, used: Tensor) -> Envs:
         keep = used.double()[:, None]
-        step = {"x": (self.split_context(x)[1].double() * keep)[:, None], "a": a.double() * keep, "o": o.double() * keep}
+        step = {
+            "x": (self.split_context(x)[1].double() * keep)[:, None],
+            "a": a.double() * keep,
+            "o": o.double() * keep,
+        }
         if stats is None:
             return {**step, "n": used.double()}
         return {**{k: torch.cat([stats[k], v], dim=1) for k, v in step.items()}, "n": stats["n"] + used}
@@ -208,7 +225,9 @@ class Newsvendor(DemandTypes, Task):
         out = []
         for lo in range(0, b, chunk):
             part = {k: v[lo : lo + chunk] for k, v in stats.items()}
-            cands = {k: v[lo * n : (lo + chunk) * n].reshape(-1, n, *v.shape[1:]) for k, v in candidates.items()}  # (b', N, ...)
+            cands = {
+                k: v[lo * n : (lo + chunk) * n].reshape(-1, n, *v.shape[1:]) for k, v in candidates.items()
+            }  # (b', N, ...)
             features = part["x"].transpose(1, 2)  # (b', d, T)
             linear = cands["w"].double() @ features  # (b', N, T): wᵀX~_s
             if self.nonstationary:  # step s uses w_after from the change point on (s >= τ)

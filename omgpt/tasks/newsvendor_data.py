@@ -36,6 +36,7 @@ every day (``stride`` 1); validation and test windows are disjoint (``stride`` =
 checkpoint is chosen on the validation part (:meth:`validation_task`); ``omgpt evaluate`` needs
 ``--option part=test``.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -62,22 +63,22 @@ LEADING = WEEKDAY + dd.WEEKDAYS
 @register("newsvendor-data")
 class NewsvendorData(Task):
     """Args:
-        dataset: a ``ddop`` data set: ``bakery`` (the default when no ``csv`` is given) or ``yaz``.
-        csv: a CSV demand table, one row per series and date.
-        series, date, demand: its series id columns (comma-separated; none: one series), date and demand columns.
-        drop: columns to ignore (comma-separated); categorical: numeric columns to one-hot encode.
-        group: columns whose values the series split holds out together (default: the series columns;
-            bakery: the store).
-        split: ``series`` (held-out groups of series) or ``time`` (held-out later dates).
-        part: ``train``, ``validation`` or ``test``: the windows environments are drawn from.
-        critical_ratio: ``q = l / (h + l)``, or a range ``[lo, hi]`` from which each environment draws
-            ``q ~ U[lo, hi]`` (one model for every ratio in it; ``q`` is in the context, and an
-            evaluation fixes it with ``--option critical_ratio=0.9``).
-        horizon: ``T``, the window length in days.
-        lookback: days before a window that set its level and summaries.
-        stride: days between window starts (default: 1 for ``train``, ``T`` for the others).
-        validation_share, test_share: shares of the groups (series split) or of the date range (time split).
-        split_seed: seed of the series split's draw of groups.
+    dataset: a ``ddop`` data set: ``bakery`` (the default when no ``csv`` is given) or ``yaz``.
+    csv: a CSV demand table, one row per series and date.
+    series, date, demand: its series id columns (comma-separated; none: one series), date and demand columns.
+    drop: columns to ignore (comma-separated); categorical: numeric columns to one-hot encode.
+    group: columns whose values the series split holds out together (default: the series columns;
+        bakery: the store).
+    split: ``series`` (held-out groups of series) or ``time`` (held-out later dates).
+    part: ``train``, ``validation`` or ``test``: the windows environments are drawn from.
+    critical_ratio: ``q = l / (h + l)``, or a range ``[lo, hi]`` from which each environment draws
+        ``q ~ U[lo, hi]`` (one model for every ratio in it; ``q`` is in the context, and an
+        evaluation fixes it with ``--option critical_ratio=0.9``).
+    horizon: ``T``, the window length in days.
+    lookback: days before a window that set its level and summaries.
+    stride: days between window starts (default: 1 for ``train``, ``T`` for the others).
+    validation_share, test_share: shares of the groups (series split) or of the date range (time split).
+    split_seed: seed of the series split's draw of groups.
     """
 
     loss = "l1"  # unused: the target is the cost (see the module docstring)
@@ -89,7 +90,9 @@ class NewsvendorData(Task):
     action_low, action_high = 0.0, ACTION_HIGH
     default_horizon: ClassVar[int] = 100
     benchmarks = ("saa", "saa-weekday", "qr", "fai-data", "gbm")
-    tuning_metric: ClassVar[str] = "scaled_cost"  # what omgpt tune minimises here (tuning_score); an entry tuned otherwise is stale
+    tuning_metric: ClassVar[str] = (
+        "scaled_cost"  # what omgpt tune minimises here (tuning_score); an entry tuned otherwise is stale
+    )
     evaluation_options = ("part", "critical_ratio")
 
     def __init__(
@@ -116,7 +119,9 @@ class NewsvendorData(Task):
         if part not in dd.PARTS:
             raise OMGPTError(f"part must be one of {', '.join(dd.PARTS)}, got {part!r}")
         if not (0 < validation_share and 0 < test_share and validation_share + test_share < 1):
-            raise OMGPTError(f"validation_share and test_share must be positive with a sum below 1, got {validation_share} and {test_share}")
+            raise OMGPTError(
+                f"validation_share and test_share must be positive with a sum below 1, got {validation_share} and {test_share}"
+            )
         for name, value, low in (("horizon", horizon, 1), ("lookback", lookback, dd.WEEKDAYS), ("stride", stride, 1)):
             if value is not None and int(value) < low:
                 raise OMGPTError(f"{name} must be an integer >= {low}, got {value}")
@@ -124,8 +129,19 @@ class NewsvendorData(Task):
         self.q_range = ratio_range(critical_ratio)
         self.stride = int(stride) if stride is not None else (1 if part == "train" else self.horizon)
         dataset = "bakery" if dataset is None and csv is None else dataset
-        source = dict(dataset=dataset, csv=csv, series=series, date=date, demand=demand, drop=drop, categorical=categorical, group=group)
-        self.data = dd.demand_data(source, split, self.lookback, float(validation_share), float(test_share), int(split_seed))
+        source = dict(
+            dataset=dataset,
+            csv=csv,
+            series=series,
+            date=date,
+            demand=demand,
+            drop=drop,
+            categorical=categorical,
+            group=group,
+        )
+        self.data = dd.demand_data(
+            source, split, self.lookback, float(validation_share), float(test_share), int(split_seed)
+        )
         self.data.check_lengths(self.horizon)
         self.starts = torch.from_numpy(self.data.windows(part, self.horizon, self.stride))
         if len(self.starts) == 0:
@@ -187,7 +203,9 @@ class NewsvendorData(Task):
 
     def _check_day(self, t: int) -> None:
         if not 0 <= t < self.horizon:  # past the window the rows are another window's, or another series'
-            raise ValueError(f"day {t} is outside the task's windows of {self.horizon} days (make the task with horizon={t + 1} or more)")
+            raise ValueError(
+                f"day {t} is outside the task's windows of {self.horizon} days (make the task with horizon={t + 1} or more)"
+            )
 
     def demand(self, envs: Envs, t: int) -> Tensor:
         """Day ``t``'s realised demand in units of the level, ``(B, 1)``."""
@@ -218,9 +236,13 @@ class NewsvendorData(Task):
         options say ``part: train`` (what it was trained on), and scoring there would be silent."""
         part = given.get("part")
         if part is None:
-            raise OMGPTError("evaluating newsvendor-data needs --option part=test (or part=validation): the windows it scores")
+            raise OMGPTError(
+                "evaluating newsvendor-data needs --option part=test (or part=validation): the windows it scores"
+            )
         if part == "train":
-            raise OMGPTError("--option part=train: the training windows are what the model was fitted on; evaluate on part=test or part=validation")
+            raise OMGPTError(
+                "--option part=train: the training windows are what the model was fitted on; evaluate on part=test or part=validation"
+            )
 
     def window_totals(self, history) -> tuple[Tensor, Tensor]:
         """Each window's total cost and total demand in the series' own units (level units times the
@@ -237,7 +259,11 @@ class NewsvendorData(Task):
         (``se ≈ sqrt(Σ_w (C_w - R D_w)²) / Σ_w D_w``), in the place of the per-window mean final regret."""
         cost, demand = self.window_totals(history)
         ratio = scaled_cost(cost, demand)
-        return {"mean": ratio, "se": float((cost - ratio * demand).pow(2).sum().sqrt() / demand.sum()), "metric": self.tuning_metric}
+        return {
+            "mean": ratio,
+            "se": float((cost - ratio * demand).pow(2).sum().sqrt() / demand.sum()),
+            "metric": self.tuning_metric,
+        }
 
     def test_options(self) -> dict:
         """The test windows, at the default critical ratio where the model was trained on it (bakery's
@@ -292,4 +318,3 @@ def window_demands(task: NewsvendorData, envs: Envs, horizon: int) -> Tensor:
     """Every day's demand of the windows ``envs`` in units of their levels, ``(B, horizon)`` (for
     hindsight yardsticks and plots: never for a decision)."""
     return torch.cat([task.demand(envs, t) for t in range(horizon)], dim=-1)
-

@@ -29,6 +29,7 @@ Benchmarks: none by default (``benchmarks = ()``; the paper runs none here). ``e
 still apply: they read ``(h, X~)`` through ``task.split_context`` (which skips the inventory column),
 and their orders are order-up-to levels, projected onto ``[I_t, 30 + I_t]`` by the rollout.
 """
+
 from __future__ import annotations
 
 import torch

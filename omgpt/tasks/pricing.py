@@ -31,6 +31,7 @@ pre-trained on the unshifted prior can be evaluated on them by passing the optio
   "more centered within the range" on average, as the paper explains its results (paper:
   ``μ ∈ {0.1, 0.2, 0.3}``). Both shifts compose (the sub-interval is taken of the shifted range).
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -52,11 +53,11 @@ DEMAND_TYPES = ("linear", "square", "mixed")
 @register("pricing")  # applied first: the class's name
 class Pricing(GaussianNoise, DemandTypes, Task):
     """Args:
-        dim: context dimension ``d`` (paper: 6; 4 / 10 / 20 in the scaling study).
-        noise_std: standard deviation ``σ`` of the demand noise (paper: 0.2).
-        demand_types: ``"linear"`` (paper), ``"square"`` or ``"mixed"`` (1/2 each, hidden in ``envs["square"]``).
-        ood_shift: out-of-domain shift ``μ`` of both parameter ranges (test-time; paper §5.1.4).
-        id_shift: in-domain shift ``μ ∈ [0, 1)``: random sub-intervals of length ``1-μ`` (test-time).
+    dim: context dimension ``d`` (paper: 6; 4 / 10 / 20 in the scaling study).
+    noise_std: standard deviation ``σ`` of the demand noise (paper: 0.2).
+    demand_types: ``"linear"`` (paper), ``"square"`` or ``"mixed"`` (1/2 each, hidden in ``envs["square"]``).
+    ood_shift: out-of-domain shift ``μ`` of both parameter ranges (test-time; paper §5.1.4).
+    id_shift: in-domain shift ``μ ∈ [0, 1)``: random sub-intervals of length ``1-μ`` (test-time).
     """
 
     loss = "mse"  # the Bayes decision under it: the posterior mean of a*
@@ -112,7 +113,9 @@ class Pricing(GaussianNoise, DemandTypes, Task):
     def intercept_slope(self, envs: Envs, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(αᵀX, βᵀX)``: demand at price 0 and its decrease per unit of price (or of price squared,
         square demand), each ``(B,)``."""
-        return torch.einsum("...d,...d->...", envs["alpha"], x), torch.einsum("...d,...d->...", envs["beta"], x)  # 2x a mul-sum
+        return torch.einsum("...d,...d->...", envs["alpha"], x), torch.einsum(
+            "...d,...d->...", envs["beta"], x
+        )  # 2x a mul-sum
 
     def _price_term(self, envs: Envs, price: Tensor) -> Tensor:
         """``a`` (linear) or ``a²`` (square), per environment, for prices ``(B,)``."""
@@ -145,9 +148,9 @@ class Pricing(GaussianNoise, DemandTypes, Task):
         random sub-intervals of length ``1 - μ``."""
         (a_lo, a_hi), (b_lo, b_hi) = self.alpha_range, self.beta_range
         shift, width = self.ood_shift, 1.0 - self.id_shift
-        return box_log_density(candidates["alpha"], a_lo + shift, a_hi + shift, width * (a_hi - a_lo)) + box_log_density(
-            candidates["beta"], b_lo + shift, b_hi + shift, width * (b_hi - b_lo)
-        )
+        return box_log_density(
+            candidates["alpha"], a_lo + shift, a_hi + shift, width * (a_hi - a_lo)
+        ) + box_log_density(candidates["beta"], b_lo + shift, b_hi + shift, width * (b_hi - b_lo))
 
     def optimal_action(self, envs: Envs, x: Tensor, t: int) -> Tensor:
         intercept, slope = self.intercept_slope(envs, x)

@@ -52,6 +52,7 @@ candidate's ``a*`` comes from a table of the DP policy for every ``(λ, c)`` of 
 per task (:meth:`dp_table`). ``alg-star`` then plays the posterior mean of the candidates' ``a*``
 rounded to the grid (the squared loss's Bayes decision, :meth:`project`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -133,8 +134,8 @@ def _grid_index(values: Tensor, grid: tuple[float, ...]) -> Tensor:
 @register("queueing")
 class Queueing(Task):
     """Args:
-        horizon: the episode length ``T`` the DP plans for (paper: 100); episodes may be shorter, never
-            longer.
+    horizon: the episode length ``T`` the DP plans for (paper: 100); episodes may be shorter, never
+        longer.
     """
 
     observed_params = ("c",)  # the known cost is in the context: a pool fixes only λ
@@ -165,7 +166,9 @@ class Queueing(Task):
         action, value, opt_reward = solve_dp(envs["lam"], envs["c"], self.horizon)
         envs.update(
             queue=torch.zeros(envs["lam"].shape[0], dtype=torch.long, device=envs["lam"].device),
-            dp_action=action, dp_value=value, opt_reward=opt_reward,
+            dp_action=action,
+            dp_value=value,
+            opt_reward=opt_reward,
         )
         return envs
 

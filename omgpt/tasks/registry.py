@@ -1,6 +1,7 @@
 """The task registry: ``@register("name", **defaults)`` on a :class:`~omgpt.tasks.base.Task` subclass makes
 ``make_task("name", **options)`` build it, with its options checked and one step played before it is
 handed out."""
+
 from __future__ import annotations
 
 import inspect
@@ -41,11 +42,17 @@ def make_task(name: str, **options) -> Task:
     if name not in TASKS:
         raise OMGPTError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
     factory = TASKS[name]
-    allowed = {n for n, p in inspect.signature(factory.cls.__init__).parameters.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    allowed = {
+        n
+        for n, p in inspect.signature(factory.cls.__init__).parameters.items()
+        if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
     allowed |= {"pool_size", "pool_seed"}
     fixed = sorted(set(options) & set(factory.defaults))
     if fixed:
-        raise OMGPTError(f"option {', '.join(map(repr, fixed))} is fixed by the task name {name!r}; pick the task variant instead")
+        raise OMGPTError(
+            f"option {', '.join(map(repr, fixed))} is fixed by the task name {name!r}; pick the task variant instead"
+        )
     bad = sorted(set(options) - allowed)
     if bad:
         raise OMGPTError(
@@ -56,7 +63,9 @@ def make_task(name: str, **options) -> Task:
     task = checks.built(lambda: factory(**options), what)
     # One step shows whether the options make a task that runs; an episode of one step needs no
     # longer planning horizon (queueing's DP would make a long one slow to try).
-    check_playable(checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what)
+    check_playable(
+        checks.built(lambda: factory(**{**options, "horizon": 1}), what) if "horizon" in options else task, what
+    )
     task.name = name
     task._options = dict(options)
     return task

@@ -57,6 +57,7 @@ divisor ``T - t + 1``. Episodes must not run longer (that raises); a shorter epi
 Training, validation and ``omgpt evaluate`` build the task with ``make_episode_task``, which sets this
 option to the episode length unless it is given explicitly.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -123,7 +124,7 @@ def solve_box_lp(c: Tensor, m: Tensor, b: Tensor, upper: Tensor) -> tuple[Tensor
     systems, then everything is elementwise -- no gathers of strided views, no tiny reductions.
     """
     lead, k, j = c.shape[:-1], c.shape[-1], b.shape[-1]
-    c, m, b, upper = (v.double().reshape(-1, *v.shape[len(lead):]) for v in (c, m, b, upper))
+    c, m, b, upper = (v.double().reshape(-1, *v.shape[len(lead) :]) for v in (c, m, b, upper))
     n, device = c.shape[0], c.device
     eye = torch.eye(k, dtype=torch.float64, device=device).expand(n, k, k)
     g = torch.cat([m, -eye, eye], dim=1)  # (N, J + 2K, K): all constraints G y ≤ h
@@ -182,11 +183,11 @@ def fluid_lp(r: Tensor, a: Tensor, p: Tensor, b: Tensor, solver: str = "enum") -
 @register("revenue")
 class Revenue(Task):
     """Args:
-        horizon: ``T``: sets the budget ``B_1 = T·1`` and ``b_t = B_t/(T-t+1)`` (paper: 50).
-        types: number of customer types ``K`` (paper: 3).
-        resources: number of resources ``J`` (paper: 3).
-        solver: ``"enum"`` (exact batched vertex enumeration, default) or ``"cvxpy"`` (the readable
-            reference of :mod:`omgpt.lp`, one LP per environment and step; slow).
+    horizon: ``T``: sets the budget ``B_1 = T·1`` and ``b_t = B_t/(T-t+1)`` (paper: 50).
+    types: number of customer types ``K`` (paper: 3).
+    resources: number of resources ``J`` (paper: 3).
+    solver: ``"enum"`` (exact batched vertex enumeration, default) or ``"cvxpy"`` (the readable
+        reference of :mod:`omgpt.lp`, one LP per environment and step; slow).
     """
 
     observed_params = ("r", "A")  # the type table is known (Ada reads it): a pool fixes only the probabilities
@@ -197,7 +198,11 @@ class Revenue(Task):
     action_low, action_high = 0.0, 1.0
 
     def __init__(self, horizon: int = 50, types: int = 3, resources: int = 3, solver: str = "enum", **pool):
-        horizon, types, resources = checks.size("horizon", horizon), checks.size("types", types), checks.size("resources", resources)
+        horizon, types, resources = (
+            checks.size("horizon", horizon),
+            checks.size("types", types),
+            checks.size("resources", resources),
+        )
         if solver not in SOLVERS:
             raise OMGPTError(f"unknown LP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
         self.horizon, self.types, self.resources, self.solver = horizon, types, resources, solver
@@ -290,7 +295,9 @@ class Revenue(Task):
     def hindsight_bound(self, envs: Envs, counts: Tensor, periods: int) -> Tensor:
         """``HLP``: the hindsight LP of arrivals with ``counts (B, K)`` over ``periods`` periods and the
         pro-rated budget ``(periods/T)·B_1 = periods·1``, ``(B,)`` float64 (0 for ``periods = 0``)."""
-        budget = torch.full((counts.shape[0], self.resources), float(periods), dtype=torch.float64, device=counts.device)
+        budget = torch.full(
+            (counts.shape[0], self.resources), float(periods), dtype=torch.float64, device=counts.device
+        )
         c, m = envs["r"].double(), envs["A"].double().transpose(1, 2)
         return solve(c, m, budget, counts, self.solver)[1]
 

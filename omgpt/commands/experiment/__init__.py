@@ -53,6 +53,7 @@ policy's history to measure more on), ``figures`` (drawing helpers from
 ``configs/experiments/NAME.yaml``. Nothing else is edited: every module of ``kinds/`` is imported
 when the kinds are first looked up (``tests/test_experiment.py`` runs such a kind, written in the test).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,9 +65,27 @@ from pathlib import Path
 from omgpt.errors import OMGPTError
 from omgpt.resources import code_version
 from omgpt.commands.experiment.config import (
-    KIND_NAMES, SCALES, Experiment, Model, Panel, at_scale, available, dependency_order, load_experiment, parse_policies,
+    KIND_NAMES,
+    SCALES,
+    Experiment,
+    Model,
+    Panel,
+    at_scale,
+    available,
+    dependency_order,
+    load_experiment,
+    parse_policies,
 )
-from omgpt.commands.experiment.models import ROOT, _shown, experiment_keys, fit_arguments, model_key, run_key, train_all, train_model
+from omgpt.commands.experiment.models import (
+    ROOT,
+    _shown,
+    experiment_keys,
+    fit_arguments,
+    model_key,
+    run_key,
+    train_all,
+    train_model,
+)
 from omgpt.commands.experiment.panels import evaluate_panel, optimal_reward, verdict
 from omgpt.commands.experiment.registry import Kind, all_kinds, draw, kind_of, register
 from omgpt.commands.experiment.report import report, summary_lines
@@ -77,10 +96,41 @@ from omgpt.records import RecordError
 EXPERIMENT_FILES = ("experiment.json", "report.md", "*.png")  # what a report folder holds
 
 __all__ = [
-    "KIND_NAMES", "SCALES", "Experiment", "ExperimentResult", "Kind", "Model", "ModelRecord", "Panel", "PanelResult", "RegretPanel",
-    "all_kinds", "at_scale", "available", "dependency_order", "draw", "evaluate_panel", "evaluate_panels", "experiment_keys",
-    "fit_arguments", "kind_of", "load_experiment", "model_key", "optimal_reward", "parse_policies", "redraw_experiment", "register",
-    "report_folder", "report", "run_all", "run_experiment", "run_key", "summary_lines", "train_all", "train_model", "tune_missing",
+    "KIND_NAMES",
+    "SCALES",
+    "Experiment",
+    "ExperimentResult",
+    "Kind",
+    "Model",
+    "ModelRecord",
+    "Panel",
+    "PanelResult",
+    "RegretPanel",
+    "all_kinds",
+    "at_scale",
+    "available",
+    "dependency_order",
+    "draw",
+    "evaluate_panel",
+    "evaluate_panels",
+    "experiment_keys",
+    "fit_arguments",
+    "kind_of",
+    "load_experiment",
+    "model_key",
+    "optimal_reward",
+    "parse_policies",
+    "redraw_experiment",
+    "register",
+    "report_folder",
+    "report",
+    "run_all",
+    "run_experiment",
+    "run_key",
+    "summary_lines",
+    "train_all",
+    "train_model",
+    "tune_missing",
     "verdict",
 ]
 
@@ -124,16 +174,29 @@ def run_experiment(
     for cfg in fit_configs:
         if not Path(cfg).is_file():
             raise OMGPTError(f"--fit-config {cfg}: no such file")
-    kind = kind_of(exp)  # an experiment without a kind, or a config its kind cannot report on, fails now, not after its training
+    kind = kind_of(
+        exp
+    )  # an experiment without a kind, or a config its kind cannot report on, fails now, not after its training
     kind.check_config(exp)
     out_dir = report_folder(name, scale, out)
     quick = bool(fit_configs) or horizon is not None
     models_path = Path(models_dir or default_models_dir(scale, quick=quick))
     runs = runs or exp.runs
     device = device or "cpu"  # rollouts of 100 runs are small; the scipy-based benchmarks want CPU tensors
-    command = _command(name, scale=scale, out=out, models_dir=models_dir, runs=runs if runs != exp.runs else None, horizon=horizon,
-                       fit_configs=fit_configs, seed=seed, device=device)
-    print(f"omgpt experiment {name} ({exp.title}), scale {scale}: {len(exp.models)} model(s), {len(exp.panels)} panel(s)")
+    command = _command(
+        name,
+        scale=scale,
+        out=out,
+        models_dir=models_dir,
+        runs=runs if runs != exp.runs else None,
+        horizon=horizon,
+        fit_configs=fit_configs,
+        seed=seed,
+        device=device,
+    )
+    print(
+        f"omgpt experiment {name} ({exp.title}), scale {scale}: {len(exp.models)} model(s), {len(exp.panels)} panel(s)"
+    )
     start = time.perf_counter()
     train = dict(scale=scale, models_dir=models_path, extra_configs=fit_configs, jobs=jobs)
     if train_only:
@@ -141,31 +204,52 @@ def run_experiment(
         return None
     # The report folder is built aside and replaces OUT only when complete; its temporary folder is
     # made before the training, so an unwritable OUT fails now and not hours later.
-    with output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder, tunings_beside(models_path if quick else None):
+    with (
+        output_folder(out_dir, EXPERIMENT_FILES, "omgpt experiment") as folder,
+        tunings_beside(models_path if quick else None),
+    ):
         records = train_all(exp.models, **train)
         tune_missing(exp)
         evaluation_start = time.perf_counter()
         panels = evaluate_panels(exp, kind=kind, models=records, runs=runs, seed=seed, device=device)
         result = ExperimentResult(
-            name=name, title=exp.title, source=exp.source, claim=exp.claim, scale=scale, runs=runs, seed=seed, command=command,
-            kind=kind.name, models={n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()}, panels=panels,
-            seconds=round(time.perf_counter() - start, 1), evaluation_seconds=round(time.perf_counter() - evaluation_start, 1),
-            code_version=code_version(), figures=[],
+            name=name,
+            title=exp.title,
+            source=exp.source,
+            claim=exp.claim,
+            scale=scale,
+            runs=runs,
+            seed=seed,
+            command=command,
+            kind=kind.name,
+            models={n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()},
+            panels=panels,
+            seconds=round(time.perf_counter() - start, 1),
+            evaluation_seconds=round(time.perf_counter() - evaluation_start, 1),
+            code_version=code_version(),
+            figures=[],
         )
         result["figures"] = draw(result, folder)
         write_json(result, folder / "experiment.json", indent=1)
         write_text(folder / "report.md", report(result))
     print(summary_lines(result))
-    print(f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)")
+    print(
+        f"wrote {_shown(out_dir / 'report.md')}, {_shown(out_dir / 'experiment.json')} and {len(result['figures'])} figure(s)"
+    )
     return result
 
 
-def evaluate_panels(exp: Experiment, *, kind: Kind, models: dict[str, ModelRecord], runs: int, seed: int, device: str) -> list[PanelResult]:
+def evaluate_panels(
+    exp: Experiment, *, kind: Kind, models: dict[str, ModelRecord], runs: int, seed: int, device: str
+) -> list[PanelResult]:
     """Every panel of ``exp`` evaluated by ``kind`` (:meth:`Kind.evaluate`) with the trained ``models``
     (name -> record, its ``ckpt`` included) on ``runs`` test environments of ``seed``, on ``device``."""
     panels = []
     for panel in exp.panels:
-        print(f"  evaluating {panel.title} ({panel.task} {panel.task_options or ''}, horizon {panel.horizon}, {runs} runs)", flush=True)
+        print(
+            f"  evaluating {panel.title} ({panel.task} {panel.task_options or ''}, horizon {panel.horizon}, {runs} runs)",
+            flush=True,
+        )
         panels.append(kind.evaluate(panel, models, runs=runs, seed=seed, device=device))
     return panels
 
@@ -190,10 +274,20 @@ def redraw_experiment(name: str, *, scale: str = "cpu", out: str | None = None) 
             write_text(stage / "report.md", report(result))
         except OMGPTError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as e:  # a kind's own field the checks do not know
-            raise RecordError(f"{folder / 'experiment.json'}: cannot be drawn ({type(e).__name__}: {e}); "
-                              f"the experiment report is damaged, or written by another version") from None
-    print(f"redrew {_shown(folder / 'report.md')} and {len(result['figures'])} figure(s) from {_shown(folder / 'experiment.json')}")
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            IndexError,
+            ZeroDivisionError,
+        ) as e:  # a kind's own field the checks do not know
+            raise RecordError(
+                f"{folder / 'experiment.json'}: cannot be drawn ({type(e).__name__}: {e}); "
+                f"the experiment report is damaged, or written by another version"
+            ) from None
+    print(
+        f"redrew {_shown(folder / 'report.md')} and {len(result['figures'])} figure(s) from {_shown(folder / 'experiment.json')}"
+    )
     return result
 
 
@@ -240,7 +334,13 @@ def tune_missing(exp: Experiment) -> None:
     from omgpt.commands.tune import ensure_tuned
 
     for panel in exp.panels:
-        ensure_tuned(panel.tuned_task, panel.tuned_options, panel.horizon, panel.policies, log=lambda line: print(f"    {line}", flush=True))
+        ensure_tuned(
+            panel.tuned_task,
+            panel.tuned_options,
+            panel.horizon,
+            panel.policies,
+            log=lambda line: print(f"    {line}", flush=True),
+        )
 
 
 def default_models_dir(scale: str, quick: bool) -> Path:
@@ -251,14 +351,24 @@ def default_models_dir(scale: str, quick: bool) -> Path:
     return ROOT / ("runs/experiments/models" if quick or scale != "cpu" else "results/models")
 
 
-def run_all(*, scale: str = "cpu", models_dir: str | None = None, jobs: int = 1, runs: int | None = None,
-            seed: int = 0, device: str | None = None, train_only: bool = False) -> None:
+def run_all(
+    *,
+    scale: str = "cpu",
+    models_dir: str | None = None,
+    jobs: int = 1,
+    runs: int | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    train_only: bool = False,
+) -> None:
     """``omgpt experiment --all``: every experiment into ``results/NAME``. The models of all of them are
     trained first, each once, in one pool of ``jobs`` workers (experiment by experiment, a worker would
     idle while the last model of each trains); then every experiment evaluates with its trained models
     (:func:`run_experiment`, the other arguments as there)."""
     names = list(available())
-    models: dict[str, tuple[str, Model]] = {}  # key -> (label, model): each distinct model once, a child naming its parent's label here
+    models: dict[
+        str, tuple[str, Model]
+    ] = {}  # key -> (label, model): each distinct model once, a child naming its parent's label here
     for name in names:
         exp = load_experiment(name, scale)
         kind_of(exp).check_config(exp)  # before hours of training, as run_experiment checks
@@ -270,15 +380,31 @@ def run_all(*, scale: str = "cpu", models_dir: str | None = None, jobs: int = 1,
             models.setdefault(keys[label], (f"{name}/{label}", model))
     print(f"omgpt experiment --all, scale {scale}: {len(names)} experiments, {len(models)} distinct models")
     start = time.perf_counter()
-    train_all(dict(models.values()), scale=scale, models_dir=Path(models_dir or default_models_dir(scale, quick=False)), extra_configs=[], jobs=jobs)
+    train_all(
+        dict(models.values()),
+        scale=scale,
+        models_dir=Path(models_dir or default_models_dir(scale, quick=False)),
+        extra_configs=[],
+        jobs=jobs,
+    )
     if not train_only:
         for name in names:
             run_experiment(name, scale=scale, models_dir=models_dir, jobs=jobs, runs=runs, seed=seed, device=device)
     print(f"omgpt experiment --all: {(time.perf_counter() - start) / 60:.1f} minutes")
 
 
-def _command(name: str, *, scale: str, out: str | None, models_dir: str | None, runs: int | None, horizon: int | None,
-             fit_configs: list[str], seed: int, device: str) -> str:
+def _command(
+    name: str,
+    *,
+    scale: str,
+    out: str | None,
+    models_dir: str | None,
+    runs: int | None,
+    horizon: int | None,
+    fit_configs: list[str],
+    seed: int,
+    device: str,
+) -> str:
     """The command line that reproduces this run (defaults left out)."""
     parts = ["omgpt experiment", name, "--scale", scale]
     parts += ["--out", str(out)] if out else []

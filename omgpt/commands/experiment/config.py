@@ -10,6 +10,7 @@ options, horizon, policies and tuning setting filled in), which :func:`load_expe
 rest of the package reads. A panel's *numbers* are another record
 (:class:`~omgpt.commands.experiment.results.PanelResult`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -196,7 +197,9 @@ def parse_experiment(data: dict, source: str = "experiment") -> ExperimentSpec:
     """A scale-resolved experiment mapping -> :class:`ExperimentSpec`, type-checked by jsonargparse
     (an unknown key, a missing title or a wrong type is one line naming the key)."""
     if isinstance(data, dict) and "figure" in data:  # the key's name until it said what it selects
-        raise OMGPTError(f"{source}: 'figure' is now 'kind' (the experiment kind that evaluates and reports it): write 'kind: {data['figure']}'")
+        raise OMGPTError(
+            f"{source}: 'figure' is now 'kind' (the experiment kind that evaluates and reports it): write 'kind: {data['figure']}'"
+        )
     parser = _parser()
     try:
         config = parser.parse_object({"experiment": data})
@@ -220,11 +223,26 @@ def load_experiment(name: str, scale: str, *, horizon: int | None = None) -> Exp
     dependency_order(models, str(path))
     for model_name, m in models.items():
         parent = models.get(m.init_from)
-        if parent is not None and (parent.task, parent.task_options, parent.horizon) != (m.task, m.task_options, m.horizon):
-            raise OMGPTError(f"{path}: model {model_name!r} starts from {m.init_from!r}, a model of another task, options or horizon")
+        if parent is not None and (parent.task, parent.task_options, parent.horizon) != (
+            m.task,
+            m.task_options,
+            m.horizon,
+        ):
+            raise OMGPTError(
+                f"{path}: model {model_name!r} starts from {m.init_from!r}, a model of another task, options or horizon"
+            )
     panels = [_panel(p, models, spec.kind, path) for p in spec.panels]
-    return Experiment(name=name, scale=scale, title=spec.title, models=models, panels=panels, source=spec.source,
-                      claim=spec.claim, kind=spec.kind, runs=spec.runs)
+    return Experiment(
+        name=name,
+        scale=scale,
+        title=spec.title,
+        models=models,
+        panels=panels,
+        source=spec.source,
+        claim=spec.claim,
+        kind=spec.kind,
+        runs=spec.runs,
+    )
 
 
 def _model(name: str, spec: ModelSpec, experiment: ExperimentSpec, horizon: int | None, path) -> Model:
@@ -233,8 +251,15 @@ def _model(name: str, spec: ModelSpec, experiment: ExperimentSpec, horizon: int 
     resolved = horizon or spec.horizon or experiment.horizon
     if not resolved:
         raise OMGPTError(f"{path}: model {name!r} needs a horizon (its own or the experiment's)")
-    return Model(task=spec.task, horizon=resolved, task_options=dict(spec.task_options), args=dict(spec.args),
-                 configs=list(spec.configs), pretrained=None if horizon else spec.pretrained, init_from=spec.init_from)
+    return Model(
+        task=spec.task,
+        horizon=resolved,
+        task_options=dict(spec.task_options),
+        args=dict(spec.args),
+        configs=list(spec.configs),
+        pretrained=None if horizon else spec.pretrained,
+        init_from=spec.init_from,
+    )
 
 
 def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path) -> Panel:
@@ -248,10 +273,20 @@ def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path) -> Panel:
     # (docs/protocol.md): a shifted test task plays the constants of the unshifted prior.
     chosen = {k: v for k, v in task_options.items() if k in _evaluation_options(model.task)}  # not a shift
     tuned_options = {**model.task_options, **chosen}
-    panel = Panel(title=spec.title, model=spec.model, policies=with_tuned_variants(spec.policies), task=spec.task or model.task,
-                  task_options=task_options, horizon=horizon, tuned_task=model.task, tuned_options=tuned_options,
-                  tuned_on=setting_key(model.task, tuned_options, horizon), figure_file=spec.figure_file or kind,
-                  grid=spec.grid, note=spec.note)
+    panel = Panel(
+        title=spec.title,
+        model=spec.model,
+        policies=with_tuned_variants(spec.policies),
+        task=spec.task or model.task,
+        task_options=task_options,
+        horizon=horizon,
+        tuned_task=model.task,
+        tuned_options=tuned_options,
+        tuned_on=setting_key(model.task, tuned_options, horizon),
+        figure_file=spec.figure_file or kind,
+        grid=spec.grid,
+        note=spec.note,
+    )
     for label, (policy, model_name) in parse_policies(panel.policies, panel.model).items():
         if model_name is not None and model_name not in models:
             raise OMGPTError(f"{path}: panel {panel.title!r} policy {label!r} names an unknown model")
@@ -266,9 +301,13 @@ def dependency_order(models: Mapping[str, Model], source: str = "experiment") ->
         chain = [name]
         while (parent := models[chain[-1]].init_from) is not None and parent not in order:
             if parent not in models:
-                raise OMGPTError(f"{source}: model {chain[-1]!r} has init_from {parent!r}, which names no model of this experiment")
+                raise OMGPTError(
+                    f"{source}: model {chain[-1]!r} has init_from {parent!r}, which names no model of this experiment"
+                )
             if parent in chain:
-                raise OMGPTError(f"{source}: init_from makes a cycle ({' -> '.join(chain[chain.index(parent):] + [parent])}): no model of it can be trained first")
+                raise OMGPTError(
+                    f"{source}: init_from makes a cycle ({' -> '.join(chain[chain.index(parent) :] + [parent])}): no model of it can be trained first"
+                )
             chain.append(parent)
         order += [n for n in reversed(chain) if n not in order]
     return order

@@ -15,6 +15,7 @@ it is fitted with ``--model.init_from`` its parent's kept ``model.ckpt``, after 
 covers the parent's key (a shipped reference model's with its weights' checksum), so a parent that
 changes trains new children; the key holds no machine path.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,7 +45,10 @@ def fit_arguments(model: Model, scale: str, extra_configs: list[str]) -> list[st
     args += ["--model.task", model.task, "--model.task_options", json.dumps(model.task_options, sort_keys=True)]
     args += ["--model.horizon", str(model.horizon)]
     for key, value in sorted(model.args.items()):
-        args += [f"--{key}", json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)]
+        args += [
+            f"--{key}",
+            json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value),
+        ]
     return args
 
 
@@ -98,21 +102,39 @@ def pretrained_model(name: str, model: Model) -> ModelRecord:
     curve of the run that made it."""
     folder = PRETRAINED / model.pretrained
     if not (folder / "card.json").exists():
-        raise OMGPTError(f"model {name!r}: no reference model pretrained/{model.pretrained} "
-                         f"(python -m tools.reference_models train {model.pretrained}, then card)")
+        raise OMGPTError(
+            f"model {name!r}: no reference model pretrained/{model.pretrained} "
+            f"(python -m tools.reference_models train {model.pretrained}, then card)"
+        )
     card = read_card(folder, model.task, model.task_options)
     if card["horizon"] != model.horizon:
-        raise OMGPTError(f"model {name!r}: pretrained/{model.pretrained} is trained at horizon {card['horizon']}, the experiment wants {model.horizon}")
+        raise OMGPTError(
+            f"model {name!r}: pretrained/{model.pretrained} is trained at horizon {card['horizon']}, the experiment wants {model.horizon}"
+        )
     curve = card["validation"]
     print(f"  {name}: the reference model pretrained/{model.pretrained} (step {card['steps']} of {curve[-1]['step']})")
-    return {"model": name, "key": f"pretrained/{model.pretrained}", "ckpt": str(folder / "model.ckpt"),
-            "train_seconds": round(60 * card["cpu_minutes"], 1), "command": card["command"],
-            "val_regret": [[p["step"], p["regret"]] for p in curve], "steps": curve[-1]["step"], "selected_by": "val/regret_ucb",
-            "best_val_regret": next(p["regret"] for p in curve if p["step"] == card["steps"])}
+    return {
+        "model": name,
+        "key": f"pretrained/{model.pretrained}",
+        "ckpt": str(folder / "model.ckpt"),
+        "train_seconds": round(60 * card["cpu_minutes"], 1),
+        "command": card["command"],
+        "val_regret": [[p["step"], p["regret"]] for p in curve],
+        "steps": curve[-1]["step"],
+        "selected_by": "val/regret_ucb",
+        "best_val_regret": next(p["regret"] for p in curve if p["step"] == card["steps"]),
+    }
 
 
-def train_model(name: str, model: Model, *, scale: str, models_dir: Path, extra_configs: list[str],
-                parent: ModelRecord | None = None) -> ModelRecord:
+def train_model(
+    name: str,
+    model: Model,
+    *,
+    scale: str,
+    models_dir: Path,
+    extra_configs: list[str],
+    parent: ModelRecord | None = None,
+) -> ModelRecord:
     """Train the model ``name`` unless its folder in ``models_dir`` already holds a finished run (or a
     reference model stands in for it); returns its record. The run store (:mod:`omgpt.commands.store`)
     fits, resumes, keeps and records; this names the slot: the model's fit arguments at ``scale`` with
@@ -134,7 +156,10 @@ def train_model(name: str, model: Model, *, scale: str, models_dir: Path, extra_
         return record
     print(f"  {name}: training -> {folder} (log: {folder / 'train.log'})", flush=True)
     record = train(folder, args, {**info, "command": _fit_command(args)}, f"model {name!r}")
-    print(f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record['best_val_regret']}", flush=True)
+    print(
+        f"  {name}: trained in {record['train_seconds']:.0f} s, val/regret of the kept checkpoint {record['best_val_regret']}",
+        flush=True,
+    )
     return record
 
 
@@ -151,7 +176,9 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def train_all(models: dict[str, Model], *, scale: str, models_dir: Path, extra_configs: list[str], jobs: int) -> dict[str, ModelRecord]:
+def train_all(
+    models: dict[str, Model], *, scale: str, models_dir: Path, extra_configs: list[str], jobs: int
+) -> dict[str, ModelRecord]:
     """Every model of ``models`` (name -> model: an experiment's, or ``--all``'s pool) trained or reused
     (:func:`train_model`), ``jobs`` fits at once, each on one CPU thread (the run store); a model that
     starts from another (``init_from``) is started once that one is done. Returns name -> record, in
@@ -163,8 +190,17 @@ def train_all(models: dict[str, Model], *, scale: str, models_dir: Path, extra_c
             for name in [n for n in waiting if models[n].init_from in (None, *records)]:
                 waiting.remove(name)
                 parent = records.get(models[name].init_from)
-                running[pool.submit(train_model, name, models[name], scale=scale, models_dir=models_dir,
-                                    extra_configs=extra_configs, parent=parent)] = name
+                running[
+                    pool.submit(
+                        train_model,
+                        name,
+                        models[name],
+                        scale=scale,
+                        models_dir=models_dir,
+                        extra_configs=extra_configs,
+                        parent=parent,
+                    )
+                ] = name
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 records[running.pop(future)] = future.result()

@@ -5,6 +5,7 @@ verdict against the best benchmark -- the one of lowest *validation* regret (:fu
 never the one the test numbers favour. What a kind measures beyond that is in its plug-in
 (``omgpt/commands/experiment/kinds/``).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -41,8 +42,9 @@ def policy_specs(panel: Panel, task, models: dict[str, ModelRecord], device: str
     return specs
 
 
-def evaluate_panel(panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str,
-                   rewards: bool = False) -> tuple[RegretPanel, dict]:
+def evaluate_panel(
+    panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str, rewards: bool = False
+) -> tuple[RegretPanel, dict]:
     """Roll out every policy of the panel on ``runs`` test environments of ``seed`` (common random
     numbers), each model of ``models`` (name -> its record) acting with its ``ckpt`` on ``device``;
     returns ``(numbers, histories)``: the panel's numbers for ``experiment.json`` and each label's
@@ -54,30 +56,54 @@ def evaluate_panel(panel: Panel, models: dict[str, ModelRecord], *, runs: int, s
 
     task = panel.episode_task()
     specs = policy_specs(panel, task, models, device)
-    for policy, options in specs.values():  # fail on an inapplicable benchmark (or a missing tuning) before rolling anything out
+    for (
+        policy,
+        options,
+    ) in specs.values():  # fail on an inapplicable benchmark (or a missing tuning) before rolling anything out
         make_policy(policy, task, panel.horizon, **options)
     # Every benchmark in one call (a tuned variant at the paper's constants reuses its base's rollout
     # there); each model alone, as several share the policy name "omgpt". Every call draws the same
     # environments and noise from the seed, whatever it plays.
     benchmarks = {policy: options for policy, options in specs.values() if policy != "omgpt"}
-    played = evaluate_policies(task, benchmarks, runs, panel.horizon, seed, device=device, progress=False) if benchmarks else {}
-    histories = {label: played[policy] if policy != "omgpt" else
-                 evaluate_policies(task, {policy: options}, runs, panel.horizon, seed, device=device, progress=False)[policy]
-                 for label, (policy, options) in specs.items()}
+    played = (
+        evaluate_policies(task, benchmarks, runs, panel.horizon, seed, device=device, progress=False)
+        if benchmarks
+        else {}
+    )
+    histories = {
+        label: played[policy]
+        if policy != "omgpt"
+        else evaluate_policies(task, {policy: options}, runs, panel.horizon, seed, device=device, progress=False)[
+            policy
+        ]
+        for label, (policy, options) in specs.items()
+    }
     stats = summarise(histories)
     ratios = ratios_to_alg_star(histories)
     numbers: RegretPanel = {  # the keys in the order experiment.json has always held them
-        "title": panel.title, "task": panel.task, "task_options": panel.task_options, "horizon": panel.horizon,
-        "model": panel.model, "window": specs.get("omgpt", ("", {}))[1].get("window"),
+        "title": panel.title,
+        "task": panel.task,
+        "task_options": panel.task_options,
+        "horizon": panel.horizon,
+        "model": panel.model,
+        "window": specs.get("omgpt", ("", {}))[1].get("window"),
         "benchmarks": [k for k, (p, _) in specs.items() if p not in NOT_BENCHMARKS],
         "models_compared": [k for k, (p, _) in specs.items() if p == "omgpt"],
         "tuned_on": panel.tuned_on,
-        "tuned_constants": {k: tuned_constants(p.removesuffix("-tuned"), "", {}, panel.horizon, panel.tuned_on)
-                            for k, (p, _) in specs.items() if p.endswith("-tuned")},
+        "tuned_constants": {
+            k: tuned_constants(p.removesuffix("-tuned"), "", {}, panel.horizon, panel.tuned_on)
+            for k, (p, _) in specs.items()
+            if p.endswith("-tuned")
+        },
         **({"grid": panel.grid} if panel.grid is not None else {}),
         **({"note": panel.note} if panel.note else {}),
-        "policies": {label: {**_policy_numbers(s, histories[label], rewards), **({"ratio_to_alg_star": ratios[label]} if label in ratios else {})}
-                     for label, s in stats.items()},
+        "policies": {
+            label: {
+                **_policy_numbers(s, histories[label], rewards),
+                **({"ratio_to_alg_star": ratios[label]} if label in ratios else {}),
+            }
+            for label, s in stats.items()
+        },
     }
     benchmarks = {k: p for k, (p, _) in specs.items() if k in numbers["benchmarks"]}
     if benchmarks:
@@ -110,12 +136,17 @@ def best_on_validation(panel: Panel, benchmarks: dict[str, str], device: str = "
         if entry is None:
             continue
         if policy.endswith("-tuned"):  # (a file tuned before final_regret was recorded: its curve's best point)
-            value = entry.get("final_regret") or min((p["final_regret"] for p in entry["curve"]), key=lambda r: r["mean"])
+            value = entry.get("final_regret") or min(
+                (p["final_regret"] for p in entry["curve"]), key=lambda r: r["mean"]
+            )
         elif "paper" in entry:
             value = entry["paper"]["final_regret"]
         else:
             continue
-        recorded[label] = ({"mean": value["mean"], "se": value["se"]}, (entry["validation"]["runs"], entry["validation"]["seed"]))
+        recorded[label] = (
+            {"mean": value["mean"], "se": value["se"]},
+            (entry["validation"]["runs"], entry["validation"]["seed"]),
+        )
     task = make_episode_task(panel.tuned_task, panel.tuned_options, panel.horizon).validation_task()
     if recorded:
         runs, seed = Counter(envs for _, envs in recorded.values()).most_common(1)[0][0]
@@ -129,9 +160,13 @@ def best_on_validation(panel: Panel, benchmarks: dict[str, str], device: str = "
             options = {"tuned_on": panel.tuned_on} if policy.endswith("-tuned") else {}
             regrets[label] = _validation_regret(task, policy, options, runs, panel.horizon, seed, device)
             rolled.append(label)
-    return {"name": min(regrets, key=lambda k: regrets[k]["mean"]), "chosen_by": "validation regret",
-            "environments": {"setting": panel.tuned_on, "runs": runs, "seed": seed},
-            "validation_regret": regrets, "rolled_out": rolled}
+    return {
+        "name": min(regrets, key=lambda k: regrets[k]["mean"]),
+        "chosen_by": "validation regret",
+        "environments": {"setting": panel.tuned_on, "runs": runs, "seed": seed},
+        "validation_regret": regrets,
+        "rolled_out": rolled,
+    }
 
 
 def _policy_numbers(stats: dict, history, rewards: bool = False) -> PolicyNumbers:

@@ -16,6 +16,7 @@ An experiment runs the kind registered under its own name (``configs/experiments
 the one its config's ``kind:`` names (``curves`` by default): :func:`kind_of`. The same lookup on the
 ``name`` and ``kind`` of an ``experiment.json`` redraws and re-renders a finished report.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -46,12 +47,16 @@ class Kind:
         """What the kind needs of a resolved experiment config beyond its type check, checked before any
         model is trained (one :class:`~omgpt.errors.OMGPTError` line; default: nothing)."""
 
-    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> PanelResult:
+    def evaluate(
+        self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
+    ) -> PanelResult:
         """One panel's numbers for ``experiment.json``: ``runs`` test environments of ``seed``, evaluated
         on ``device``, each model of ``models`` (name -> its record) acting with its ``ckpt``."""
         return self.rollout(panel, models, runs=runs, seed=seed, device=device)[0]
 
-    def rollout(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> tuple[RegretPanel, dict]:
+    def rollout(
+        self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
+    ) -> tuple[RegretPanel, dict]:
         """Every policy of the panel played on ``runs`` test environments: ``(numbers, histories)`` -- the
         regret table's numbers (with the panel's ``figure_file``) and each policy's history, for kinds
         that measure more on the same rollouts."""
@@ -91,9 +96,15 @@ class Kind:
         for label, numbers in policies.items():
             for curve, values in numbers["curves"].items():
                 where = f"{key}.policies.{label}.curves.{curve}"
-                if len(values["mean"]) != horizon or len(values["band90"]) != 2 or any(len(b) != horizon for b in values["band90"]):
-                    raise RecordError(f"{path}: key {where!r}: expected curves of the panel's {horizon} steps, got "
-                                      f"{len(values['mean'])} (band90: {[len(b) for b in values['band90']]})")
+                if (
+                    len(values["mean"]) != horizon
+                    or len(values["band90"]) != 2
+                    or any(len(b) != horizon for b in values["band90"])
+                ):
+                    raise RecordError(
+                        f"{path}: key {where!r}: expected curves of the panel's {horizon} steps, got "
+                        f"{len(values['mean'])} (band90: {[len(b) for b in values['band90']]})"
+                    )
         for field in ("benchmarks", "models_compared"):
             for label in panel[field]:
                 if label not in policies:
@@ -108,7 +119,9 @@ def _by_policy(panel: RegretPanel, labels: set, path: Path, key: str) -> None:
         if field != "policies" and isinstance(value, dict) and labels & value.keys():
             others = sorted(set(value) - labels)
             if others:
-                raise RecordError(f"{path}: key '{key}.{field}': {others[0]!r} is not one of the panel's policies ({', '.join(sorted(labels))})")
+                raise RecordError(
+                    f"{path}: key '{key}.{field}': {others[0]!r} is not one of the panel's policies ({', '.join(sorted(labels))})"
+                )
 
 
 def register(kind: type[Kind]) -> type[Kind]:
@@ -140,7 +153,9 @@ def kind_of(experiment: Experiment | ExperimentResult) -> Kind:
         name, chosen = experiment["name"], kind_name(experiment)
     kind = registered.get(name) or registered.get(chosen)
     if kind is None:
-        raise OMGPTError(f"experiment {name!r}: no experiment kind {chosen!r} (registered: {', '.join(sorted(registered))})")
+        raise OMGPTError(
+            f"experiment {name!r}: no experiment kind {chosen!r} (registered: {', '.join(sorted(registered))})"
+        )
     return kind
 
 

@@ -1,6 +1,7 @@
 """``report.md`` of ``omgpt experiment``: the paper's claim, the command, per-panel tables and verdicts,
 the figures, and the models trained -- the skeleton every experiment kind shares, with the kind's
 claim checks, sections and panel headlines filled in."""
+
 from __future__ import annotations
 
 import json
@@ -24,16 +25,28 @@ def flip_lines(panel: RegretPanel) -> list[str]:
     lines = [f"Why OMGPT is not below {best} here:"]
     star = finals.get("alg-star")
     if star is not None and star <= 0:
-        lines.append(f"alg-star's own mean regret here is {star:.2f}: on these environments the noise is larger than the gaps between the policies.")
+        lines.append(
+            f"alg-star's own mean regret here is {star:.2f}: on these environments the noise is larger than the gaps between the policies."
+        )
     elif star is not None:
         q = panel["policies"]["omgpt"].get("ratio_to_alg_star") or {}
         b = panel["policies"][best].get("ratio_to_alg_star") or {}
-        ours = f"{q['mean']:.2f}× alg-star {interval(q['ci90'])}" if q.get("mean") else f"{finals['omgpt'] / star:.2f}× alg-star"
+        ours = (
+            f"{q['mean']:.2f}× alg-star {interval(q['ci90'])}"
+            if q.get("mean")
+            else f"{finals['omgpt'] / star:.2f}× alg-star"
+        )
         theirs = f"{b['mean']:.2f}× {interval(b['ci90'])}" if b.get("mean") else f"{bench / star:.2f}×"
-        lines.append(f"OMGPT is at {ours}, {best} at {theirs}." + (
-            f" {best} beats alg-star itself, the posterior policy OMGPT is pre-trained to imitate (posterior sampling /"
-            " median / mean is Bayes-optimal for the loss of one step, not for regret over the horizon): imitating it better"
-            " cannot close this gap; a target that explores as well as the tuned benchmark would." if bench < star else ""))
+        lines.append(
+            f"OMGPT is at {ours}, {best} at {theirs}."
+            + (
+                f" {best} beats alg-star itself, the posterior policy OMGPT is pre-trained to imitate (posterior sampling /"
+                " median / mean is Bayes-optimal for the loss of one step, not for regret over the horizon): imitating it better"
+                " cannot close this gap; a target that explores as well as the tuned benchmark would."
+                if bench < star
+                else ""
+            )
+        )
     if panel.get("note"):
         lines.append(panel["note"])
     return [" ".join(lines), ""]
@@ -49,8 +62,13 @@ def best_lines(panel: RegretPanel) -> list[str]:
     base = best.removesuffix("-tuned")
     val = (panel.get("best_benchmark") or {}).get("validation_regret", {})
     finals = {k: p["final_regret"]["mean"] for k, p in panel["policies"].items()}
-    shown = "; ".join(f"`{v}`" + (f" validation {val[v]['mean']:.2f} ± {val[v]['se']:.2f}," if v in val else "") + f" test {finals[v]:.2f}"
-                      for v in (base, f"{base}-tuned") if v in finals)
+    shown = "; ".join(
+        f"`{v}`"
+        + (f" validation {val[v]['mean']:.2f} ± {val[v]['se']:.2f}," if v in val else "")
+        + f" test {finals[v]:.2f}"
+        for v in (base, f"{base}-tuned")
+        if v in finals
+    )
     return [f"Best benchmark: **{best}**, chosen by {best_rule(panel)}. Its variants: {shown}.", ""]
 
 
@@ -72,40 +90,65 @@ def report(result: ExperimentResult) -> str:
         lines += [f"Paper: {result['source']}", ""]
     if result["claim"]:
         lines += [f"Paper's claim: {result['claim']}", ""]
-    lines += [f"Reproduce: `{result['command']}` (scale `{result['scale']}`, {result['runs']} test runs per panel, "
-              f"seed {result['seed']}; this run took {result['seconds']:.0f} s, training included for models not "
-              f"trained before; each model's training time is in the table at the end).", ""]
+    lines += [
+        f"Reproduce: `{result['command']}` (scale `{result['scale']}`, {result['runs']} test runs per panel, "
+        f"seed {result['seed']}; this run took {result['seconds']:.0f} s, training included for models not "
+        f"trained before; each model's training time is in the table at the end).",
+        "",
+    ]
     lines += [f"![{Path(f).stem}]({f})" for f in result["figures"]] + [""]
     checks = kind.claims(result)
     if checks:
         lines += ["## The paper's claim, checked", ""]
-        lines += [f"* **{'holds' if holds else 'does not hold'}**: {words}. {numbers}." for words, holds, numbers in checks] + [""]
+        lines += [
+            f"* **{'holds' if holds else 'does not hold'}**: {words}. {numbers}." for words, holds, numbers in checks
+        ] + [""]
     lines += kind.sections(result)
     for panel in result["panels"]:
-        lines += [f"## {panel['title']}", "", f"{panel['task']} {json.dumps(panel.get('task_options') or {})}, horizon {panel.get('horizon', '')}"
-                  + (f", context window {panel['window']}" if panel.get("window") else "") + f", model `{panel['model']}`.", ""]
+        lines += [
+            f"## {panel['title']}",
+            "",
+            f"{panel['task']} {json.dumps(panel.get('task_options') or {})}, horizon {panel.get('horizon', '')}"
+            + (f", context window {panel['window']}" if panel.get("window") else "")
+            + f", model `{panel['model']}`.",
+            "",
+        ]
         if "policies" in panel:
             ratio = any("ratio_to_alg_star" in p for p in panel["policies"].values())
-            lines += ["| policy | mean final regret | 90% CI of mean | 90% band | final suboptimality |" + (" / alg-star [paired 90% CI] |" if ratio else ""),
-                      "|---|---|---|---|---|" + ("---|" if ratio else "")]
+            lines += [
+                "| policy | mean final regret | 90% CI of mean | 90% band | final suboptimality |"
+                + (" / alg-star [paired 90% CI] |" if ratio else ""),
+                "|---|---|---|---|---|" + ("---|" if ratio else ""),
+            ]
             for label, p in sorted(panel["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"]):
                 r = p["final_regret"]
                 line = f"| {label} | {r['mean']:.2f} | {interval(r['ci90'])} | {interval(r['band90'])} | {p['final_suboptimality']['mean']:.3f} |"
                 if ratio:
                     q = p.get("ratio_to_alg_star")
-                    line += " |" if q is None else f" {'undefined' if q['mean'] is None else format(q['mean'], '.2f')} {interval(q['ci90'])} |"
+                    line += (
+                        " |"
+                        if q is None
+                        else f" {'undefined' if q['mean'] is None else format(q['mean'], '.2f')} {interval(q['ci90'])} |"
+                    )
                 lines.append(line)
             lines.append("")
             lines += best_lines(panel)
             if panel.get("tuned_constants"):
-                lines += ["Tuned constants (chosen on validation environments of `" + panel["tuned_on"] + "`, `configs/tuned/`): "
-                          + "; ".join(f"{k} {json.dumps(v)}" for k, v in panel["tuned_constants"].items()), ""]
+                lines += [
+                    "Tuned constants (chosen on validation environments of `"
+                    + panel["tuned_on"]
+                    + "`, `configs/tuned/`): "
+                    + "; ".join(f"{k} {json.dumps(v)}" for k, v in panel["tuned_constants"].items()),
+                    "",
+                ]
         if kind.headline(panel):
             lines += [f"**{kind.headline(panel)}**", ""]
         lines += flip_lines(panel)
     lines += ["## Models", "", "| model | steps | train s | best val regret | model folder |", "|---|---|---|---|---|"]
     for name, rec in result["models"].items():
-        lines.append(f"| {name} | {rec.get('steps', '')} | {rec.get('train_seconds', '')} | {rec.get('best_val_regret', '')} | `{rec['key']}` |")
+        lines.append(
+            f"| {name} | {rec.get('steps', '')} | {rec.get('train_seconds', '')} | {rec.get('best_val_regret', '')} | `{rec['key']}` |"
+        )
     lines += ["", "Training commands (the model folders are content-addressed: the same command reuses the model):", ""]
     lines += [f"* {name}: `{rec['command']}`" for name, rec in result["models"].items()]
     return "\n".join(lines) + "\n"

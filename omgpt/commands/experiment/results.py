@@ -12,6 +12,7 @@ the edge instead: :data:`REPORT` and each kind's ``panel_schema`` (:data:`PANEL`
 comparison) before anything is drawn from a file (``read_report`` in :mod:`omgpt.commands.experiment`).
 The required keys of each record are its schema's (``tests/test_experiment.py`` holds them equal).
 """
+
 # No ``from __future__ import annotations`` here: under it Python 3.11 reads a TypedDict's NotRequired
 # keys as required (the annotations stay strings).
 from typing import Any, NotRequired, TypedDict
@@ -136,9 +137,25 @@ POLICY_NUMBERS = {
     "ratio_to_alg_star": Optional({"mean": Nullable(NUMBER), "ci90": INTERVAL}),
 }
 PANEL_BASE = {"title": str, "task": str, "task_options": dict, "horizon": int, "model": str}  # PanelResult
-PANEL = {**PANEL_BASE, "benchmarks": ListOf(str), "models_compared": ListOf(str), "policies": MapOf(POLICY_NUMBERS)}  # RegretPanel
+PANEL = {
+    **PANEL_BASE,
+    "benchmarks": ListOf(str),
+    "models_compared": ListOf(str),
+    "policies": MapOf(POLICY_NUMBERS),
+}  # RegretPanel
 REPORT = {  # ExperimentResult; each panel is checked against its kind's panel_schema
-    "name": str, "title": str, "source": str, "claim": str, "command": str, "scale": str, "runs": int, "seed": int,
-    "seconds": (int, float), "kind": Optional(str), "figure": Optional(str), "models": MapOf({"key": str, "command": str}),
-    "panels": ListOf(dict, nonempty=True), "figures": ListOf(str),
+    "name": str,
+    "title": str,
+    "source": str,
+    "claim": str,
+    "command": str,
+    "scale": str,
+    "runs": int,
+    "seed": int,
+    "seconds": (int, float),
+    "kind": Optional(str),
+    "figure": Optional(str),
+    "models": MapOf({"key": str, "command": str}),
+    "panels": ListOf(dict, nonempty=True),
+    "figures": ListOf(str),
 }

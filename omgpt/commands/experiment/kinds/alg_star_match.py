@@ -2,6 +2,7 @@
 imitate, on 4- and 100-environment pools: ``TF(H_t) - Alg*(H_t)`` along the model's own histories
 (sample paths and histograms), and the claims that OMGPT nearly matches ``Alg*`` and deviates more on
 the larger pools."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,7 +27,9 @@ class AlgStarMatchPanel(RegretPanel):
 class AlgStarMatch(Kind):
     name = "alg-star-match"
 
-    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> AlgStarMatchPanel:
+    def evaluate(
+        self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
+    ) -> AlgStarMatchPanel:
         numbers, histories = self.rollout(panel, models, runs=runs, seed=seed, device=device)
         return AlgStarMatchPanel(**numbers, alg_star_match=alg_star_match(panel, histories["omgpt"], seed))
 
@@ -36,7 +39,9 @@ class AlgStarMatch(Kind):
         return [*alg_star_match_figures(result["panels"], out), curves_figure(result["panels"], out / "regret.png")]
 
     def headline(self, panel: AlgStarMatchPanel) -> str:
-        return "; ".join(filter(None, [super().headline(panel), f"mean |TF - Alg*| {panel['alg_star_match']['mean_abs_diff']:.3f}"]))
+        return "; ".join(
+            filter(None, [super().headline(panel), f"mean |TF - Alg*| {panel['alg_star_match']['mean_abs_diff']:.3f}"])
+        )
 
     def claims(self, result: ExperimentResult) -> list[Check]:
         panels = [p for p in result["panels"] if "alg_star_match" in p]
@@ -46,8 +51,10 @@ class AlgStarMatch(Kind):
             diffs = [abs(d[0]) for d in p["alg_star_match"]["diff"]]
             finals, (best, bench) = final_regrets(p), best_benchmark(p)
             by_task.setdefault(p["task"], {})[p["task_options"]["pool_size"]] = p["alg_star_match"]["mean_abs_diff"]
-            row = (f"{p['title']}: mean |TF - Alg*| {p['alg_star_match']['mean_abs_diff']:.3g}, median {median(diffs):.3g}; "
-                   f"regret {finals['omgpt']:.3g} vs Alg* {finals['alg-star']:.3g} and {best} {bench:.3g}: ")
+            row = (
+                f"{p['title']}: mean |TF - Alg*| {p['alg_star_match']['mean_abs_diff']:.3g}, median {median(diffs):.3g}; "
+                f"regret {finals['omgpt']:.3g} vs Alg* {finals['alg-star']:.3g} and {best} {bench:.3g}: "
+            )
             if bench <= finals["alg-star"]:  # a tuned benchmark beats posterior sampling: there is no gap to close
                 beaten.append(p["title"])
                 rows.append(row + "the benchmark is below Alg*, no gap to close")
@@ -59,13 +66,24 @@ class AlgStarMatch(Kind):
             if len(pools) >= 2:
                 small, large = min(pools), max(pools)
                 grows.append((task, pools[small] < pools[large], f"{task} {pools[small]:.3g} -> {pools[large]:.3g}"))
-        checks = [("OMGPT nearly matches Alg*: it closes at least 90% of the regret gap between the best benchmark and Alg* on every panel",
-                   all(c >= 0.9 for c in closed) and not beaten,
-                   f"{sum(c >= 0.9 for c in closed)} of {len(panels)} panels"
-                   + (f" ({len(beaten)} where the best benchmark is below Alg* itself)" if beaten else "") + "; " + "; ".join(rows))]
+        checks = [
+            (
+                "OMGPT nearly matches Alg*: it closes at least 90% of the regret gap between the best benchmark and Alg* on every panel",
+                all(c >= 0.9 for c in closed) and not beaten,
+                f"{sum(c >= 0.9 for c in closed)} of {len(panels)} panels"
+                + (f" ({len(beaten)} where the best benchmark is below Alg* itself)" if beaten else "")
+                + "; "
+                + "; ".join(rows),
+            )
+        ]
         if grows:
-            checks.append(("the deviations grow with the number of environments (4 -> 100)", all(g for _, g, _ in grows),
-                           "mean |TF - Alg*|: " + "; ".join(text for _, _, text in grows)))
+            checks.append(
+                (
+                    "the deviations grow with the number of environments (4 -> 100)",
+                    all(g for _, g, _ in grows),
+                    "mean |TF - Alg*|: " + "; ".join(text for _, _, text in grows),
+                )
+            )
         return checks
 
 
@@ -85,11 +103,17 @@ def alg_star_match(panel: Panel, history, seed: int) -> dict:
 
     def posterior_reward(alg, t, x):  # the bandit: expected reward of Alg*'s draw, over the posterior before O_t
         arms = alg.candidate_actions(t, x)  # (B, N, arms)
-        envs = {k: v.repeat_interleave(arms.shape[1], 0) for k, v in history.envs.items()}  # each run's true environment per candidate
-        r = task.expected_reward(envs, x.repeat_interleave(arms.shape[1], 0), arms.flatten(0, 1), t).reshape(arms.shape[:2])
+        envs = {
+            k: v.repeat_interleave(arms.shape[1], 0) for k, v in history.envs.items()
+        }  # each run's true environment per candidate
+        r = task.expected_reward(envs, x.repeat_interleave(arms.shape[1], 0), arms.flatten(0, 1), t).reshape(
+            arms.shape[:2]
+        )
         return (alg.posterior() * r.double()).sum(-1)
 
-    alg_actions, alg_rewards = replay(alg, history, torch.Generator().manual_seed(seed), posterior_reward if task.discrete else None)
+    alg_actions, alg_rewards = replay(
+        alg, history, torch.Generator().manual_seed(seed), posterior_reward if task.discrete else None
+    )
     if task.discrete:
         diff = (history.rewards.double() - torch.stack(alg_rewards, 1))[..., None].float()
         as_value = lambda a: a.argmax(-1, keepdim=True).float()  # arm index for the sample path

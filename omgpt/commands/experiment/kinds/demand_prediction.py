@@ -2,6 +2,7 @@
 histories (``omgpt evaluate --demand-prediction`` per panel), the claim that the head's error is below
 ridge's (by a wider margin for two demand types), and the head's learning curve against training steps
 with, where it misses ridge, the steps at which its trend would reach ridge's error."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,18 +25,27 @@ class DemandPredictionPanel(PanelResult):
 @register
 class DemandPrediction(Kind):
     name = "demand-prediction"
-    panel_schema = {**PANEL_BASE, "demand_prediction": {"n": ListOf(NUMBER, nonempty=True),
-                                                        "methods": {m: {"mse": ListOf(NUMBER, nonempty=True)} for m in ("omgpt", "ridge")}}}
+    panel_schema = {
+        **PANEL_BASE,
+        "demand_prediction": {
+            "n": ListOf(NUMBER, nonempty=True),
+            "methods": {m: {"mse": ListOf(NUMBER, nonempty=True)} for m in ("omgpt", "ridge")},
+        },
+    }
 
     def check_panel(self, panel: DemandPredictionPanel, path: Path, key: str) -> None:
         """Each method's errors, one per number of samples ``n``."""
         report = panel["demand_prediction"]
         for method, numbers in report["methods"].items():
             if len(numbers["mse"]) != len(report["n"]):
-                raise RecordError(f"{path}: key '{key}.demand_prediction.methods.{method}.mse': {len(numbers['mse'])} errors "
-                                  f"for {len(report['n'])} sample counts")
+                raise RecordError(
+                    f"{path}: key '{key}.demand_prediction.methods.{method}.mse': {len(numbers['mse'])} errors "
+                    f"for {len(report['n'])} sample counts"
+                )
 
-    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> DemandPredictionPanel:
+    def evaluate(
+        self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
+    ) -> DemandPredictionPanel:
         """``omgpt evaluate --demand-prediction`` for one panel; its per-panel files go to a scratch
         folder (the experiment keeps the numbers in experiment.json and draws one figure of all panels)."""
         import tempfile
@@ -44,11 +54,25 @@ class DemandPrediction(Kind):
 
         with tempfile.TemporaryDirectory() as scratch:
             summary = run_demand_prediction(
-                ckpt=models[panel.model]["ckpt"], task_options=panel.task_options, runs=runs, horizon=panel.horizon, window=None,
-                seed=seed, out=scratch, task_name=panel.task, device=device, progress=False,
+                ckpt=models[panel.model]["ckpt"],
+                task_options=panel.task_options,
+                runs=runs,
+                horizon=panel.horizon,
+                window=None,
+                seed=seed,
+                out=scratch,
+                task_name=panel.task,
+                device=device,
+                progress=False,
             )
-        return DemandPredictionPanel(title=panel.title, task=panel.task, task_options=panel.task_options, horizon=panel.horizon,
-                                     model=panel.model, demand_prediction={**summary, "ckpt": _shown(Path(summary["ckpt"]))})
+        return DemandPredictionPanel(
+            title=panel.title,
+            task=panel.task,
+            task_options=panel.task_options,
+            horizon=panel.horizon,
+            model=panel.model,
+            demand_prediction={**summary, "ckpt": _shown(Path(summary["ckpt"]))},
+        )
 
     def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.experiment_figures import demand_prediction_figure, obs_learning_curve_figure
@@ -62,8 +86,10 @@ class DemandPrediction(Kind):
         m = panel["demand_prediction"]["methods"]
         n = len(m["omgpt"]["mse"])
         mid = min(9, n - 1)
-        return (f"MSE after {mid + 1} samples: omgpt {m['omgpt']['mse'][mid]:.3g} vs ridge {m['ridge']['mse'][mid]:.3g}; "
-                f"after {n}: omgpt {m['omgpt']['mse'][-1]:.3g} vs ridge {m['ridge']['mse'][-1]:.3g}")
+        return (
+            f"MSE after {mid + 1} samples: omgpt {m['omgpt']['mse'][mid]:.3g} vs ridge {m['ridge']['mse'][mid]:.3g}; "
+            f"after {n}: omgpt {m['omgpt']['mse'][-1]:.3g} vs ridge {m['ridge']['mse'][-1]:.3g}"
+        )
 
     def claims(self, result: ExperimentResult) -> list[Check]:
         rows, wins, single, mixed = [], [], [], []
@@ -73,11 +99,20 @@ class DemandPrediction(Kind):
             wins.append(ours < ridge)
             # a panel testing one type of a model trained on two names it (the single-type model's panel does not)
             (mixed if "demand_types" in p.get("task_options", {}) else single).append(ridge / ours)
-            rows.append(f"{p['title']}: MSE after {len(m['omgpt']['mse'])} samples {ours:.3g} vs ridge {ridge:.3g} (ridge / head {ridge / ours:.2f})")
-        checks = [("the observation head's demand prediction error is below ridge regression's", all(wins), "; ".join(rows))]
+            rows.append(
+                f"{p['title']}: MSE after {len(m['omgpt']['mse'])} samples {ours:.3g} vs ridge {ridge:.3g} (ridge / head {ridge / ours:.2f})"
+            )
+        checks = [
+            ("the observation head's demand prediction error is below ridge regression's", all(wins), "; ".join(rows))
+        ]
         if single and mixed:
-            checks.append(("by a wider margin for two demand types", min(mixed) > max(single),
-                           f"ridge / head: single type {max(single):.2f}, two types {', '.join(f'{v:.2f}' for v in mixed)}"))
+            checks.append(
+                (
+                    "by a wider margin for two demand types",
+                    min(mixed) > max(single),
+                    f"ridge / head: single type {max(single):.2f}, two types {', '.join(f'{v:.2f}' for v in mixed)}",
+                )
+            )
         return checks
 
     def sections(self, result: ExperimentResult) -> list[str]:
@@ -86,17 +121,24 @@ class DemandPrediction(Kind):
         curves = {name: rec["val_obs_mse"] for name, rec in result["models"].items() if rec.get("val_obs_mse")}
         if not curves:
             return []
-        lines = ["## The observation head's learning curve", "",
-                 "Its error after `T - 1` samples on the validation rollouts (`val/obs_mse`, logged at every validation), "
-                 "against training steps, beside ridge's after `T - 1` samples on the test panels it serves (`obs_learning_curve.png`).", ""]
+        lines = [
+            "## The observation head's learning curve",
+            "",
+            "Its error after `T - 1` samples on the validation rollouts (`val/obs_mse`, logged at every validation), "
+            "against training steps, beside ridge's after `T - 1` samples on the test panels it serves (`obs_learning_curve.png`).",
+            "",
+        ]
         for name, curve in curves.items():
             rec = result["models"][name]
             served = [p for p in result["panels"] if p["model"] == name]
             ours, ridge = {}, {}
             for p in served:
                 ours[p["title"]], ridge[p["title"]] = final_demand_errors(p)
-            line = (f"* `{name}`: {curve[0][1]:.3g} after {curve[0][0]:,} steps, {curve[-1][1]:.3g} after {curve[-1][0]:,}; on the test panels "
-                    + ", ".join(f"{t} {ours[t]:.3g} against ridge's {ridge[t]:.3g}" for t in ridge) + ".")
+            line = (
+                f"* `{name}`: {curve[0][1]:.3g} after {curve[0][0]:,} steps, {curve[-1][1]:.3g} after {curve[-1][0]:,}; on the test panels "
+                + ", ".join(f"{t} {ours[t]:.3g} against ridge's {ridge[t]:.3g}" for t in ridge)
+                + "."
+            )
             missed = [t for t in ridge if ours[t] >= ridge[t]]
             if missed:
                 target = min(ridge[t] for t in missed)
@@ -105,9 +147,11 @@ class DemandPrediction(Kind):
                     line += f" Over the last half of training the curve does not fall (slope {slope:+.2f} in log-log): more steps of this recipe do not close the gap."
                 else:
                     per_step = rec.get("cpu_seconds", rec.get("train_seconds", 0)) / max(1, curve[-1][0])
-                    line += (f" Over the last half of training it falls as steps^{slope:.2f}; at that rate it reaches {target:.3g} "
-                             f"after ~{steps:,.0f} steps, {steps / curve[-1][0]:.0f}x the {curve[-1][0]:,} trained"
-                             + (f" (~{_cpu_time(steps * per_step)} at this model's speed)." if per_step else "."))
+                    line += (
+                        f" Over the last half of training it falls as steps^{slope:.2f}; at that rate it reaches {target:.3g} "
+                        f"after ~{steps:,.0f} steps, {steps / curve[-1][0]:.0f}x the {curve[-1][0]:,} trained"
+                        + (f" (~{_cpu_time(steps * per_step)} at this model's speed)." if per_step else ".")
+                    )
             lines.append(line)
         return lines + [""]
 

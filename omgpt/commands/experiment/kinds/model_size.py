@@ -1,5 +1,6 @@
 """``model-size``: the advantage grid of models of 2 / 4 / 6 layers (12 at the paper's scale) on
 problems of dimension 4 / 10 / 20, and the paper's trends across it checked."""
+
 from __future__ import annotations
 
 from omgpt.commands.experiment.kinds.advantage import Advantage
@@ -20,7 +21,19 @@ class ModelSize(Advantage):
         up = [all(rate[a, d] < rate[b, d] for a, b in zip(layers, layers[1:])) for d in dims]
         down = [all(rate[n, a] > rate[n, b] for a, b in zip(dims, dims[1:])) for n in layers]
         return [
-            ("the improvement rate over the best of ILSE, CILS and TS is positive everywhere", all(r > 0 for r in rate.values()), grid),
-            ("it grows with the number of layers", all(up), f"rising with depth at {sum(up)} of {len(dims)} dimensions"),
-            ("it shrinks as the context dimension grows", all(down), f"falling with dimension at {sum(down)} of {len(layers)} depths"),
+            (
+                "the improvement rate over the best of ILSE, CILS and TS is positive everywhere",
+                all(r > 0 for r in rate.values()),
+                grid,
+            ),
+            (
+                "it grows with the number of layers",
+                all(up),
+                f"rising with depth at {sum(up)} of {len(dims)} dimensions",
+            ),
+            (
+                "it shrinks as the context dimension grows",
+                all(down),
+                f"falling with dimension at {sum(down)} of {len(layers)} depths",
+            ),
         ]

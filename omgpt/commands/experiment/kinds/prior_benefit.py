@@ -1,5 +1,6 @@
 """``prior-benefit``: the regret curves of 4-environment and harder pools, and the claim that OMGPT and
 ``Alg*`` -- which both know the prior -- beat the prior-free benchmarks on every panel."""
+
 from __future__ import annotations
 
 from omgpt.analysis.report import best_benchmark, final_regrets
@@ -19,6 +20,13 @@ class PriorBenefit(Curves):
             ours, star = finals["omgpt"], finals.get("alg-star")
             holds.append(ours < bench and (star is None or star < bench))
             star_text = f", Alg* {star:.3g}" if star is not None else ""
-            rows.append(f"{p['title']}: OMGPT {ours:.3g}{star_text} vs {best} {bench:.3g} ({bench / ours:.1f}x OMGPT's)")
-        return [("OMGPT and Alg* have lower regret than the prior-free benchmarks on every panel", all(holds),
-                 f"{sum(holds)} of {len(holds)} panels; " + "; ".join(rows))]
+            rows.append(
+                f"{p['title']}: OMGPT {ours:.3g}{star_text} vs {best} {bench:.3g} ({bench / ours:.1f}x OMGPT's)"
+            )
+        return [
+            (
+                "OMGPT and Alg* have lower regret than the prior-free benchmarks on every panel",
+                all(holds),
+                f"{sum(holds)} of {len(holds)} panels; " + "; ".join(rows),
+            )
+        ]

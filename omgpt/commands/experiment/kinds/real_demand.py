@@ -14,6 +14,7 @@ gives the mean and range across seeds beside each seed's clustered interval. One
 panel's scaled cost; another one held-out series' demand against each policy's orders. The report also
 carries the measurement behind the choice of target (``results/target-cost-vs-a-star/``).
 """
+
 from __future__ import annotations
 
 import csv
@@ -50,17 +51,26 @@ class RealDemandPanel(RegretPanel):
 class RealDemand(Kind):
     name = "real-demand"
 
-    def evaluate(self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str) -> RealDemandPanel:
+    def evaluate(
+        self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
+    ) -> RealDemandPanel:
         from omgpt.analysis.real_demand import cluster_bootstrap, series_orders, window_cells
 
         task = panel.episode_task()
-        numbers, histories = self.rollout(panel, models, runs=min(runs, task.windows), seed=seed, device=device)  # each test window once
+        numbers, histories = self.rollout(
+            panel, models, runs=min(runs, task.windows), seed=seed, device=device
+        )  # each test window once
         cells = window_cells(task, histories)
         dates = task.data.split == "time"
         shown = {label: histories[label] for label in SERIES_POLICIES if label in histories}
         return RealDemandPanel(
-            **numbers, windows=task.windows, played=int(len(cells["group"])),
-            clusters={"groups": int(len(np.unique(cells["group"]))), "date_blocks": int(len(np.unique(cells["block"]))) if dates else None},
+            **numbers,
+            windows=task.windows,
+            played=int(len(cells["group"])),
+            clusters={
+                "groups": int(len(np.unique(cells["group"]))),
+                "date_blocks": int(len(np.unique(cells["block"]))) if dates else None,
+            },
             costs=cluster_bootstrap(cells, REFERENCE, dates, versus="omgpt", seed=seed),
             series={**series_orders(shown, 0), "window": 0},
         )
@@ -70,15 +80,20 @@ class RealDemand(Kind):
 
         first = result["panels"][0]
         title = f"{first['title']}: one held-out window (level {first['series']['level']:.1f})"
-        return [_cost_figure(result["panels"], out / "cost.png"), draw_series_orders(first["series"], out / "held_out_series.png", title)]
+        return [
+            _cost_figure(result["panels"], out / "cost.png"),
+            draw_series_orders(first["series"], out / "held_out_series.png", title),
+        ]
 
     def headline(self, panel: RealDemandPanel) -> str:
         costs, bench = panel["costs"], _benchmarks(panel)
         best = min(bench, key=bench.get)
         ours = costs["omgpt"]
-        return (f"OMGPT {ours['scaled_cost']['mean']:.4f} per unit demanded, {_ratio(ours['ratio_to_saa'])} SAA; best benchmark {best} "
-                f"{bench[best]:.4f}; OMGPT / {best} {_ratio(ours['ratio_to'][best])}; "
-                f"OMGPT is {'below' if ours['scaled_cost']['mean'] < bench[best] else 'NOT below'} every benchmark")
+        return (
+            f"OMGPT {ours['scaled_cost']['mean']:.4f} per unit demanded, {_ratio(ours['ratio_to_saa'])} SAA; best benchmark {best} "
+            f"{bench[best]:.4f}; OMGPT / {best} {_ratio(ours['ratio_to'][best])}; "
+            f"OMGPT is {'below' if ours['scaled_cost']['mean'] < bench[best] else 'NOT below'} every benchmark"
+        )
 
     def claims(self, result: ExperimentResult) -> list:
         """Per split and q: is OMGPT's scaled cost below every benchmark's, in how many split seeds, and
@@ -86,25 +101,46 @@ class RealDemand(Kind):
         checks = []
         for (split, q), panels in _groups(result["panels"]).items():
             below = [p["costs"]["omgpt"]["scaled_cost"]["mean"] < min(_benchmarks(p).values()) for p in panels]
-            sure = [p["costs"]["omgpt"]["ratio_to"][min(_benchmarks(p), key=_benchmarks(p).get)]["ci90"][1] < 1 for p in panels]
-            checks.append((f"{split}, {q}: OMGPT's cost per unit demanded below every benchmark's", all(below),
-                           f"below in {sum(below)} of {len(panels)} split(s); the 90% cluster interval of OMGPT / best benchmark "
-                           f"below 1 in {sum(sure)}"))
+            sure = [
+                p["costs"]["omgpt"]["ratio_to"][min(_benchmarks(p), key=_benchmarks(p).get)]["ci90"][1] < 1
+                for p in panels
+            ]
+            checks.append(
+                (
+                    f"{split}, {q}: OMGPT's cost per unit demanded below every benchmark's",
+                    all(below),
+                    f"below in {sum(below)} of {len(panels)} split(s); the 90% cluster interval of OMGPT / best benchmark "
+                    f"below 1 in {sum(sure)}",
+                )
+            )
         return checks
 
     def sections(self, result: ExperimentResult) -> list[str]:
-        lines = ["## Cost per unit demanded on the held-out windows", "",
-                 "The scaled pinball loss: total cost over total demand of the panel's test windows (each window in its series' own units), "
-                 "[90% cluster-bootstrap interval: held-out stores resample stores, later dates resample series and weeks]. "
-                 "Across split seeds: the mean and the range [min, max] of the per-seed values. "
-                 "`hindsight-linear` is a yardstick, not a policy: quantile regression fitted on the test window itself.", ""]
+        lines = [
+            "## Cost per unit demanded on the held-out windows",
+            "",
+            "The scaled pinball loss: total cost over total demand of the panel's test windows (each window in its series' own units), "
+            "[90% cluster-bootstrap interval: held-out stores resample stores, later dates resample series and weeks]. "
+            "Across split seeds: the mean and the range [min, max] of the per-seed values. "
+            "`hindsight-linear` is a yardstick, not a policy: quantile regression fitted on the test window itself.",
+            "",
+        ]
         lines += summary_table(result["panels"])
-        lines += ["", "### Every panel", "",
-                  "Each cell: cost per unit demanded [90% cluster CI]; ratio to SAA [paired cluster CI]; mean cost per day in units of "
-                  "each window's level (the secondary metric) [90% cluster CI].", ""]
+        lines += [
+            "",
+            "### Every panel",
+            "",
+            "Each cell: cost per unit demanded [90% cluster CI]; ratio to SAA [paired cluster CI]; mean cost per day in units of "
+            "each window's level (the secondary metric) [90% cluster CI].",
+            "",
+        ]
         lines += cost_table(result["panels"])
-        lines += ["", "`cost.png`: the cost per unit demanded of every panel; `held_out_series.png`: one held-out series (the first "
-                  "test window of the first panel), its demand and the orders of OMGPT and the tuned benchmarks, in the series' own units.", ""]
+        lines += [
+            "",
+            "`cost.png`: the cost per unit demanded of every panel; `held_out_series.png`: one held-out series (the first "
+            "test window of the first panel), its demand and the orders of OMGPT and the tuned benchmarks, in the series' own units.",
+            "",
+        ]
         return lines + _target_study()
 
 
@@ -127,22 +163,36 @@ def summary_table(panels: list[RealDemandPanel]) -> list[str]:
     """The headline: per setting (split, q), each policy's cost per unit demanded -- the mean over the
     split seeds [min, max], and the first seed's clustered interval -- and its ratio to SAA likewise."""
     groups = _groups(panels)
-    lines = ["| policy | " + " | ".join(f"{split}, {q}" for split, q in groups) + " |", "|---" * (len(groups) + 1) + "|"]
+    lines = [
+        "| policy | " + " | ".join(f"{split}, {q}" for split, q in groups) + " |",
+        "|---" * (len(groups) + 1) + "|",
+    ]
     first = panels[0]["costs"]
     for label in sorted(first, key=lambda k: first[k]["scaled_cost"]["mean"]):
         cells = []
         for group in groups.values():
             values = [p["costs"][label]["scaled_cost"]["mean"] for p in group if label in p["costs"]]
-            ratios = [p["costs"][label]["ratio_to_saa"]["mean"] for p in group if label in p["costs"] and p["costs"][label]["ratio_to_saa"]]
+            ratios = [
+                p["costs"][label]["ratio_to_saa"]["mean"]
+                for p in group
+                if label in p["costs"] and p["costs"][label]["ratio_to_saa"]
+            ]
             one = group[0]["costs"].get(label)
             if not values or one is None:
                 cells.append("—")
                 continue
-            cell = (f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] over {len(values)} splits; " if len(values) > 1 else "")
+            cell = (
+                f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] over {len(values)} splits; "
+                if len(values) > 1
+                else ""
+            )
             cell += f"{one['scaled_cost']['mean']:.4f} {_span(one['scaled_cost']['ci90'])}"
             if ratios:
-                cell += (f"; × SAA {np.mean(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]" if len(ratios) > 1
-                         else f"; {_ratio(one['ratio_to_saa'])} SAA")
+                cell += (
+                    f"; × SAA {np.mean(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
+                    if len(ratios) > 1
+                    else f"; {_ratio(one['ratio_to_saa'])} SAA"
+                )
             cells.append(cell)
         lines.append(f"| {'**omgpt**' if label == 'omgpt' else label} | " + " | ".join(cells) + " |")
     return lines
@@ -158,8 +208,12 @@ def cost_table(panels: list[RealDemandPanel]) -> list[str]:
         cells = []
         for p in panels:
             c = p["costs"].get(label)
-            cells.append("—" if c is None else f"{c['scaled_cost']['mean']:.4f} {_span(c['scaled_cost']['ci90'])}, "
-                         f"{_ratio(c['ratio_to_saa'])}; {c['cost_per_day']['mean']:.3f} {_span(c['cost_per_day']['ci90'], 3)}")
+            cells.append(
+                "—"
+                if c is None
+                else f"{c['scaled_cost']['mean']:.4f} {_span(c['scaled_cost']['ci90'])}, "
+                f"{_ratio(c['ratio_to_saa'])}; {c['cost_per_day']['mean']:.3f} {_span(c['cost_per_day']['ci90'], 3)}"
+            )
         lines.append(f"| {'**omgpt**' if label == 'omgpt' else label} | " + " | ".join(cells) + " |")
     return lines
 
@@ -192,7 +246,10 @@ def _cost_figure(panels: list[RealDemandPanel], path: Path) -> Path:
         err = [[m - cost[k]["ci90"][0], cost[k]["ci90"][1] - m] if k in cost else [0, 0] for k, m in zip(labels, means)]
         ax.bar(np.arange(len(labels)) + i * width, means, width, yerr=np.array(err).T, label=p["title"], capsize=1)
     ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, rotation=30, ha="right")
-    ax.set(ylabel="cost per unit demanded", title="Held-out windows: total cost over total demand, 90% cluster-bootstrap intervals")
+    ax.set(
+        ylabel="cost per unit demanded",
+        title="Held-out windows: total cost over total demand, 90% cluster-bootstrap intervals",
+    )
     ax.legend(fontsize=5, ncol=3)
     fig.tight_layout()
     save_figure(fig, path)
@@ -207,20 +264,31 @@ def _target_study() -> list[str]:
     root = CHECKOUT / TARGET_STUDY
     if not root.is_dir():
         return []
-    lines = ["## Why the task's own cost is a sound target (synthetic newsvendor, where a* exists)", "",
-             "The same recipe trained twice at 3,000 steps, once on the absolute loss against `a*` and once on the "
-             "task's own cost of the order against the realised demand (no oracle), each played against `alg-star` on "
-             f"1,000 fresh test environments (`{TARGET_STUDY}/README.md`):", "",
-             "| target | OMGPT final regret | alg-star | OMGPT / alg-star [paired 90% CI] | lowest validation regret |", "|---|---|---|---|---|"]
+    lines = [
+        "## Why the task's own cost is a sound target (synthetic newsvendor, where a* exists)",
+        "",
+        "The same recipe trained twice at 3,000 steps, once on the absolute loss against `a*` and once on the "
+        "task's own cost of the order against the realised demand (no oracle), each played against `alg-star` on "
+        f"1,000 fresh test environments (`{TARGET_STUDY}/README.md`):",
+        "",
+        "| target | OMGPT final regret | alg-star | OMGPT / alg-star [paired 90% CI] | lowest validation regret |",
+        "|---|---|---|---|---|",
+    ]
     for target in ("optimal-action", "cost"):
         summary = json.loads((root / target / "summary.json").read_text())["policies"]
         ours, star = summary["omgpt"], summary["alg-star"]["final_regret"]["mean"]
         with open(root / target / "train_metrics.csv") as f:
             val = [float(r["val/regret"]) for r in csv.DictReader(f) if r.get("val/regret")]
         r = ours["ratio_to_alg_star"]
-        lines.append(f"| `{target}` | {ours['final_regret']['mean']:.2f} | {star:.2f} | {r['mean']:.2f} {interval(r['ci90'])} | "
-                     f"{min(val):.2f} |")
-    return lines + ["", "The validation curves of both fits: `" + str(TARGET_STUDY) + "/*/train_metrics.csv`. At this budget the "
-                    "cost target trails the `a*` target by a few percent (one noisy demand per step instead of the "
-                    "environment's `a*`); both are far below the benchmarks. On real data there is no `a*`: the cost is "
-                    "the only target.", ""]
+        lines.append(
+            f"| `{target}` | {ours['final_regret']['mean']:.2f} | {star:.2f} | {r['mean']:.2f} {interval(r['ci90'])} | "
+            f"{min(val):.2f} |"
+        )
+    return lines + [
+        "",
+        "The validation curves of both fits: `" + str(TARGET_STUDY) + "/*/train_metrics.csv`. At this budget the "
+        "cost target trails the `a*` target by a few percent (one noisy demand per step instead of the "
+        "environment's `a*`); both are far below the benchmarks. On real data there is no `a*`: the cost is "
+        "the only target.",
+        "",
+    ]
