@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
     arms = {}
     for name, layout in (("ours paper", "paper"), ("ours transition", "transition"), ("GPT2Model", "paper")):
         torch.manual_seed(0)
-        module = OMGPTModule(**{**cfg, "horizon": a.horizon, "layout": layout}).train()
+        module = OMGPTModule(**{**cfg, "horizon": a.horizon, "network": {**cfg["network"], "layout": layout}}).train()
         net = HFTwoToken(module.model, a.horizon).train() if name == "GPT2Model" else module.model
         arms[name] = (module, net)
     task = arms["ours paper"][0].task
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
         p.numel() for n, p in arms["ours paper"][1].named_parameters() if n.startswith(("blocks.", "pos_emb.", "ln_f."))
     )
     print(
-        f"demo network {cfg['n_layer']} layers x {cfg['n_embd']} dims, {cfg['n_head']} heads; batch {a.batch}, T = {a.horizon}; "
+        f"demo network {cfg['network']['n_layer']} layers x {cfg['network']['n_embd']} dims, {cfg['network']['n_head']} heads; batch {a.batch}, T = {a.horizon}; "
         f"backbone parameters: ours {ours_backbone:,}, GPT2Model {sum(p.numel() for p in hf.gpt2.parameters()):,} (its one-word vocabulary unused)"
     )
     train, decode = {n: float("inf") for n in arms}, {n: float("inf") for n in arms}

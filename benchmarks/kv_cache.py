@@ -67,8 +67,8 @@ def measure(
     task = make_task(task_name)
     torch.manual_seed(0)
     cfg = ModelConfig(
-        task.feature_dim,
-        task.action_dim,
+        feature_dim=task.feature_dim,
+        action_dim=task.action_dim,
         n_layer=n_layer,
         n_head=n_head,
         n_embd=n_embd,

@@ -95,8 +95,8 @@ def main() -> None:
                 step()
                 times[key].append(time.process_time() - start)
     print(
-        f"{machine()}; {args.threads} thread(s); demo model {cfg['model']['n_layer']}L/{cfg['model']['n_embd']}d, "
-        f"{cfg['model']['layout']} layout, T = {cfg['model']['horizon']}; {args.repeats} x {args.steps} steps per cell"
+        f"{machine()}; {args.threads} thread(s); demo model {cfg['model']['network']['n_layer']}L/{cfg['model']['network']['n_embd']}d, "
+        f"{cfg['model']['network']['layout']} layout, T = {cfg['model']['horizon']}; {args.repeats} x {args.steps} steps per cell"
     )
     print(f"{'batch':>5} {'variant':10} {'CPU-ms/step':>11} {'histories/CPU-s':>15} {'vs fp32':>8}")
     for (b, v), ts in times.items():

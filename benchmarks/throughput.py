@@ -106,16 +106,23 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cfg = demo_config()["model"]
     if args.size == "paper":
-        paper = yaml.safe_load((CONFIGS / "scale" / "paper.yaml").read_text())["model"]
-        cfg = {**cfg, **{k: paper[k] for k in ("n_layer", "n_head", "n_embd", "dropout")}}
+        paper = yaml.safe_load((CONFIGS / "scale" / "paper.yaml").read_text())["model"]["network"]
+        cfg = {
+            **cfg,
+            "network": {**cfg["network"], **{k: paper[k] for k in ("n_layer", "n_head", "n_embd", "dropout")}},
+        }
     peak = matmul_peak_flops(args.device)
     print(f"{machine()}; {args.threads} thread(s); float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
-    print(f"{args.size} size {cfg['n_layer']}L/{cfg['n_embd']}d, batch {args.batch}, T = {args.horizon}")
+    print(
+        f"{args.size} size {cfg['network']['n_layer']}L/{cfg['network']['n_embd']}d, batch {args.batch}, T = {args.horizon}"
+    )
     rows, base = [], None
     for layout, precision in itertools.product(args.layouts.split(","), precisions):
         for compiled in (False,) if args.no_compile else (False, True):
             torch.manual_seed(0)
-            module = OMGPTModule(**{**cfg, "horizon": args.horizon, "layout": layout}).to(args.device)
+            module = OMGPTModule(
+                **{**cfg, "horizon": args.horizon, "network": {**cfg["network"], "layout": layout}}
+            ).to(args.device)
             task = module.task
             batch = next(
                 iter(

@@ -65,24 +65,36 @@ def export_weights(ckpt: str | Path, out: str | Path) -> Path:
 
 # --------------------------------------------------------------------------------------------------
 # What a checkpoint must be to be resumed, validated or loaded.
-def check_resumable(checkpoint: dict, settings: dict, path: str | None = None) -> None:
-    """A fit resumed, or a validation run, from ``checkpoint`` must use the model settings it was
-    trained with (``settings``: this run's ``model`` arguments): the weights only fit those, and a
-    changed one would otherwise be silently replaced by the checkpoint's (LightningCLI copies them
-    over the config) or silently ignored. Differences are one :class:`OMGPTError` naming them."""
+def check_resumable(trained: dict, settings: dict, path: str | None = None) -> None:
+    """A fit resumed, or a validation run, from a checkpoint must use the model settings it was trained
+    with (``trained``: its hyper-parameters as :func:`omgpt.model.checkpoint_hparams` reads them;
+    ``settings``: this run's ``model`` arguments): the weights only fit those, and a changed one would
+    otherwise be silently replaced by the checkpoint's (LightningCLI copies them over the config) or
+    silently ignored. Differences are one :class:`OMGPTError` naming them."""
     name = f"checkpoint {path}" if path else "the checkpoint"
-    trained = {k: v for k, v in (checkpoint.get("hyper_parameters") or {}).items() if not k.startswith("_")}
     if trained.get("task") not in (None, settings.get("task")):
         raise OMGPTError(f"{name} was trained on task {trained['task']!r}, not {settings.get('task')!r}")
     unknown = sorted(set(trained) - set(settings))
     if unknown:
         raise OMGPTError(f"{name} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
-    changed = [k for k in trained if _comparable(trained[k]) != _comparable(settings[k])]
+    changed = changed_settings(trained, settings)
     if changed:
-        shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {settings[k]!r})" for k in changed[:3])
-        raise OMGPTError(
-            f"{name} was trained with {shown}{', ...' if len(changed) > 3 else ''}; use the settings it was trained with"
-        )
+        raise OMGPTError(f"{name} was trained with {changed}; use the settings it was trained with")
+
+
+def changed_settings(trained: dict, settings: dict, keys=None) -> str:
+    """The settings (of ``keys``, default all of ``trained``'s) whose values differ, as
+    ``model.network.n_layer=12 (this run: 4), ...`` (three at most); empty when none does."""
+    trained, settings = _flat(trained), _flat(settings)
+    changed = [k for k in (keys or trained) if k in trained and _comparable(trained[k]) != _comparable(settings.get(k))]
+    shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {settings.get(k)!r})" for k in changed[:3])
+    return shown + (", ..." if len(changed) > 3 else "")
+
+
+def _flat(settings: dict) -> dict:
+    """The module's arguments with the network's settings one level up: ``network.n_layer``, ..."""
+    network = settings.get("network") or {}
+    return {**{k: v for k, v in settings.items() if k != "network"}, **{f"network.{k}": v for k, v in network.items()}}
 
 
 def check_weights(checkpoint: dict, module: torch.nn.Module, path: str | None = None) -> None:

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import NamedTuple
 
 import torch
@@ -67,36 +67,102 @@ LAYOUTS = ("paper", "compact", "transition")
 POS_ENCODINGS = ("learned", "rope", "none")
 
 
-@dataclass
-class ModelConfig:
-    """The network's settings, for either backbone (``backbone="gpt"`` or ``"lstm"``)."""
+@dataclass(frozen=True, kw_only=True)
+class NetworkConfig:
+    """The network's architecture: everything about the network a fit's config sets (``model.network``
+    in YAML, ``--model.network.n_layer 8`` on the command line), for either backbone. A new
+    hyper-parameter of the network is one field here: the CLI, the checkpoint's hyper-parameters,
+    :func:`load_model`, :func:`omgpt.module.load_module` and the network's :class:`ModelConfig` take it
+    from this class (``tests/test_model.py`` adds one and trains a step).
 
-    feature_dim: int  # size of a feature token (O_{t-1}, X_t); set from the task
-    action_dim: int  # size of an action token and of the read-out; set from the task
-    n_layer: int = 4  # transformer blocks or LSTM layers (paper: 12; LSTM: 5 and 12)
-    n_head: int = 4  # attention heads (paper: 16); unused by the LSTM
-    n_embd: int = 64  # embedding width (paper: 256, for both backbones)
-    dropout: float = 0.05  # paper: 0.05
-    max_steps: int = 100  # longest history (in decision steps) the model sees: horizon, or window W
-    bias: bool = True  # biases in Linear, LayerNorm and LSTM, as GPT-2
-    backbone: str = "gpt"  # "gpt" (the paper's transformer) or "lstm" (its architecture comparison)
-    obs_dim: int = 0  # observation coordinates: the first obs_dim columns of a feature token
-    obs_head: bool = False  # also predict O_t, the outcome of a_t (paper §3.5.3; see read_obs)
-    layout: str = "paper"  # "paper": (O,X) and a tokens interleaved; "compact"/"transition": one token per step
-    pos_encoding: str = "learned"  # "learned" table (paper), "rope" (rotary), "none"; the LSTM needs none
+    Args:
+        n_layer: transformer blocks or LSTM layers (paper: 12; its LSTMs: 5 and 12).
+        n_head: attention heads (paper: 16); unused by the LSTM.
+        n_embd: embedding width (paper: 256, for both backbones).
+        dropout: dropout probability (paper: 0.05); a training setting, the weights mean the same
+            without it (fine-tuning may change it).
+        bias: biases in Linear, LayerNorm and LSTM layers, as GPT-2.
+        backbone: ``gpt`` (the paper's transformer) or ``lstm`` (its architecture comparison).
+        obs_head: also predict ``O_t``, the outcome of ``a_t`` (paper §3.5.3; see ``read_obs``).
+        layout: ``paper`` (feature and action tokens interleaved, the paper's), ``compact`` (one token
+            per decision step) or ``transition`` (one token per step holding the whole last transition).
+        pos_encoding: ``learned`` (the paper's table), ``rope`` (rotary) or ``none``; the LSTM takes
+            ``learned`` (the default, which it ignores).
+    """
+
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 64
+    dropout: float = 0.05
+    bias: bool = True
+    backbone: str = "gpt"
+    obs_head: bool = False
+    layout: str = "paper"
+    pos_encoding: str = "learned"
 
     def __post_init__(self):
+        for name, value, bounds in (
+            ("n_layer", self.n_layer, dict(integer=True, low=1)),
+            ("n_head", self.n_head, dict(integer=True, low=1)),
+            ("n_embd", self.n_embd, dict(integer=True, low=1)),
+            ("dropout", self.dropout, dict(low=0, high=1, high_open=True)),
+        ):
+            checks.number(f"model.network.{name}", value, **bounds)
         for name, value, allowed in (
             ("backbone", self.backbone, BACKBONES),
             ("layout", self.layout, LAYOUTS),
             ("pos_encoding", self.pos_encoding, POS_ENCODINGS),
         ):
             if value not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-        if self.obs_head and not 0 < self.obs_dim <= self.feature_dim:
-            raise ValueError(f"obs_head needs 0 < obs_dim <= feature_dim, got obs_dim={self.obs_dim}")
+                raise OMGPTError(f"model.network.{name} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.backbone == "gpt" and self.n_embd % self.n_head:
+            raise OMGPTError(f"model.network.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.backbone == "lstm" and self.pos_encoding != "learned":  # "learned" is the default, ignored
+            raise OMGPTError(
+                f"the LSTM backbone takes no pos_encoding (got {self.pos_encoding!r}): the recurrence orders the tokens"
+            )
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2:
-            raise ValueError(f"rope needs an even head size, got n_embd/n_head = {self.n_embd // self.n_head}")
+            raise OMGPTError(f"rope needs an even head size, got n_embd/n_head = {self.n_embd // self.n_head}")
+
+    @classmethod
+    def of(cls, network: "NetworkConfig | dict | None") -> "NetworkConfig":
+        """``network`` as a config: a dict (a checkpoint's hyper-parameters, a Python caller's) is read
+        into one, naming any field this version does not have; ``None`` is the defaults."""
+        if network is None or isinstance(network, cls):
+            return network or cls()
+        if not isinstance(network, dict):
+            raise OMGPTError(f"model.network must be a mapping of network settings, got {type(network).__name__}")
+        unknown = sorted(set(network) - {f.name for f in fields(cls)})
+        if unknown:
+            raise OMGPTError(f"model.network has settings this version does not take: {', '.join(unknown)}")
+        return cls(**network)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(NetworkConfig):
+    """What builds a network: its architecture (:class:`NetworkConfig`) and the sizes the task and the
+    episode give it. Keyword arguments only: ``ModelConfig(feature_dim=..., action_dim=..., n_layer=2)``."""
+
+    feature_dim: int  # size of a feature token (O_{t-1}, X_t); set from the task
+    action_dim: int  # size of an action token and of the read-out; set from the task
+    max_steps: int = 100  # longest history (in decision steps) the model sees: horizon, or window W
+    obs_dim: int = 0  # observation coordinates: the first obs_dim columns of a feature token
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.obs_head and not 0 < self.obs_dim <= self.feature_dim:
+            raise OMGPTError(f"obs_head needs 0 < obs_dim <= feature_dim, got obs_dim={self.obs_dim}")
+
+    @classmethod
+    def build(cls, network: NetworkConfig, task: Task, max_steps: int) -> "ModelConfig":
+        """The config of ``network`` on ``task``'s tokens, for histories of up to ``max_steps`` steps."""
+        return cls(
+            **asdict(network),
+            feature_dim=task.feature_dim,
+            action_dim=task.action_dim,
+            max_steps=max_steps,
+            obs_dim=task.obs_dim,
+        )
 
     @property
     def tokens_per_step(self) -> int:
@@ -451,10 +517,6 @@ class LSTM(SequenceModel):
     """
 
     def build_backbone(self, cfg: ModelConfig) -> None:
-        if cfg.pos_encoding != "learned":  # "learned" is the config default; the LSTM has no table at all
-            raise ValueError(
-                f"the LSTM backbone takes no pos_encoding (got {cfg.pos_encoding!r}): the recurrence orders the tokens"
-            )
         self.drop = nn.Dropout(cfg.dropout)
         between = cfg.dropout if cfg.n_layer > 1 else 0.0  # nn.LSTM's dropout acts between layers only
         self.lstm = nn.LSTM(
@@ -487,11 +549,10 @@ class LSTM(SequenceModel):
 
 # -------------------------------------------------------------------------------------------------
 # Loading a trained network without Lightning.
-# A checkpoint's hyper-parameters are OMGPTModule's arguments, by what they decide. The network is
-# built from the first group and the episode's; the training group is read by nobody here. A name in
-# none of them is refused: it may be a setting this version does not know that changes what the
-# network computes (tests/test_agent.py keeps the groups equal to OMGPTModule's signature).
-NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_head", "layout", "pos_encoding")
+# A checkpoint's hyper-parameters are OMGPTModule's arguments, by what they decide: the network's
+# architecture (``network``, a NetworkConfig as a dict), the episode, and training (read by nobody
+# here). A name in none of them is refused: it may be a setting this version does not know that changes
+# what the network computes (tests/test_agent.py keeps the groups equal to OMGPTModule's signature).
 EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
 TRAINING_HPARAMS = (
     "lr",
@@ -514,6 +575,38 @@ TRAINING_HPARAMS = (
     "imitation_weight",
     "trust_radius",
 )
+HPARAMS = ("network", *EPISODE_HPARAMS, *TRAINING_HPARAMS)
+# Checkpoints written before the network's settings were grouped hold these at the top level.
+FLAT_NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_head", "layout", "pos_encoding")
+
+
+def checkpoint_hparams(checkpoint: dict, path: str | os.PathLike | None = None) -> dict:
+    """A checkpoint's hyper-parameters in this version's form: Lightning's private entries dropped, the
+    network's settings one complete ``network`` dict (a checkpoint from before ``model.network`` holds
+    them at the top level; an absent one had its default), each network setting checked. A name
+    OMGPTModule does not take is one :class:`OMGPTError`."""
+    name = f"checkpoint {path}" if path else "the checkpoint"
+    hparams = {k: v for k, v in (checkpoint.get("hyper_parameters") or {}).items() if not k.startswith("_")}
+    flat = {k: hparams.pop(k) for k in FLAT_NETWORK_HPARAMS if k in hparams}
+    unknown = sorted(set(hparams) - set(HPARAMS))
+    if unknown:
+        raise OMGPTError(f"{name} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
+    if flat and "network" in hparams:
+        raise OMGPTError(f"{name} has network settings both in network and at the top level ({', '.join(flat)})")
+    try:
+        hparams["network"] = asdict(NetworkConfig.of(hparams.get("network", flat)))
+    except OMGPTError as e:
+        raise OMGPTError(f"{name}: {e}") from None
+    return hparams
+
+
+def network_config(task: Task, hparams: dict) -> ModelConfig:
+    """The network's config that OMGPTModule's arguments ``hparams`` (a checkpoint's, as
+    :func:`checkpoint_hparams` reads them) describe on ``task``: ``max_steps`` the context window ``W``
+    or else the horizon, as training builds it."""
+    return ModelConfig.build(
+        NetworkConfig.of(hparams.get("network")), task, hparams.get("window") or hparams["horizon"]
+    )
 
 
 class TrainedModel(NamedTuple):
@@ -521,20 +614,7 @@ class TrainedModel(NamedTuple):
 
     model: SequenceModel  # the network, in eval mode, on the device it was loaded to
     task: Task  # the task it was trained on, built from the checkpoint's task name and options
-    hparams: dict  # the checkpoint's hyper-parameters (OMGPTModule's arguments: horizon, window, ...)
-
-
-def network_config(task: Task, hparams: dict) -> ModelConfig:
-    """The network's config as training builds it from OMGPTModule's arguments ``hparams``: token sizes
-    from ``task``, ``max_steps`` the context window ``W`` or else the horizon, the architecture settings
-    present in ``hparams`` (an absent one keeps its default, which is OMGPTModule's)."""
-    return ModelConfig(
-        task.feature_dim,
-        task.action_dim,
-        max_steps=hparams.get("window") or hparams["horizon"],
-        obs_dim=task.obs_dim,
-        **{k: hparams[k] for k in NETWORK_HPARAMS if k in hparams},
-    )
+    hparams: dict  # its hyper-parameters (OMGPTModule's arguments: network, horizon, window, ...)
 
 
 def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> TrainedModel:
@@ -560,12 +640,9 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
         )
     map_location = checks.device(str(map_location), "map_location")  # no GPU here: said so, not "is the file complete?"
     ckpt = read_checkpoint(path, map_location)
-    hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
-    if "task" not in hparams or "horizon" not in hparams:
+    if not {"task", "horizon"} <= set(ckpt.get("hyper_parameters") or {}):
         raise OMGPTError(f"{path} is not an OMGPT checkpoint (no task and horizon in its hyper_parameters)")
-    unknown = sorted(set(hparams) - {*NETWORK_HPARAMS, *EPISODE_HPARAMS, *TRAINING_HPARAMS})
-    if unknown:
-        raise OMGPTError(f"checkpoint {path} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
+    hparams = checkpoint_hparams(ckpt, path)
     task = make_episode_task(hparams["task"], hparams.get("task_options"), hparams["horizon"])
     try:
         with torch.random.fork_rng(devices=[]):

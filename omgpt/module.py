@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import random
 import time
+from dataclasses import asdict
 
 import lightning as L
 import torch
@@ -17,8 +17,8 @@ from omgpt import seeding
 from omgpt.seeding import Stream, stream_seed
 from omgpt import checks
 from omgpt.checkpoints import (
-    _comparable,
     all_finite,
+    changed_settings,
     check_resumable,
     check_weights,
     read_checkpoint,
@@ -26,7 +26,7 @@ from omgpt.checkpoints import (
 )
 from omgpt.errors import OMGPTError
 from omgpt.metrics import MeanCurve
-from omgpt.model import BACKBONES, ModelConfig, build_model
+from omgpt.model import ModelConfig, NetworkConfig, build_model, checkpoint_hparams, load_model
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations, restarted, rollout
 from omgpt.tasks import make_episode_task
@@ -56,7 +56,7 @@ class OMGPTModule(L.LightningModule):
 
     Loss: the task's ``l`` (absolute for newsvendor, squared for pricing, ...) between predicted and
     optimal actions, averaged over all decision positions of the batch, in the task's normalised
-    action units; with ``obs_head``, ``train/loss`` is ``l + w·l'`` (logged apart as ``train/action_loss``
+    action units; with ``network.obs_head``, ``train/loss`` is ``l + w·l'`` (logged apart as ``train/action_loss``
     and ``train/obs_loss``). Validation plays the model online (KV-cached rollouts) on fixed validation
     environments and logs the mean final regret ``val/regret`` and ``val/regret_ucb``, that mean plus
     one standard deviation across the validation environments (the authors' checkpoint rule, docs/paper-gaps.md §6).
@@ -65,17 +65,18 @@ class OMGPTModule(L.LightningModule):
         task: task name, e.g. ``newsvendor`` (see ``omgpt.tasks``).
         task_options: options of the task (``pool_size``, ``dim``, ...).
         horizon: target horizon ``T``; sizes the positional table and the validation rollouts.
-        n_layer, n_head, n_embd, dropout: GPT shape (paper: 12, 16, 256, 0.05).
+        network: the network's architecture (:class:`~omgpt.model.NetworkConfig`: backbone, layers,
+            heads, width, dropout, token layout, position encoding, observation head; a dict works
+            too). In YAML ``model: {network: {n_layer: 8}}``, on the command line
+            ``--model.network.n_layer 8``.
         lr, weight_decay, betas: AdamW (paper: 1e-4, 1e-4).
         warmup_steps: linear learning-rate warm-up from 0.
         schedule: ``constant`` (paper) or ``cosine`` decay to ``min_lr_ratio · lr`` at the last step.
         min_lr_ratio: floor of the cosine schedule.
         val_seed: seed of the validation environments and their context/noise streams.
-        backbone: ``gpt`` (the paper's transformer) or ``lstm`` (its architecture comparison; ``n_head``
-            is then unused).
-        obs_head: also predict ``O_t``, the outcome of every action (paper §3.5.3), and train on ``l + w·l'``,
-            ``l'`` the squared error of the observation in the feature scaling of its columns.
-        obs_loss_weight: ``w`` above.
+        obs_loss_weight: with ``network.obs_head`` (the observation ``O_t`` predicted too, paper §3.5.3),
+            train on ``l + w·l'``, ``l'`` the squared error of the observation in the feature scaling of
+            its columns; this is ``w``.
         window: context window ``W`` (paper §3.5.1): the model sees at most ``W`` steps, in training
             (a random ``W``-step slice of longer histories), validation and rollouts; its positional
             table covers ``W`` steps, so it can act for any horizon. ``None``: the whole ``horizon``.
@@ -84,11 +85,6 @@ class OMGPTModule(L.LightningModule):
             action against the realised outcome, :meth:`~omgpt.tasks.base.Task.cost_loss`; for tasks
             whose reward is a known function of the action and an exogenous outcome). ``None``: the
             task's :attr:`~omgpt.tasks.base.Task.default_target` (``cost`` on real data, which has no ``a*``).
-        layout: ``paper`` (feature and action tokens interleaved, the paper's), ``compact`` (one token
-            per decision step) or ``transition`` (one token per step holding the whole last transition;
-            see :mod:`omgpt.model`).
-        pos_encoding: ``learned`` (the paper's table), ``rope`` or ``none``; the LSTM takes ``learned``
-            (the default, which it ignores).
 
     Fine-tuning on regret (docs/finetune.md; ``configs/finetune/regret.yaml`` layers these on a
     supervised config):
@@ -123,10 +119,7 @@ class OMGPTModule(L.LightningModule):
         task: str = "newsvendor",
         task_options: dict | None = None,
         horizon: int = 100,
-        n_layer: int = 4,
-        n_head: int = 4,
-        n_embd: int = 64,
-        dropout: float = 0.05,
+        network: NetworkConfig = NetworkConfig(),
         lr: float = 1e-4,
         weight_decay: float = 1e-4,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -134,12 +127,8 @@ class OMGPTModule(L.LightningModule):
         schedule: str = "constant",
         min_lr_ratio: float = 0.1,
         val_seed: int = 10_000,
-        backbone: str = "gpt",
-        obs_head: bool = False,
         obs_loss_weight: float = 1.0,
         window: int | None = None,
-        layout: str = "paper",
-        pos_encoding: str = "learned",
         target: str | None = None,
         objective: str = "imitation",
         init_from: str | None = None,
@@ -153,10 +142,9 @@ class OMGPTModule(L.LightningModule):
     ):
         super().__init__()
         for name, value, bounds in (
-            ("horizon", horizon, POSITIVE_INT), ("n_layer", n_layer, POSITIVE_INT), ("n_head", n_head, POSITIVE_INT),
-            ("n_embd", n_embd, POSITIVE_INT), ("window", window, dict(POSITIVE_INT, none=True)),
+            ("horizon", horizon, POSITIVE_INT), ("window", window, dict(POSITIVE_INT, none=True)),
             ("warmup_steps", warmup_steps, dict(integer=True, low=0)), ("lr", lr, dict(low=0, low_open=True)),
-            ("weight_decay", weight_decay, dict(low=0)), ("dropout", dropout, UNIT), ("min_lr_ratio", min_lr_ratio, dict(low=0, high=1)),
+            ("weight_decay", weight_decay, dict(low=0)), ("min_lr_ratio", min_lr_ratio, dict(low=0, high=1)),
             ("obs_loss_weight", obs_loss_weight, dict(low=0)), *((f"betas[{i}]", b, UNIT) for i, b in enumerate(betas)),
             ("feedback_grad", feedback_grad, dict(low=0, high=1)), ("rollout_envs", rollout_envs, POSITIVE_INT), ("group_size", group_size, dict(integer=True, low=2)),
             ("explore_std", explore_std, dict(low=0, low_open=True)), ("imitation_weight", imitation_weight, dict(low=0)),
@@ -170,31 +158,18 @@ class OMGPTModule(L.LightningModule):
             )
         if schedule not in ("constant", "cosine"):
             raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-        if backbone not in BACKBONES:
-            raise OMGPTError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
-        if backbone == "gpt" and n_embd % n_head:
-            raise OMGPTError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
-        if backbone == "gpt":  # its positional table holds 2·T·n_embd weights, with AdamW's two moments 3x that
-            checks.memory(3 * 4 * 2 * (window or horizon) * n_embd, f"a GPT for histories of {window or horizon} steps")
+        net = NetworkConfig.of(network)
+        if net.backbone == "gpt":  # its positional table holds 2·T·n_embd weights, with AdamW's two moments 3x that
+            checks.memory(
+                3 * 4 * 2 * (window or horizon) * net.n_embd, f"a GPT for histories of {window or horizon} steps"
+            )
+        network = asdict(net)  # what save_hyperparameters records (it reads the arguments' local names): plain data
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
         self.target = check_target(self.task, target)
         check_finetuning(self.task, objective, estimator, window, init_from, trust_radius)
         try:
-            cfg = ModelConfig(
-                self.task.feature_dim,
-                self.task.action_dim,
-                n_layer,
-                n_head,
-                n_embd,
-                dropout,
-                max_steps=window or horizon,
-                backbone=backbone,
-                obs_dim=self.task.obs_dim,
-                obs_head=obs_head,
-                layout=layout,
-                pos_encoding=pos_encoding,
-            )
+            cfg = ModelConfig.build(net, self.task, max_steps=window or horizon)
         except ValueError as e:  # an impossible combination of options: one line for the user
             raise OMGPTError(str(e)) from None
         self.model = build_model(cfg, self.task.scaling())
@@ -202,7 +177,7 @@ class OMGPTModule(L.LightningModule):
         self.val_subopt = MeanCurve(horizon)
         # the observation head's error on the validation rollouts, per step: its learning curve (where
         # the task knows its expected observation)
-        tracked = obs_head and window is None and self.task.has_mean_observation
+        tracked = net.obs_head and window is None and self.task.has_mean_observation
         self.val_obs = MeanCurve(horizon) if tracked else None
         # tasks that score a part by total cost over total demand (real demand: the scaled pinball loss,
         # ruled by the windows with most demand, not by a few tiny-level ones) log it as val/scaled_cost
@@ -259,7 +234,7 @@ class OMGPTModule(L.LightningModule):
             return self.finetuning_step(batch)
         horizon = batch["features"].shape[1]
         batch = self.window_slice(batch, batch_idx)
-        if self.hparams.obs_head:
+        if self.model.cfg.obs_head:
             pred, obs = self.model(batch["features"], batch["actions"], observations=True)
             action_loss, obs_loss = (
                 self.target_loss(pred, batch),
@@ -459,7 +434,7 @@ class OMGPTModule(L.LightningModule):
         # Called before Lightning loads the weights, for every checkpoint path a fit or validation
         # resolves (the last/best aliases included): a mismatch is one line here, not a traceback there.
         path = getattr(self.trainer, "ckpt_path", None) if self._trainer else None
-        check_resumable(checkpoint, dict(self.hparams), path)
+        check_resumable(checkpoint_hparams(checkpoint, path), dict(self.hparams), path)
         check_weights(checkpoint, self, path)
         resume_after_last_batch(checkpoint)
         self._trained_minutes = tuple(checkpoint.get("trained_minutes", (0.0, 0.0)))
@@ -527,20 +502,9 @@ def check_finetuning(
 
 
 # The settings a checkpoint's weights are only meaningful with: fine-tuning must start from a model of
-# this run's task, horizon and architecture (the weights' shapes alone do not tell a layout apart).
-INIT_SETTINGS = (
-    "task",
-    "task_options",
-    "horizon",
-    "window",
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "backbone",
-    "obs_head",
-    "layout",
-    "pos_encoding",
-)
+# this run's task, horizon and architecture (the weights' shapes alone do not tell a layout apart);
+# dropout is a training setting (the regret fine-tuning turns it off).
+INIT_SETTINGS = ("task", "task_options", "horizon", "window")
 
 
 def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
@@ -549,13 +513,12 @@ def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
     if os.path.isdir(path):
         path = os.path.join(path, "model.ckpt")
     ckpt = read_checkpoint(path)
-    trained = ckpt.get("hyper_parameters") or {}
-    own = dict(module.hparams)
-    changed = [k for k in INIT_SETTINGS if k in trained and _comparable(trained[k]) != _comparable(own.get(k))]
+    trained = checkpoint_hparams(ckpt, path)
+    network = [f"network.{k}" for k in trained["network"] if k != "dropout"]
+    changed = changed_settings(trained, dict(module.hparams), keys=[*INIT_SETTINGS, *network])
     if changed:
-        shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {own.get(k)!r})" for k in changed[:3])
         raise OMGPTError(
-            f"model.init_from {path} was trained with {shown}; fine-tune with the settings it was trained with"
+            f"model.init_from {path} was trained with {changed}; fine-tune with the settings it was trained with"
         )
     check_weights(ckpt, module, path)
     if not all_finite(ckpt["state_dict"].values()):
@@ -584,23 +547,13 @@ def check_target(task: Task, target: str | None) -> str:
 
 
 def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTModule:
-    """Load a trained module from a Lightning checkpoint, safely (:func:`omgpt.checkpoints.read_checkpoint`:
-    a downloaded checkpoint cannot run code). A folder stands for its ``model.ckpt``
-    (``pretrained/<name>/``). Missing, unreadable, foreign or diverged checkpoints -- hyper-parameters
-    this module does not take, tensors of the wrong shape, non-finite weights -- raise
-    :class:`OMGPTError`."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "model.ckpt")
-    ckpt = read_checkpoint(path, map_location)
-    if "hyper_parameters" not in ckpt:
-        raise OMGPTError(f"{path} is not an OMGPT checkpoint (no hyper_parameters)")
-    hparams = {k: v for k, v in ckpt["hyper_parameters"].items() if not k.startswith("_")}
-    unknown = sorted(set(hparams) - set(inspect.signature(OMGPTModule.__init__).parameters))
-    if unknown:
-        raise OMGPTError(f"checkpoint {path} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
-    module = OMGPTModule(**hparams)
-    check_weights(ckpt, module, path)
-    module.load_state_dict(ckpt["state_dict"])
-    if not all_finite(ckpt["state_dict"].values()):
-        raise OMGPTError(f"checkpoint {path} has non-finite weights: its fit diverged")
-    return module.eval()
+    """A trained module from a Lightning checkpoint (a folder stands for its ``model.ckpt``,
+    ``pretrained/<name>/``): :func:`omgpt.model.load_model`'s network, read and checked there (safely: a
+    downloaded checkpoint cannot run code; missing, foreign or diverged files, settings this version does
+    not take and ill-fitting tensors are each one :class:`OMGPTError`), in the module its
+    hyper-parameters describe. The global RNG is left as it was."""
+    model, _, hparams = load_model(path, map_location)
+    with torch.random.fork_rng(devices=[]):  # the module's own network is drawn, then replaced
+        module = OMGPTModule(**hparams)
+    module.model = model
+    return module.to(map_location).eval()

@@ -25,7 +25,7 @@ import torch
 import omgpt
 from omgpt import Agent, load_model
 from omgpt.errors import OMGPTError
-from omgpt.model import EPISODE_HPARAMS, NETWORK_HPARAMS, TRAINING_HPARAMS, ModelConfig, build_model
+from omgpt.model import HPARAMS, ModelConfig, NetworkConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_episode_task
@@ -35,13 +35,14 @@ NEWSVENDOR = ROOT / "pretrained" / "newsvendor"
 SHIPPED = sorted(p.parent.name for p in (ROOT / "pretrained").glob("*/model.ckpt"))
 
 
-def tiny_checkpoint(path: Path, seed: int = 0, **hparams) -> Path:
+def tiny_checkpoint(path: Path, seed: int = 0, network: dict | None = None, **hparams) -> Path:
     """A checkpoint as ``omgpt fit`` writes one (the module's state dict and hyper-parameters) of a tiny
-    OMGPTModule, written without training it."""
+    OMGPTModule (``network`` settings over 1 layer, 2 heads, 8 dims), written without training it."""
     from omgpt.module import OMGPTModule
 
     torch.manual_seed(seed)
-    module = OMGPTModule(**{"task": "newsvendor", "horizon": 6, "n_layer": 1, "n_head": 2, "n_embd": 8, **hparams})
+    network = {"n_layer": 1, "n_head": 2, "n_embd": 8, **(network or {})}
+    module = OMGPTModule(**{"task": "newsvendor", "horizon": 6, "network": network, **hparams})
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     return path
 
@@ -50,8 +51,8 @@ def tiny_model(task, horizon: int, layout: str = "paper", backbone: str = "gpt")
     """A randomly initialised 2-layer, 8-dim network for ``task``."""
     torch.manual_seed(1)
     cfg = ModelConfig(
-        task.feature_dim,
-        task.action_dim,
+        feature_dim=task.feature_dim,
+        action_dim=task.action_dim,
         n_layer=2,
         n_head=2,
         n_embd=8,
@@ -80,9 +81,9 @@ def test_load_model_builds_load_modules_network_from_every_shipped_model(name):
 
 ARCHITECTURES = {
     "paper": {},
-    "compact-rope": {"layout": "compact", "pos_encoding": "rope"},
-    "transition-obs-head": {"layout": "transition", "obs_head": True},
-    "lstm": {"backbone": "lstm"},
+    "compact-rope": {"network": {"layout": "compact", "pos_encoding": "rope"}},
+    "transition-obs-head": {"network": {"layout": "transition", "obs_head": True}},
+    "lstm": {"network": {"backbone": "lstm"}},
     "window": {"window": 3, "horizon": 8},
     "pricing-options": {"task": "pricing", "task_options": {"dim": 3}},
 }
@@ -107,16 +108,40 @@ def test_load_model_leaves_the_global_rng_alone():
     assert torch.equal(torch.get_rng_state(), state)
 
 
-def test_the_hyper_parameter_groups_are_omgpt_modules_arguments_and_defaults():
-    """load_model refuses what it does not know, so its groups must be exactly what OMGPTModule takes; a
-    network setting absent from a checkpoint keeps ModelConfig's default, which must be OMGPTModule's."""
+def test_the_hyper_parameter_groups_are_omgpt_modules_arguments():
+    """load_model refuses what it does not know, so its groups must be exactly what OMGPTModule takes;
+    the network's settings are NetworkConfig's, whose defaults OMGPTModule's default network holds."""
     from omgpt.module import OMGPTModule
 
     params = inspect.signature(OMGPTModule.__init__).parameters
-    groups = [*NETWORK_HPARAMS, *EPISODE_HPARAMS, *TRAINING_HPARAMS]
-    assert sorted(groups) == sorted(set(params) - {"self"}) and len(groups) == len(set(groups))
-    config = inspect.signature(ModelConfig).parameters
-    assert {k: params[k].default for k in NETWORK_HPARAMS} == {k: config[k].default for k in NETWORK_HPARAMS}
+    assert sorted(HPARAMS) == sorted(set(params) - {"self"}) and len(HPARAMS) == len(set(HPARAMS))
+    assert params["network"].default == NetworkConfig()
+
+
+def test_a_checkpoint_from_before_the_network_group_loads_as_it_was_trained(tmp_path):
+    """Checkpoints written before ``model.network`` hold the network's settings at the top level (the
+    shipped reference models among them): they load into the same network, and a fit may start from one."""
+    from omgpt.module import OMGPTModule, load_module
+
+    new = tiny_checkpoint(tmp_path / "new.ckpt", network={"layout": "transition", "n_embd": 16})
+    ckpt = torch.load(new, weights_only=True)
+    network = ckpt["hyper_parameters"].pop("network")
+    ckpt["hyper_parameters"].update({k: v for k, v in network.items() if k != "bias"})  # the old form
+    torch.save(ckpt, tmp_path / "old.ckpt")
+    old_model, _, hparams = load_model(tmp_path / "old.ckpt")
+    assert hparams["network"] == network and old_model.cfg == load_model(new).model.cfg
+    assert old_model.cfg.layout == "transition" and old_model.cfg.n_embd == 16
+    features, actions = torch.randn(2, 6, old_model.cfg.feature_dim), torch.randn(2, 6, 1)
+    assert torch.equal(old_model(features, actions), load_module(str(tmp_path / "old.ckpt")).model(features, actions))
+    module = OMGPTModule(
+        task="newsvendor", horizon=6, network={**network, "dropout": 0.0}, init_from=str(tmp_path / "old.ckpt")
+    )
+    module.setup("fit")  # fine-tuning's start: the old checkpoint's settings are this run's (dropout aside)
+    assert torch.equal(module.model.eval()(features, actions), old_model(features, actions))
+    both = {**ckpt, "hyper_parameters": {**ckpt["hyper_parameters"], "network": network}}
+    torch.save(both, tmp_path / "both.ckpt")
+    with pytest.raises(OMGPTError, match="both in network and at the top level"):
+        load_model(tmp_path / "both.ckpt")
 
 
 def test_loading_a_model_and_acting_never_import_lightning():
@@ -176,7 +201,10 @@ EDITS = {  # defect -> (edit of the checkpoint dict, the message), the cases of 
     "non-finite weights": (_poison, "has non-finite weights: its fit diverged"),
     "no hyper-parameters": (lambda c: c.pop("hyper_parameters"), "is not an OMGPT checkpoint"),
     "unknown task": (lambda c: c["hyper_parameters"].update(task="no-such-task"), "unknown task 'no-such-task'"),
-    "impossible settings": (lambda c: c["hyper_parameters"].update(layout="spiral"), "layout must be one of"),
+    "impossible settings": (
+        lambda c: c["hyper_parameters"].get("network", c["hyper_parameters"]).update(layout="spiral"),  # either form
+        "layout must be one of",
+    ),
 }
 
 

@@ -62,7 +62,11 @@ def test_mixed_phase_keeps_the_kappa_proportion(kappa, pool):
 
 def tiny_module() -> OMGPTModule:
     torch.manual_seed(0)
-    return OMGPTModule(task="pricing", horizon=T, n_layer=2, n_head=2, n_embd=16)
+    return OMGPTModule(
+        task="pricing",
+        horizon=T,
+        network=dict(n_layer=2, n_head=2, n_embd=16),
+    )
 
 
 def test_self_rollouts_are_played_by_the_model_not_the_oracle():
@@ -89,7 +93,11 @@ class WeightsAtEnd(Callback):
 
 def fit(tmp, max_epochs: int, ckpt_path=None):
     L.seed_everything(0, verbose=False)
-    module = OMGPTModule(task="pricing", horizon=T, n_layer=2, n_head=2, n_embd=16, dropout=0.1)
+    module = OMGPTModule(
+        task="pricing",
+        horizon=T,
+        network=dict(n_layer=2, n_head=2, n_embd=16, dropout=0.1),
+    )
     data = HistoryDataModule(
         task="pricing", horizon=T, batch_size=8, batches_per_epoch=3, history_pool=40, val_runs=8, val_batch_size=8
     )

@@ -40,7 +40,13 @@ def tiny_lstm(task, max_steps: int = 40, seed: int = 0) -> LSTM:
     scaling = Scaling(s.feature_loc, s.feature_scale, (15.0,), (15.0,))
     model = build_model(
         ModelConfig(
-            task.feature_dim, task.action_dim, n_layer=2, n_embd=16, dropout=0.1, max_steps=max_steps, backbone="lstm"
+            feature_dim=task.feature_dim,
+            action_dim=task.action_dim,
+            n_layer=2,
+            n_embd=16,
+            dropout=0.1,
+            max_steps=max_steps,
+            backbone="lstm",
         ),
         scaling,
     )
@@ -67,7 +73,8 @@ def test_both_backbones_share_the_interface_the_policy_and_module_use():
     task = make_task("pricing")
     for backbone, cls in (("gpt", GPT), ("lstm", LSTM)):
         model = build_model(
-            ModelConfig(task.feature_dim, 1, n_layer=2, n_head=2, n_embd=16, backbone=backbone), task.scaling()
+            ModelConfig(feature_dim=task.feature_dim, action_dim=1, n_layer=2, n_head=2, n_embd=16, backbone=backbone),
+            task.scaling(),
         )
         assert type(model) is cls and isinstance(model, SequenceModel) and model.cfg.backbone == backbone
         for name in (
@@ -84,13 +91,17 @@ def test_both_backbones_share_the_interface_the_policy_and_module_use():
         groups = model.optimizer_groups(0.1)
         assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
         assert model.num_params() == sum(p.numel() for p in model.parameters())
-    lstm = build_model(ModelConfig(task.feature_dim, 1, n_layer=5, n_embd=16, backbone="lstm"))
+    lstm = build_model(ModelConfig(feature_dim=task.feature_dim, action_dim=1, n_layer=5, n_embd=16, backbone="lstm"))
     assert lstm.lstm.num_layers == 5 and not hasattr(lstm, "pos_emb")  # the recurrence orders the tokens
     with pytest.raises(ValueError, match="backbone"):
-        ModelConfig(task.feature_dim, 1, backbone="rnn")
+        ModelConfig(feature_dim=task.feature_dim, action_dim=1, backbone="rnn")
     with pytest.raises(OMGPTError, match="backbone"):
-        OMGPTModule(task="pricing", horizon=8, backbone="rnn")
-    OMGPTModule(task="pricing", horizon=8, backbone="lstm", n_embd=18, n_head=4)  # n_head is the GPT's concern
+        OMGPTModule(task="pricing", horizon=8, network=dict(backbone="rnn"))
+    OMGPTModule(
+        task="pricing",
+        horizon=8,
+        network=dict(backbone="lstm", n_embd=18, n_head=4),
+    )  # n_head is the GPT's concern
 
 
 # Cached = uncached decoding, windows, teacher forcing and causality for the LSTM: tests/test_model.py
@@ -119,7 +130,12 @@ def test_lstm_decoding_is_sequential_and_causal():
 # --------------------------------------------------------------------------------------------------
 # The context window in training (paper §3.5.1).
 def test_window_slice_is_a_contiguous_resumable_window():
-    module = OMGPTModule(task="pricing", horizon=16, window=8, n_layer=2, n_head=2, n_embd=16)
+    module = OMGPTModule(
+        task="pricing",
+        horizon=16,
+        window=8,
+        network=dict(n_layer=2, n_head=2, n_embd=16),
+    )
     assert module.model.cfg.max_steps == 8 and module.model.pos_emb.num_embeddings == 16
     batch = next(iter(HistoryStream(module.task, batch_size=4, n_batches=1, horizon=16, seed=0, epoch=0, rank=0)))
     batch["self_rollout"] = torch.zeros(4, dtype=torch.bool)  # per-row tensors pass through
@@ -145,7 +161,7 @@ def test_trained_with_a_window_acts_beyond_its_training_horizon(tmp_path):
     """A GPT trained with W = 8 on 16-step histories sees 8-step windows in training, validates at
     T = 16, and plays T = 24 with the window -- cached and re-encoded decisions agree beyond W."""
     L.seed_everything(0, verbose=False)
-    module = OMGPTModule(task="pricing", horizon=16, window=8, n_layer=2, n_head=2, n_embd=16, lr=1e-3)
+    module = OMGPTModule(task="pricing", horizon=16, window=8, network=dict(n_layer=2, n_head=2, n_embd=16), lr=1e-3)
     data = HistoryDataModule(
         task="pricing", horizon=16, batch_size=8, batches_per_epoch=3, val_runs=8, val_batch_size=8
     )
@@ -216,9 +232,9 @@ def lstm_obs_ckpt(tmp_path_factory) -> Path:
             str(ROOT / "configs/pricing.yaml"),
             "--config",
             str(ROOT / "configs/scale/tiny.yaml"),
-            "--model.backbone",
+            "--model.network.backbone",
             "lstm",
-            "--model.obs_head",
+            "--model.network.obs_head",
             "true",
             "--model.horizon",
             "12",
@@ -237,7 +253,11 @@ def lstm_obs_ckpt(tmp_path_factory) -> Path:
 
 def test_lstm_fits_through_the_cli_loads_and_evaluates(lstm_obs_ckpt, tmp_path):
     module = load_module(str(lstm_obs_ckpt))
-    assert isinstance(module.model, LSTM) and module.hparams.backbone == "lstm" and module.model.obs_head is not None
+    assert (
+        isinstance(module.model, LSTM)
+        and module.hparams.network["backbone"] == "lstm"
+        and module.model.obs_head is not None
+    )
     metrics = (lstm_obs_ckpt.parents[1] / "metrics.csv").read_text().splitlines()
     header, rows = metrics[0].split(","), [line.split(",") for line in metrics[1:]]
     col = header.index("train/obs_loss")
@@ -286,8 +306,8 @@ def test_demand_prediction_report(lstm_obs_ckpt, tmp_path):
     assert len(windowed["methods"]["omgpt"]["mse"]) == 15
 
 
-def _fake_ckpt(path: Path, **hparams) -> str:
-    module = OMGPTModule(n_layer=1, n_head=1, n_embd=8, horizon=8, **hparams)
+def _fake_ckpt(path: Path, obs_head: bool = False, **hparams) -> str:
+    module = OMGPTModule(network=dict(n_layer=1, n_head=1, n_embd=8, obs_head=obs_head), horizon=8, **hparams)
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams)}, path)
     return str(path)
 

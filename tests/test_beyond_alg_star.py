@@ -309,9 +309,7 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
     moved = max(float((theta[k] - theta0[k]).abs().max()) for k in theta0)
     assert child["steps"] == 2 and 0 < moved < 5e-4
     hp = read_checkpoint(models_dir / parent["key"] / "model.ckpt")["hyper_parameters"]
-    fresh = OMGPTModule(
-        **{k: hp[k] for k in ("task", "task_options", "horizon", "n_layer", "n_head", "n_embd", "layout")}
-    ).state_dict()
+    fresh = OMGPTModule(**{k: hp[k] for k in ("task", "task_options", "horizon", "network")}).state_dict()
     assert max(float((fresh[k] - theta0[k]).abs().max()) for k in theta0) > 1e-2  # the bound can tell
 
     # the numbers are those of the same rollouts' per-environment final regrets

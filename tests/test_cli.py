@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -295,3 +297,35 @@ def test_the_second_commands_once_behind_flags_are_named_by_their_old_spelling(a
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("omgpt: error:") and new in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_new_network_setting_is_one_field_of_network_config(tmp_path):
+    """Issue 35's one-place change: a copy of the package whose NetworkConfig has one more field (and
+    nothing else changed) takes it on the command line, trains a step with it, writes it into the
+    checkpoint, and loads it back into the network's config -- the CLI, the module, the checkpoint and
+    load_model all read the network's settings from that one class."""
+    code = tmp_path / "src"
+    shutil.copytree(ROOT / "omgpt", code / "omgpt", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("callbacks", "datamodules", "analysis"):  # where the install maps them (pyproject.toml)
+        (code / "omgpt" / folder).symlink_to(ROOT / folder)
+    (code / "configs").symlink_to(ROOT / "configs")
+    model_py = code / "omgpt" / "model.py"
+    field = '    pos_encoding: str = "learned"\n'
+    assert model_py.read_text().count(field) == 1
+    model_py.write_text(model_py.read_text().replace(field, field + "    ff_gate: int = 0  # the new setting\n"))
+    fit = [*fit_args(tmp_path), "--model.network.ff_gate", "3", "--trainer.max_steps", "1"]
+    check = (
+        "import sys, torch; from pathlib import Path; from omgpt import load_model; from omgpt.commands.cli import cli_main\n"
+        f"assert cli_main({fit!r}) == 0\n"
+        f"[ckpt] = Path({str(tmp_path / 'runs')!r}).rglob('last.ckpt')\n"
+        "assert torch.load(ckpt, weights_only=True)['hyper_parameters']['network']['ff_gate'] == 3\n"
+        "model, _, hparams = load_model(ckpt)\n"
+        "assert model.cfg.ff_gate == 3 == hparams['network']['ff_gate']\n"
+        "print('trained and loaded with ff_gate', model.cfg.ff_gate)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(code)},
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0 and "trained and loaded with ff_gate 3" in run.stdout, run.stderr[-3000:]
+    unknown = subprocess.run([sys.executable, "-m", "omgpt", *fit_args(tmp_path / "x"), "--model.network.ff_gate", "3"],
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert unknown.returncode == 2 and "ff_gate" in unknown.stderr  # the installed package has no such setting

@@ -108,7 +108,11 @@ def scheduled(epoch: int) -> int:
 def fit(ckpt_dir: Path, max_epochs: int, validate: bool, ckpt_path: str | None = None):
     L.seed_everything(0, verbose=False)
     curriculum, recorder = HorizonCurriculum(stage_epochs=1), HorizonRecorder()
-    module = OMGPTModule(task="newsvendor", horizon=TARGET, n_layer=2, n_head=2, n_embd=16)
+    module = OMGPTModule(
+        task="newsvendor",
+        horizon=TARGET,
+        network=dict(n_layer=2, n_head=2, n_embd=16),
+    )
     data = HistoryDataModule(
         task="newsvendor", horizon=TARGET, batch_size=4, batches_per_epoch=2, chunk=2, val_runs=4, val_batch_size=4
     )

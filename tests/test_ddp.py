@@ -123,7 +123,11 @@ def test_ddp_regret_fine_tuning_rolls_out_per_rank_and_keeps_one_model(tmp_path)
     from omgpt.module import OMGPTModule
 
     init = tmp_path / "supervised.ckpt"
-    supervised = OMGPTModule(task="newsvendor", horizon=12, n_layer=2, n_head=2, n_embd=16, dropout=0.05)
+    supervised = OMGPTModule(
+        task="newsvendor",
+        horizon=12,
+        network=dict(n_layer=2, n_head=2, n_embd=16, dropout=0.05),
+    )
     torch.save({"hyper_parameters": dict(supervised.hparams), "state_dict": supervised.state_dict()}, init)
     run = tmp_path / "finetune"
     command = ddp_command(
@@ -225,7 +229,15 @@ def test_kv_cache_decodes_under_bf16_autocast():
     task = make_task("newsvendor")
     torch.manual_seed(0)
     model = GPT(
-        ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, dropout=0.0, max_steps=20),
+        ModelConfig(
+            feature_dim=task.feature_dim,
+            action_dim=task.action_dim,
+            n_layer=2,
+            n_head=2,
+            n_embd=16,
+            dropout=0.0,
+            max_steps=20,
+        ),
         task.scaling(),
     )
 

@@ -123,7 +123,13 @@ def test_omgpt_through_the_environment_meets_the_rollout_on_every_task(name):
     torch.manual_seed(0)
     model = build_model(
         ModelConfig(
-            task.feature_dim, task.action_dim, n_layer=1, n_head=2, n_embd=8, max_steps=5, obs_dim=task.obs_dim
+            feature_dim=task.feature_dim,
+            action_dim=task.action_dim,
+            n_layer=1,
+            n_head=2,
+            n_embd=8,
+            max_steps=5,
+            obs_dim=task.obs_dim,
         ),
         task.scaling(),
     )

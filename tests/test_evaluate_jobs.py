@@ -21,7 +21,13 @@ def tiny_model(task):
     torch.manual_seed(0)
     return build_model(
         ModelConfig(
-            task.feature_dim, task.action_dim, n_layer=1, n_head=1, n_embd=8, max_steps=8, obs_dim=task.obs_dim
+            feature_dim=task.feature_dim,
+            action_dim=task.action_dim,
+            n_layer=1,
+            n_head=1,
+            n_embd=8,
+            max_steps=8,
+            obs_dim=task.obs_dim,
         ),
         task.scaling(),
     )

@@ -184,10 +184,10 @@ def test_foreign_checkpoints_are_one_line_for_evaluate_and_fit(
 
 
 def test_a_resumed_fit_refuses_settings_that_conflict_with_the_checkpoint(ckpt, tmp_path, capsys, monkeypatch):
-    """LightningCLI would silently replace --model.n_embd 32 by the checkpoint's 16."""
+    """LightningCLI would silently replace --model.network.n_embd 32 by the checkpoint's 16."""
     monkeypatch.setattr(sys, "argv", ["omgpt"])
-    assert cli_main(fit_args(tmp_path / "runs", "--ckpt_path", str(ckpt), "--model.n_embd", "32")) == 2
-    assert "model.n_embd=16 (this run: 32)" in one_line_error(capsys)
+    assert cli_main(fit_args(tmp_path / "runs", "--ckpt_path", str(ckpt), "--model.network.n_embd", "32")) == 2
+    assert "model.network.n_embd=16 (this run: 32)" in one_line_error(capsys)
     assert not (tmp_path / "runs").exists()
 
 

@@ -408,7 +408,7 @@ def test_the_demand_prediction_report_records_the_code_version(tmp_path):
     pricing model with an observation head is enough to write the report."""
     from tests.test_agent import tiny_checkpoint
 
-    ckpt = tiny_checkpoint(tmp_path / "obs.ckpt", task="pricing", obs_head=True)
+    ckpt = tiny_checkpoint(tmp_path / "obs.ckpt", task="pricing", network={"obs_head": True})
     out = tmp_path / "demand"
     assert (
         cli_main(

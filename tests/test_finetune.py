@@ -23,7 +23,11 @@ def float64():
 
 def regret_module(**kw) -> OMGPTModule:
     options = dict(
-        task="linear-bandit", horizon=5, n_layer=1, n_head=2, n_embd=8, dropout=0.0, objective="regret", rollout_envs=3
+        task="linear-bandit",
+        horizon=5,
+        network=dict(n_layer=1, n_head=2, n_embd=8, dropout=0.0),
+        objective="regret",
+        rollout_envs=3,
     )
     return OMGPTModule(**{**options, **kw})
 
@@ -74,8 +78,7 @@ def test_the_score_function_estimator_is_unbiased_on_a_two_armed_bandit():
     The module's REINFORCE estimate (groups on common random numbers, leave-one-out baseline, log-
     probabilities from the teacher-forced pass), averaged over 200 independent steps, matches it."""
     T = 5
-    module = OMGPTModule(task="mab", task_options={"n_arms": 2, "pool_size": 1}, horizon=T, n_layer=1, n_head=2, n_embd=8,
-                         dropout=0.0, objective="regret", estimator="score", rollout_envs=64, group_size=2)  # fmt: skip
+    module = OMGPTModule(task="mab", task_options={"n_arms": 2, "pool_size": 1}, horizon=T, network=dict(n_layer=1, n_head=2, n_embd=8, dropout=0.0), objective="regret", estimator="score", rollout_envs=64, group_size=2)  # fmt: skip
     bias = torch.tensor([0.0, 0.7])
     with torch.no_grad():
         for p in module.model.parameters():
@@ -148,7 +151,11 @@ def test_bad_fine_tuning_settings_are_one_line():
 
 
 def test_init_from_a_model_of_other_settings_is_one_line(tmp_path):
-    other = OMGPTModule(task="linear-bandit", horizon=5, n_layer=1, n_head=2, n_embd=8, layout="compact")
+    other = OMGPTModule(
+        task="linear-bandit",
+        horizon=5,
+        network=dict(n_layer=1, n_head=2, n_embd=8, layout="compact"),
+    )
     path = tmp_path / "other.ckpt"
     torch.save({"hyper_parameters": dict(other.hparams), "state_dict": other.state_dict()}, path)
     module = regret_module(init_from=str(path))
@@ -165,7 +172,11 @@ def test_fine_tuning_killed_with_sigkill_resumes_exactly(tmp_path):
     from tests.test_resume import fit_command, kill_at, probe, start
 
     init = tmp_path / "supervised.ckpt"
-    supervised = OMGPTModule(task="newsvendor", horizon=12, n_layer=2, n_head=2, n_embd=16, dropout=0.05)
+    supervised = OMGPTModule(
+        task="newsvendor",
+        horizon=12,
+        network=dict(n_layer=2, n_head=2, n_embd=16, dropout=0.05),
+    )
     torch.save({"hyper_parameters": dict(supervised.hparams), "state_dict": supervised.state_dict()}, init)
     finetune = ("--model.objective", "regret", "--model.init_from", str(init), "--model.rollout_envs", "4",
                 "--model.trust_radius", "0.05", "--model.imitation_weight", "0.5", "--model.lr", "0.01")  # fmt: skip

@@ -93,7 +93,9 @@ def test_capture_follows_the_one_token_layouts(layout, pos):
 
     torch.manual_seed(0)
     module = OMGPTModule(
-        task="pricing", horizon=HORIZON, n_layer=2, n_head=2, n_embd=16, layout=layout, pos_encoding=pos
+        task="pricing",
+        horizon=HORIZON,
+        network=dict(n_layer=2, n_head=2, n_embd=16, layout=layout, pos_encoding=pos),
     )
     model = module.model.eval()
     with torch.no_grad():
@@ -253,7 +255,12 @@ def test_embedding_probe_callback_logs_and_saves(tmp_path):
     from omgpt.module import OMGPTModule
 
     opts = {"demand_types": "mixed"}
-    module = OMGPTModule("pricing", opts, horizon=8, n_layer=2, n_head=2, n_embd=16)
+    module = OMGPTModule(
+        "pricing",
+        opts,
+        horizon=8,
+        network=dict(n_layer=2, n_head=2, n_embd=16),
+    )
     data = HistoryDataModule(
         "pricing", opts, horizon=8, batch_size=8, batches_per_epoch=2, val_runs=8, val_batch_size=8
     )
@@ -309,7 +316,7 @@ from omgpt.module import OMGPTModule
 
 if __name__ == "__main__":
     opts = {"demand_types": "mixed"}
-    module = OMGPTModule("pricing", opts, horizon=6, n_layer=1, n_head=2, n_embd=8)
+    module = OMGPTModule("pricing", opts, horizon=6, network=dict(n_layer=1, n_head=2, n_embd=8))
     data = HistoryDataModule("pricing", opts, horizon=6, batch_size=4, batches_per_epoch=2, val_runs=4, val_batch_size=2)
     trainer = L.Trainer(max_epochs=2, callbacks=[EmbeddingProbe(every_n_epochs=1, n_train=16, n_test=8, tsne=False)],
                         logger=CSVLogger(sys.argv[1]), reload_dataloaders_every_n_epochs=1, enable_progress_bar=False,

@@ -42,8 +42,8 @@ def tiny_model(task, variant=VARIANTS[0], max_steps: int = 40, action_loc: float
     s = task.scaling()
     scaling = Scaling(s.feature_loc, s.feature_scale, (action_loc,), (15.0,))
     cfg = ModelConfig(
-        task.feature_dim,
-        task.action_dim,
+        feature_dim=task.feature_dim,
+        action_dim=task.action_dim,
         n_layer=2,
         n_head=2,
         n_embd=16,
@@ -210,7 +210,7 @@ def test_positions_are_what_the_encodings_say():
         assert (model.pos_emb is not None) == table
         assert (model.rope_cos is not None) == (pos == "rope")
     with pytest.raises(ValueError, match="pos_encoding"):
-        build_model(ModelConfig(task.feature_dim, 1, backbone="lstm", pos_encoding="rope"))
+        build_model(ModelConfig(feature_dim=task.feature_dim, action_dim=1, backbone="lstm", pos_encoding="rope"))
 
 
 def test_a_transition_token_holds_the_whole_last_transition():
@@ -293,7 +293,11 @@ def test_obs_head_off_adds_nothing_and_leaves_the_loss_unchanged(backbone):
         plain.predict_observations(torch.zeros(1, 3, task.feature_dim), torch.zeros(1, 3, 1))
 
     torch.manual_seed(0)
-    module = OMGPTModule(task="pricing", horizon=16, n_layer=2, n_head=2, n_embd=16, backbone=backbone).eval()
+    module = OMGPTModule(
+        task="pricing",
+        horizon=16,
+        network=dict(n_layer=2, n_head=2, n_embd=16, backbone=backbone),
+    ).eval()
     batch = pricing_batch(module.task)
     with torch.no_grad():
         expected = module.loss(module.model(batch["features"], batch["actions"]), batch["targets"])
@@ -308,14 +312,8 @@ def test_obs_head_learns_its_loss_term(backbone, layout):
     module = OMGPTModule(
         task="pricing",
         horizon=16,
-        n_layer=2,
-        n_head=2,
-        n_embd=16,
-        dropout=0.0,
-        backbone=backbone,
-        obs_head=True,
+        network=dict(n_layer=2, n_head=2, n_embd=16, dropout=0.0, backbone=backbone, obs_head=True, layout=layout),
         obs_loss_weight=0.5,
-        layout=layout,
     )
     batch = pricing_batch(module.task)
     model, obs_dim = module.model, module.task.obs_dim
@@ -355,8 +353,8 @@ def test_observation_predictions_sit_at_the_action_tokens(backbone, layout):
     torch.manual_seed(1)
     model = build_model(
         ModelConfig(
-            task.feature_dim,
-            1,
+            feature_dim=task.feature_dim,
+            action_dim=1,
             n_layer=2,
             n_head=2,
             n_embd=16,
@@ -401,8 +399,8 @@ def test_one_token_layouts_read_the_observation_as_a_quadratic_in_the_action():
     model = (
         build_model(
             ModelConfig(
-                task.feature_dim,
-                1,
+                feature_dim=task.feature_dim,
+                action_dim=1,
                 n_layer=1,
                 n_head=1,
                 n_embd=8,
@@ -433,7 +431,11 @@ def test_one_token_layouts_read_the_observation_as_a_quadratic_in_the_action():
 def test_obs_loss_uses_the_batch_observations_when_it_carries_them():
     """O_t sits in feature token t+1, so without ``observations`` the last action token has no target;
     with them (``History.observations``) every action token is trained, on the same values."""
-    module = OMGPTModule(task="pricing", horizon=10, n_layer=1, n_head=1, n_embd=8, obs_head=True)
+    module = OMGPTModule(
+        task="pricing",
+        horizon=10,
+        network=dict(n_layer=1, n_head=1, n_embd=8, obs_head=True),
+    )
     task = module.task
     history = rollout(task, task.sample_envs(4, gen(0)), make_policy("noisy-oracle", task), 10, gen(1))
     features, obs = history.features(), history.observations
@@ -462,7 +464,11 @@ def test_validation_logs_the_observation_heads_error_after_t_minus_1_samples(tmp
     from omgpt.rollout import mean_observations
 
     L.seed_everything(0, verbose=False)
-    module = OMGPTModule(task="pricing", horizon=6, n_layer=1, n_head=1, n_embd=8, obs_head=True, layout="transition")
+    module = OMGPTModule(
+        task="pricing",
+        horizon=6,
+        network=dict(n_layer=1, n_head=1, n_embd=8, obs_head=True, layout="transition"),
+    )
     data = HistoryDataModule(task="pricing", horizon=6, batch_size=4, batches_per_epoch=1, val_runs=8, val_batch_size=8)
     trainer = L.Trainer(
         max_epochs=1,
@@ -485,4 +491,11 @@ def test_validation_logs_the_observation_heads_error_after_t_minus_1_samples(tmp
     )
     by_hand = (observation_predictions(module.model, history) - mean_observations(task, history)).pow(2)[:, -1].mean()
     assert logged == pytest.approx(float(by_hand), rel=1e-5) and logged > 0
-    assert OMGPTModule(task="pricing", horizon=6, n_layer=1, n_head=1, n_embd=8).val_obs is None  # no head, no metric
+    assert (
+        OMGPTModule(
+            task="pricing",
+            horizon=6,
+            network=dict(n_layer=1, n_head=1, n_embd=8),
+        ).val_obs
+        is None
+    )  # no head, no metric

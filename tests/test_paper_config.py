@@ -90,7 +90,9 @@ def test_no_config_folder_shadows_a_project_package():
 
 
 def test_warm_up_is_linear_over_1000_steps_then_constant():
-    module = OMGPTModule(task="newsvendor", horizon=4, n_layer=1, n_head=1, n_embd=8, lr=1e-4, warmup_steps=1000)
+    module = OMGPTModule(
+        task="newsvendor", horizon=4, network=dict(n_layer=1, n_head=1, n_embd=8), lr=1e-4, warmup_steps=1000
+    )
     module.trainer = SimpleNamespace(estimated_stepping_batches=1500)  # what configure_optimizers reads
     opt = module.configure_optimizers()
     scheduler = opt["lr_scheduler"]["scheduler"]

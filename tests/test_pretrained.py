@@ -15,7 +15,9 @@ from omgpt.module import OMGPTModule, load_module
 def test_a_folder_loads_its_model_ckpt(tmp_path):
     torch.manual_seed(0)
     module = OMGPTModule(
-        task="newsvendor", horizon=6, n_layer=1, n_head=2, n_embd=8, layout="compact", pos_encoding="rope"
+        task="newsvendor",
+        horizon=6,
+        network=dict(n_layer=1, n_head=2, n_embd=8, layout="compact", pos_encoding="rope"),
     )
     folder = tmp_path / "newsvendor"
     folder.mkdir()

@@ -229,10 +229,15 @@ def test_cost_loss_value_and_gradient_by_hand(table):
 
 
 def test_the_module_trains_on_the_cost_where_asked_and_refuses_where_it_cannot(table):
-    module = OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=1, n_embd=8, target="cost")
+    module = OMGPTModule(task="newsvendor", horizon=6, network=dict(n_layer=1, n_head=1, n_embd=8), target="cost")
     assert (
         module.target == "cost"
-        and OMGPTModule(task="newsvendor", horizon=6, n_layer=1, n_head=1, n_embd=8).target == "optimal_action"
+        and OMGPTModule(
+            task="newsvendor",
+            horizon=6,
+            network=dict(n_layer=1, n_head=1, n_embd=8),
+        ).target
+        == "optimal_action"
     )
     history = rollout(
         module.task,
@@ -270,11 +275,11 @@ def test_a_tiny_fit_on_a_table_then_evaluate_on_its_test_windows(table, tmp_path
         f'{{csv: "{table}", series: shop, date: day, demand: sales, lookback: 7, critical_ratio: [0.5, 0.9]}}',
         "--model.horizon",
         "14",
-        "--model.n_layer",
+        "--model.network.n_layer",
         "1",
-        "--model.n_head",
+        "--model.network.n_head",
         "1",
-        "--model.n_embd",
+        "--model.network.n_embd",
         "8",
         "--data.batch_size",
         "4",
@@ -331,11 +336,11 @@ def test_the_synthetic_cost_config_trains_on_the_cost(tmp_path):
         str(ROOT / "configs/real/newsvendor-cost.yaml"),
         "--model.horizon",
         "8",
-        "--model.n_layer",
+        "--model.network.n_layer",
         "1",
-        "--model.n_head",
+        "--model.network.n_head",
         "1",
-        "--model.n_embd",
+        "--model.network.n_embd",
         "8",
         "--data.batch_size",
         "4",

@@ -188,7 +188,11 @@ def test_the_training_clocks_continue_across_a_resume():
     starts its clocks there."""
     from omgpt.module import OMGPTModule
 
-    module = OMGPTModule(task="newsvendor", horizon=4, n_layer=1, n_head=1, n_embd=8)
+    module = OMGPTModule(
+        task="newsvendor",
+        horizon=4,
+        network=dict(n_layer=1, n_head=1, n_embd=8),
+    )
     module._trained_minutes = (5.0, 3.0)  # what on_load_checkpoint restores from a checkpoint
     module.on_fit_start()
     wall, cpu = module.trained_minutes()
@@ -212,7 +216,11 @@ def test_last_ckpt_is_the_latest_state_even_when_validation_stops_improving(tmp_
     from omgpt.module import OMGPTModule
 
     L.seed_everything(0, verbose=False)
-    module = OMGPTModule(task="pricing", horizon=4, n_layer=1, n_head=1, n_embd=8)
+    module = OMGPTModule(
+        task="pricing",
+        horizon=4,
+        network=dict(n_layer=1, n_head=1, n_embd=8),
+    )
     data = HistoryDataModule(task="pricing", horizon=4, batch_size=4, batches_per_epoch=1, val_runs=4, val_batch_size=4)
     # train/horizon is the same every epoch: the first value stays the best
     checkpoint = ModelCheckpoint(

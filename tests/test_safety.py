@@ -197,7 +197,7 @@ def test_invalid_config_files_are_one_line_exit_2_and_leave_runs_alone(case, tra
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--model.n_layer", "abc"], "model.n_layer: Expected a <class 'int'>. Got value: abc"),
+        (["--model.network.n_layer", "abc"], "model.network.n_layer: Expected a <class 'int'>. Got value: abc"),
         (["--trainer.max_epochs", "many"], "trainer.max_epochs"),
         (["--data.num_workers", "1.5"], "data.num_workers"),
         (["--model.schedule", "linear"], "schedule must be 'constant' or 'cosine'"),

@@ -339,14 +339,22 @@ def test_gpt_plays_the_bandit_with_and_without_the_cache():
     assert not torch.equal(sampled.actions, greedy.actions)
     assert torch.equal(sampled.actions.sum(-1), torch.ones(16, 30))
     # A freshly initialised (GPT-2 init) model samples nearly uniformly: every arm gets played.
-    fresh = GPT(ModelConfig(task.feature_dim, task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30))
+    fresh = GPT(
+        ModelConfig(
+            feature_dim=task.feature_dim, action_dim=task.action_dim, n_layer=2, n_head=2, n_embd=16, max_steps=30
+        )
+    )
     h = rollout(task, envs, make_policy("omgpt", task, model=fresh), 30, gen(1), gen(2))
     assert h.actions.argmax(-1).unique().numel() == 20
 
 
 def test_one_training_step_on_noisy_oracle_histories_gives_a_finite_ce_loss():
     torch.manual_seed(0)
-    module = OMGPTModule(task="mab", horizon=20, n_layer=2, n_head=2, n_embd=16)
+    module = OMGPTModule(
+        task="mab",
+        horizon=20,
+        network=dict(n_layer=2, n_head=2, n_embd=16),
+    )
     batch = next(iter(HistoryStream(module.task, batch_size=8, n_batches=1, horizon=20, seed=0, epoch=0, rank=0)))
     assert batch["features"].shape == (8, 20, 1) and batch["actions"].shape == (8, 20, 20)
     assert torch.equal(batch["targets"].sum(-1), torch.ones(8, 20))
@@ -370,7 +378,11 @@ def test_one_training_step_on_noisy_oracle_histories_gives_a_finite_ce_loss():
 
 def test_lightning_fit_and_online_validation_on_the_bandit(tmp_path):
     L.seed_everything(0, verbose=False)
-    module = OMGPTModule(task="mab", horizon=10, n_layer=2, n_head=2, n_embd=16)
+    module = OMGPTModule(
+        task="mab",
+        horizon=10,
+        network=dict(n_layer=2, n_head=2, n_embd=16),
+    )
     data = HistoryDataModule(
         task="mab", horizon=10, batch_size=4, batches_per_epoch=2, chunk=2, val_runs=4, val_batch_size=4
     )

@@ -102,7 +102,7 @@ def demand_prediction(
     """The observation head's demand predictions against ridge regression on the same samples (paper §5.1.6).
 
     Args:
-        ckpt: checkpoint of an OMGPT pre-trained with --model.obs_head true (pricing)
+        ckpt: checkpoint of an OMGPT pre-trained with --model.network.obs_head true (pricing)
         task: task name, which must be the checkpoint's (default: the checkpoint's task)
         option: task option override KEY=VALUE, repeatable (e.g. demand_types=square for a mixed-demand checkpoint)
         policy: who plays the histories both predictors learn from (default: the model itself)

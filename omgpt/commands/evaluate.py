@@ -171,11 +171,11 @@ def run_demand_prediction(
     ``demand_types=square`` for a mixed-demand checkpoint)."""
     if ckpt is None:
         raise OMGPTError(
-            "demand prediction needs --ckpt PATH (a pricing checkpoint trained with --model.obs_head true)"
+            "demand prediction needs --ckpt PATH (a pricing checkpoint trained with --model.network.obs_head true)"
         )
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
     if not model.cfg.obs_head:
-        raise OMGPTError(f"checkpoint {ckpt} has no observation head; pre-train with --model.obs_head true")
+        raise OMGPTError(f"checkpoint {ckpt} has no observation head; pre-train with --model.network.obs_head true")
     horizon = horizon or default_horizon
     task = make_episode_task(task_name, task_options, horizon)
     if task.discrete or (task.obs_dim, task.action_dim) != (1, 1) or task.context_dim == 0:

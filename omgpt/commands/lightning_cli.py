@@ -19,8 +19,9 @@ from lightning.pytorch.cli import ArgsType, LightningCLI
 from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.checkpoint_io import SafeCheckpointIO
-from omgpt.checkpoints import read_checkpoint
+from omgpt.checkpoints import check_resumable, read_checkpoint
 from omgpt.locks import holding
+from omgpt.model import checkpoint_hparams
 from omgpt.records import read_text
 from omgpt.resources import CONFIGS
 
@@ -54,12 +55,15 @@ class OMGPTCLI(LightningCLI):
             checks.seed("seed_everything", config.get("seed_everything"))
         ckpt = config.get("ckpt_path")
         if ckpt and ckpt not in CKPT_ALIASES:
-            # Before LightningCLI copies the checkpoint's hyper-parameters over the config: a setting
-            # that differs would otherwise be silently replaced. (The aliases are resolved only inside
-            # fit; OMGPTModule.on_load_checkpoint checks them there.)
-            from omgpt.module import check_resumable
+            # A setting that differs from the checkpoint's is refused here, in one line. (The aliases
+            # are resolved only inside fit; OMGPTModule.on_load_checkpoint checks them there.)
+            trained = checkpoint_hparams(read_checkpoint(ckpt, mmap=True), ckpt)
+            check_resumable(trained, config["model"].as_dict(), ckpt)
 
-            check_resumable(read_checkpoint(ckpt, mmap=True), config["model"].as_dict(), ckpt)
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI's copy of a checkpoint's hyper-parameters over the config: nothing to copy, as
+        :meth:`parse_arguments` refused any that differ (and a checkpoint written before
+        ``model.network`` has them in a form this version's parser does not take)."""
 
     def instantiate_classes(self) -> None:
         try:
@@ -181,7 +185,7 @@ def clean_message(message: str) -> str:
             line.lower().startswith("omgpt") or "unknown task" in line or "no option" in line
         ):  # an OMGPTError raised inside
             return line
-    if len(lines) > 1 and lines[0].startswith("Parser key"):  # 'Parser key "model.n_layer":' + why, below
+    if len(lines) > 1 and lines[0].startswith("Parser key"):  # 'Parser key "model.network.n_layer":' + why, below
         i = next((i for i, l in enumerate(lines) if l.startswith(("Problem with given class_path", "Expected"))), 1)
         why = " ".join(lines[i : i + 2]) if lines[i].startswith("Problem") else lines[i]
         return f"{lines[0][len('Parser key') :].strip(' :').strip(chr(34))}: {why}"

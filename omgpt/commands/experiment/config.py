@@ -36,7 +36,7 @@ KIND_NAMES = KindName.__args__
 @dataclass
 class ModelSpec:
     """One ``omgpt fit`` run: a task, its options, a horizon (default: the experiment's), extra fit
-    arguments (``{"model.n_layer": 2}``) and extra config files layered on the scale's. ``pretrained``
+    arguments (``{"model.network.n_layer": 2}``) and extra config files layered on the scale's. ``pretrained``
     names a shipped reference model (``pretrained/NAME``, trained with the CPU recipe) that stands in
     for the run: its task, options and horizon must be the spec's. Quick runs (``--horizon``,
     ``--fit-config``) train as usual. ``init_from`` names another model of the experiment (of the same

@@ -44,7 +44,7 @@ def fit_arguments(model: Model, scale: str, extra_configs: list[str]) -> list[st
         args += ["--config", str(ROOT / cfg) if not Path(cfg).is_absolute() and (ROOT / cfg).is_file() else str(cfg)]
     args += ["--model.task", model.task, "--model.task_options", json.dumps(model.task_options, sort_keys=True)]
     args += ["--model.horizon", str(model.horizon)]
-    for key, value in sorted(model.args.items()):
+    for key, value in sorted(model.args.items(), key=lambda item: _key_form(f"--{item[0]}")):  # keys' order
         args += [
             f"--{key}",
             json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value),
@@ -58,12 +58,26 @@ def run_key(task: str, args: list[str]) -> str:
     layer every fit starts from -- included, so a changed setting trains a new model instead of reusing
     a stale one. The settings, not the bytes: a config's parsed YAML, so editing a comment keeps its
     models. (Code changes are not hashed: delete the models folder after changing the model.)"""
-    shown = [_shown(Path(a)) if i and args[i - 1] == "--config" else a for i, a in enumerate(args)]
+    shown = [_shown(Path(a)) if i and args[i - 1] == "--config" else _key_form(a) for i, a in enumerate(args)]
     h = hashlib.sha1(json.dumps(shown).encode())
     configs = [BASE_CONFIG] + [Path(a) for i, a in enumerate(args) if i and args[i - 1] == "--config"]
     for cfg in configs:
-        h.update(json.dumps(yaml.safe_load(cfg.read_text()), sort_keys=True).encode())
+        h.update(json.dumps(_key_form(yaml.safe_load(cfg.read_text())), sort_keys=True).encode())
     return f"{task}-{h.hexdigest()[:10]}"
+
+
+def _key_form(setting):
+    """A fit argument or a parsed config as keys hash it: the network's settings at the model's top
+    level (``--model.n_layer``, ``model: {n_layer: ...}``), where they were before ``model.network``
+    grouped them, so that every model trained before keeps its key (tests/test_experiment.py checks the
+    keys of the stored models)."""
+    if isinstance(setting, str):
+        return setting.replace("--model.network.", "--model.", 1) if setting.startswith("--model.network.") else setting
+    model = setting.get("model") if isinstance(setting, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("network"), dict):
+        return setting
+    model = dict(model)
+    return {**setting, "model": {**model.pop("network"), **model}}
 
 
 def model_key(model: Model, scale: str, extra_configs: list[str], parent_key: str | None = None) -> str:
