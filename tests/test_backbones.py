@@ -18,7 +18,7 @@ from omgpt.datamodules.history import HistoryStream
 from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.commands.evaluate import run_demand_prediction
-from omgpt.model import GPT, LSTM, ModelConfig, SequenceModel, build_model
+from omgpt.model import GPT, LSTM, ModelConfig, NetworkConfig, SequenceModel, build_model
 from omgpt.module import OMGPTModule, load_module
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
@@ -39,15 +39,7 @@ def tiny_lstm(task, max_steps: int = 40, seed: int = 0) -> LSTM:
     s = task.scaling()
     scaling = Scaling(s.feature_loc, s.feature_scale, (15.0,), (15.0,))
     model = build_model(
-        ModelConfig(
-            feature_dim=task.feature_dim,
-            action_dim=task.action_dim,
-            n_layer=2,
-            n_embd=16,
-            dropout=0.1,
-            max_steps=max_steps,
-            backbone="lstm",
-        ),
+        ModelConfig.build(NetworkConfig(n_layer=2, n_embd=16, dropout=0.1, backbone="lstm"), task, max_steps),
         scaling,
     )
     with torch.no_grad():

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from omgpt.commands.cli import cli_main
-from omgpt.model import GPT, ModelConfig
+from omgpt.model import GPT, ModelConfig, NetworkConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
@@ -229,15 +229,7 @@ def test_kv_cache_decodes_under_bf16_autocast():
     task = make_task("newsvendor")
     torch.manual_seed(0)
     model = GPT(
-        ModelConfig(
-            feature_dim=task.feature_dim,
-            action_dim=task.action_dim,
-            n_layer=2,
-            n_head=2,
-            n_embd=16,
-            dropout=0.0,
-            max_steps=20,
-        ),
+        ModelConfig.build(NetworkConfig(n_layer=2, n_head=2, n_embd=16, dropout=0.0), task, max_steps=20),
         task.scaling(),
     )
 

@@ -26,7 +26,7 @@ import omgpt  # noqa: F401  (importing omgpt registers the environments)
 from omgpt import Agent
 from omgpt.envs import OMGPTEnv, OMGPTVectorEnv, env_id, register_envs
 from omgpt.errors import OMGPTError
-from omgpt.model import ModelConfig, build_model
+from omgpt.model import ModelConfig, NetworkConfig, build_model
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import TASKS
@@ -122,15 +122,7 @@ def test_omgpt_through_the_environment_meets_the_rollout_on_every_task(name):
     task = env.unwrapped.task
     torch.manual_seed(0)
     model = build_model(
-        ModelConfig(
-            feature_dim=task.feature_dim,
-            action_dim=task.action_dim,
-            n_layer=1,
-            n_head=2,
-            n_embd=8,
-            max_steps=5,
-            obs_dim=task.obs_dim,
-        ),
+        ModelConfig.build(NetworkConfig(n_layer=1, n_head=2, n_embd=8), task, max_steps=5),
         task.scaling(),
     )
     agent = Agent(make_policy("omgpt", task, model=model), horizon=5, seed=11)

@@ -12,7 +12,7 @@ import torch
 from omgpt.commands.cli import cli_main
 from omgpt.errors import OMGPTError
 from omgpt.evaluation import evaluate_policies
-from omgpt.model import ModelConfig, build_model
+from omgpt.model import ModelConfig, NetworkConfig, build_model
 from omgpt.tasks import make_task
 
 
@@ -20,15 +20,7 @@ def tiny_model(task):
     """An untrained 1-layer, 8-dim OMGPT network for ``task`` (what it decides does not matter here)."""
     torch.manual_seed(0)
     return build_model(
-        ModelConfig(
-            feature_dim=task.feature_dim,
-            action_dim=task.action_dim,
-            n_layer=1,
-            n_head=1,
-            n_embd=8,
-            max_steps=8,
-            obs_dim=task.obs_dim,
-        ),
+        ModelConfig.build(NetworkConfig(n_layer=1, n_head=1, n_embd=8), task, max_steps=8),
         task.scaling(),
     )
 
