@@ -15,13 +15,14 @@ repeat each other, epochs never repeat, and every rank yields exactly ``batches_
 from __future__ import annotations
 
 import itertools
-from typing import Callable, NamedTuple
+from dataclasses import asdict
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from omgpt import checks
+from omgpt.datamodules.algorithm1 import Algorithm1Schedule, MixedPhase, play_self_rollouts
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
@@ -51,14 +52,6 @@ def generate_histories(
         for lo in range(0, n, chunk)
     ]
     return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-
-
-class SelfRollouts(NamedTuple):
-    """The mixed phase's model-generated histories for one epoch (see ``callbacks.SelfRolloutRefresh``)."""
-
-    histories: dict[str, torch.Tensor]  # full-horizon training tensors played by the current model
-    kappa: float  # share of f~ histories in the epoch's training set (paper: 1/3)
-    batches_per_epoch: int | None  # batches per epoch in the mixed phase (paper: 50), None = unchanged
 
 
 class HistoryStream(IterableDataset):
@@ -130,16 +123,6 @@ class HistoryStream(IterableDataset):
             yield {key: v[idx] for key, v in self.source.items()}
 
 
-def require_history_datamodule(trainer, who: str) -> "HistoryDataModule":
-    """The trainer's datamodule, checked to be one a per-epoch data callback can plug into."""
-    dm = trainer.datamodule
-    if not isinstance(dm, HistoryDataModule):
-        raise ValueError(f"{who} needs a HistoryDataModule (datamodules.HistoryDataModule)")
-    if trainer.reload_dataloaders_every_n_epochs != 1:
-        raise ValueError(f"{who} needs trainer.reload_dataloaders_every_n_epochs=1: it changes the data per epoch")
-    return dm
-
-
 class ValidationEnvIndices(Dataset):
     """The indices ``0 .. runs-1`` of the fixed validation environments, batched and split across ranks
     by the DataLoader. They are not seeds: the module draws the environments once from its ``val_seed``
@@ -156,21 +139,25 @@ class ValidationEnvIndices(Dataset):
 
 
 class HistoryDataModule(L.LightningDataModule):
-    """Pre-training data for OMGPT: the data side of the paper's Algorithm 1.
+    """Pre-training data for OMGPT: the paper's Algorithm 1, on the schedule ``algorithm1``
+    (:mod:`omgpt.datamodules.algorithm1`) asked for each epoch when Lightning builds its training loader
+    -- the one moment the epoch number is right in every case: Lightning builds epoch 0's loader inside
+    ``configure_optimizers`` (``estimated_stepping_batches``) before ``on_fit_start``, prefetches a batch
+    before ``on_train_epoch_start``, and on resume restores ``current_epoch`` only after ``on_fit_start``.
 
     * Early phase: fresh ``f~`` histories every batch (streaming, the default), or batches drawn from
       a pool of ``history_pool`` pre-generated histories (the paper's 10^6). The pool comes from one
       rank-independent seed, so it is identical on every rank and regenerated identically on resume
       (it is not stored in checkpoints); it lives in memory as tensors (10^6 histories of T = 100
       newsvendor steps take ~3.6 GB in float32 -- use a smaller pool on small machines).
-    * Mixed phase (from ``callbacks.SelfRolloutRefresh``): each epoch trains on the model's own
-      rollouts plus ``f~`` histories in the ratio ``kappa : 1 - kappa`` (pool rows when there is a
-      pool, fresh ones otherwise), drawn per (seed, epoch, rank).
-    * Curriculum (from ``callbacks.HorizonCurriculum``): batches truncated to the epoch's horizon.
-
-    Callbacks plug in through two attributes the datamodule consults whenever Lightning asks for a
-    train dataloader (the moment the epoch number is right, fresh or resumed):
-    ``horizon_schedule(epoch) -> horizon`` and ``rollout_provider(epoch) -> SelfRollouts | None``.
+    * Mixed phase (``algorithm1.mixed``): each epoch trains on the trainer's model's own rollouts, played
+      when the epoch's loader is built (the weights at the end of the previous epoch) on the seed
+      ``(seed, epoch, rank)`` -- each rank plays its own environments -- plus ``f~`` histories in the
+      ratio ``kappa : 1 - kappa`` (pool rows when there is a pool, fresh ones otherwise). The rollouts
+      are a pure function of those weights and that seed, so the checkpoint keeps the weights (the same
+      on every rank) and a run resumed mid-epoch replays each rank's set with them, exactly; resumed at
+      an epoch boundary it plays the next epoch's from the restored weights, as the uninterrupted run did.
+    * Curriculum (``algorithm1.curriculum``): batches truncated to the epoch's horizon.
 
     Args:
         task: task name (linked from the model's ``task`` by the CLI).
@@ -187,6 +174,8 @@ class HistoryDataModule(L.LightningDataModule):
             10^6); ``None`` streams fresh histories instead.
         val_runs: validation environments (split across ranks), rolled out online by the model.
         val_batch_size: validation environments per rollout.
+        algorithm1: the horizon curriculum and the mixed phase (:class:`Algorithm1Schedule`; a dict
+            works too); the default has neither.
     """
 
     def __init__(
@@ -204,6 +193,7 @@ class HistoryDataModule(L.LightningDataModule):
         history_pool: int | None = None,
         val_runs: int = 256,
         val_batch_size: int = 256,
+        algorithm1: Algorithm1Schedule = Algorithm1Schedule(),
     ):
         super().__init__()
         for name, value in (
@@ -218,18 +208,20 @@ class HistoryDataModule(L.LightningDataModule):
             checks.number(f"data.{name}", value, integer=True, low=1, none=name == "history_pool")
         checks.number("data.num_workers", num_workers, integer=True, low=0)
         checks.seed("data.seed", seed)
+        self.schedule = Algorithm1Schedule.of(algorithm1)
+        algorithm1 = asdict(self.schedule)  # what save_hyperparameters records (the arguments' local names): plain data
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
         if data_policy == "omgpt":
-            raise OMGPTError(
-                "data.data_policy cannot be 'omgpt' (self-rollouts come from callbacks.SelfRolloutRefresh)"
-            )
+            raise OMGPTError("data.data_policy cannot be 'omgpt' (self-rollouts are data.algorithm1.mixed's)")
         make_policy(data_policy, self.task, **(data_policy_options or {}))  # fail now on a bad name or option
         self.horizon = horizon
         self.current_horizon = horizon  # what this epoch trains on
         self.pool: dict[str, torch.Tensor] | None = None
-        self.horizon_schedule: Callable[[int], int] | None = None
-        self.rollout_provider: Callable[[int], SelfRollouts | None] | None = None
+        # the mixed phase's self-rollouts: the epoch they were played for, the training tensors, and the
+        # model's weights when they were played (kept in checkpoints: a mid-epoch resume replays with them)
+        self._played: tuple[int, dict[str, torch.Tensor]] | None = None
+        self._played_with: tuple[int, dict[str, torch.Tensor]] | None = None
         self._resume_at: tuple[int, int] | None = None  # (epoch, batches already trained) from a checkpoint
 
     def setup(self, stage: str) -> None:
@@ -258,12 +250,11 @@ class HistoryDataModule(L.LightningDataModule):
                 "HistoryDataModule needs trainer.reload_dataloaders_every_n_epochs=1 (set in configs/base.yaml)"
             )
         hp, epoch = self.hparams, self._epoch()
-        if self.horizon_schedule is not None:
-            self.current_horizon = self.horizon_schedule(epoch)
+        self.current_horizon = self.schedule.horizon_at(epoch, self.horizon)
         source, n_batches = self.pool, hp.batches_per_epoch
-        mixed = self.rollout_provider(epoch) if self.rollout_provider is not None else None
-        if mixed is not None:
-            source, n_batches = self._mix(mixed, epoch), mixed.batches_per_epoch or n_batches
+        phase = self.schedule.mix_at(epoch)
+        if phase is not None:
+            source, n_batches = self._mix(phase, epoch), phase.batches_per_epoch or n_batches
         stream = HistoryStream(
             self.task,
             hp.batch_size,
@@ -286,11 +277,32 @@ class HistoryDataModule(L.LightningDataModule):
             generator=self._loader_generator(epoch),
         )
 
-    def _mix(self, mixed: SelfRollouts, epoch: int) -> dict[str, torch.Tensor]:
+    def _self_rollouts(self, phase: MixedPhase, epoch: int) -> dict[str, torch.Tensor]:
+        """The epoch's self-rollouts as training tensors: played now with the model's current weights,
+        or, resumed mid-epoch, with the weights the epoch's were played with."""
+        if self._played is not None and self._played[0] == epoch:
+            return self._played[1]
+        module = self.trainer.lightning_module
+        replay = self._played_with[1] if self._played_with is not None and self._played_with[0] == epoch else None
+        if replay is None:
+            weights = {k: v.detach().to("cpu", copy=True) for k, v in module.model.state_dict().items()}
+            self._played_with = (epoch, weights)
+        g = torch.Generator(device=module.device).manual_seed(
+            stream_seed(Stream.SELF_ROLLOUT, self.hparams.seed, epoch, self._rank())
+        )
+        played = play_self_rollouts(
+            module.model, module.task, phase, self.horizon, g, module.hparams.get("window"), replay
+        )
+        parts = [history_batch(h) for h in played]
+        self._played = (epoch, {k: torch.cat([p[k] for p in parts]) for k in parts[0]})
+        return self._played[1]
+
+    def _mix(self, phase: MixedPhase, epoch: int) -> dict[str, torch.Tensor]:
         """The epoch's training set: the self-rollouts plus ``f~`` histories, ``kappa`` of the total."""
         hp = self.hparams
-        own = dict(mixed.histories, self_rollout=torch.ones(len(mixed.histories["targets"]), dtype=torch.bool))
-        n_fresh = round(mixed.kappa / (1 - mixed.kappa) * len(own["targets"])) if mixed.kappa < 1 else 0
+        histories = self._self_rollouts(phase, epoch)
+        own = dict(histories, self_rollout=torch.ones(len(histories["targets"]), dtype=torch.bool))
+        n_fresh = round(phase.kappa / (1 - phase.kappa) * len(own["targets"])) if phase.kappa < 1 else 0
         g = torch.Generator().manual_seed(stream_seed(Stream.MIXED_PHASE, hp.seed, epoch, self._rank()))
         if self.pool is not None:
             idx = torch.randint(len(self.pool["targets"]), (n_fresh,), generator=g)
@@ -308,10 +320,18 @@ class HistoryDataModule(L.LightningDataModule):
     # were trained; the rebuilt stream skips them. (Restored before the first train_dataloader call.)
     def state_dict(self) -> dict:
         loop = self.trainer.fit_loop.epoch_loop if self.trainer is not None else None
-        return {"epoch": self._epoch(), "batches_done": loop.batch_progress.current.processed if loop else 0}
+        played_epoch, weights = self._played_with or (None, None)
+        return {
+            "epoch": self._epoch(),
+            "batches_done": loop.batch_progress.current.processed if loop else 0,
+            "self_rollout_epoch": played_epoch,  # the mixed phase's: the epoch its rollouts were played for
+            "self_rollout_weights": weights,  # and the model's weights when they were played
+        }
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._resume_at = (state_dict.get("epoch"), state_dict.get("batches_done", 0))
+        if state_dict.get("self_rollout_weights") is not None:
+            self._played_with = (state_dict["self_rollout_epoch"], state_dict["self_rollout_weights"])
 
     def _skip(self, epoch: int) -> int:
         at = self._resume_at

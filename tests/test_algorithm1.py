@@ -9,30 +9,37 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from omgpt.callbacks import HorizonCurriculum, SelfRolloutRefresh
-from omgpt.datamodules import HistoryDataModule
-from omgpt.datamodules.history import SelfRollouts
+from omgpt.datamodules import Algorithm1Schedule, HistoryDataModule, HorizonCurriculum, MixedPhase
 from omgpt.module import OMGPTModule
 
 T = 12
 
 
-def datamodule(rank: int = 0, epoch: int = 0, **kw) -> HistoryDataModule:
+def datamodule(rank: int = 0, epoch: int = 0, module=None, **kw) -> HistoryDataModule:
     dm = HistoryDataModule(task="pricing", horizon=T, batch_size=32, batches_per_epoch=50, seed=3, **kw)
-    dm.trainer = SimpleNamespace(global_rank=rank, current_epoch=epoch, reload_dataloaders_every_n_epochs=1)
+    dm.trainer = SimpleNamespace(
+        global_rank=rank, current_epoch=epoch, reload_dataloaders_every_n_epochs=1, lightning_module=module
+    )
     return dm
 
 
-def fake_rollouts(n: int, kappa: float) -> SelfRollouts:
-    return SelfRollouts(
-        {
-            "features": torch.full((n, T, 7), 9.0),
-            "actions": torch.full((n, T, 1), 9.0),
-            "targets": torch.full((n, T, 1), 9.0),
-        },
-        kappa,
-        40,
+def fake_rollouts(n: int) -> dict[str, torch.Tensor]:
+    return {
+        "features": torch.full((n, T, 7), 9.0),
+        "actions": torch.full((n, T, 1), 9.0),
+        "targets": torch.full((n, T, 1), 9.0),
+    }
+
+
+def test_the_schedule_says_each_epochs_horizon_and_mix():
+    schedule = Algorithm1Schedule.of(
+        {"curriculum": {"stage_epochs": 2, "restart_epochs": [6]}, "mixed": {"start_epoch": 4, "kappa": 0.25}}
     )
+    assert [schedule.horizon_at(e, 10) for e in range(9)] == [2, 2, 4, 4, 6, 6, 2, 2, 4]
+    assert [schedule.mix_at(e) is not None for e in range(6)] == [False] * 4 + [True] * 2
+    assert schedule.mix_at(5) == MixedPhase(start_epoch=4, kappa=0.25)
+    assert Algorithm1Schedule().horizon_at(3, 10) == 10 and Algorithm1Schedule().mix_at(99) is None
+    assert schedule.curriculum == HorizonCurriculum(stage_epochs=2, restart_epochs=[6])
 
 
 def test_pool_is_identical_on_every_rank_and_batches_sample_it():
@@ -47,16 +54,18 @@ def test_pool_is_identical_on_every_rank_and_batches_sample_it():
 
 @pytest.mark.parametrize("kappa, pool", [(1 / 3, None), (1 / 3, 200), (0.5, 200)])
 def test_mixed_phase_keeps_the_kappa_proportion(kappa, pool):
-    dm = datamodule(epoch=7, history_pool=pool)
+    dm = datamodule(
+        epoch=7, history_pool=pool, algorithm1={"mixed": {"start_epoch": 5, "kappa": kappa, "batches_per_epoch": 40}}
+    )
     dm.setup("fit")
-    dm.rollout_provider = lambda epoch: fake_rollouts(60, kappa) if epoch >= 5 else None
+    dm._self_rollouts = lambda phase, epoch: fake_rollouts(60)  # what the model would have played
     batches = list(dm.train_dataloader())
     assert len(batches) == 40  # the mixed phase's batch count
     own = torch.cat([b["self_rollout"] for b in batches]).float()
     assert own.mean().item() == pytest.approx(1 - kappa, abs=0.05)  # 1280 draws
     for b in batches:  # flags match content: the fake rollouts are all 9s, f~ histories are not
         assert torch.equal(b["self_rollout"], (b["features"] == 9.0).all(-1).all(-1))
-    dm.rollout_provider = lambda epoch: None  # early phase: no self-rollouts at all
+    dm.trainer.current_epoch = 4  # early phase: no self-rollouts at all
     assert not torch.cat([b["self_rollout"] for b in dm.train_dataloader()]).any()
 
 
@@ -70,20 +79,19 @@ def tiny_module() -> OMGPTModule:
 
 
 def test_self_rollouts_are_played_by_the_model_not_the_oracle():
-    module, dm = tiny_module(), datamodule()
-    refresh = SelfRolloutRefresh(start_epoch=1, rollouts=24, rollout_batch=10)
-    refresh._trainer = SimpleNamespace(lightning_module=module, datamodule=dm, global_rank=0)
+    module = tiny_module()
+    dm = datamodule(module=module, algorithm1={"mixed": {"start_epoch": 1, "rollouts": 24, "rollout_batch": 10}})
     module.model.train()
-    assert refresh.for_epoch(0) is None
-    mixed = refresh.for_epoch(1)
-    h = mixed.histories
+    phase = dm.schedule.mix_at(1)
+    assert dm.schedule.mix_at(0) is None and phase is not None
+    h = dm._self_rollouts(phase, 1)
     assert h["features"].shape == (24, T, 7) and module.model.training, "train mode restored"
     with torch.no_grad():
         module.model.eval()
         predicted = module.task.project(module.model(h["features"], h["actions"]))
     torch.testing.assert_close(h["actions"], predicted, atol=1e-5, rtol=0)  # the model's own decisions
     assert (h["actions"] - h["targets"]).abs().mean() > 0.05, "an untrained model is not the oracle"
-    assert refresh.for_epoch(1) is mixed.histories or refresh.for_epoch(1).histories is h  # held, not replayed
+    assert dm._self_rollouts(phase, 1) is h  # held for the epoch, not played again
 
 
 class WeightsAtEnd(Callback):
@@ -99,7 +107,17 @@ def fit(tmp, max_epochs: int, ckpt_path=None):
         network=dict(n_layer=2, n_head=2, n_embd=16, dropout=0.1),
     )
     data = HistoryDataModule(
-        task="pricing", horizon=T, batch_size=8, batches_per_epoch=3, history_pool=40, val_runs=8, val_batch_size=8
+        task="pricing",
+        horizon=T,
+        batch_size=8,
+        batches_per_epoch=3,
+        history_pool=40,
+        val_runs=8,
+        val_batch_size=8,
+        algorithm1={
+            "curriculum": {"stage_epochs": 1},
+            "mixed": {"start_epoch": 1, "rollouts": 12, "batches_per_epoch": 2},
+        },
     )
     end = WeightsAtEnd()
     trainer = L.Trainer(
@@ -108,8 +126,6 @@ def fit(tmp, max_epochs: int, ckpt_path=None):
         reload_dataloaders_every_n_epochs=1,
         num_sanity_val_steps=0,
         callbacks=[
-            HorizonCurriculum(stage_epochs=1),
-            SelfRolloutRefresh(start_epoch=1, rollouts=12, batches_per_epoch=2),
             ModelCheckpoint(dirpath=tmp, save_last=True),
             end,
         ],

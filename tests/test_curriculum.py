@@ -12,8 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from omgpt.callbacks import HorizonCurriculum
-from omgpt.datamodules import HistoryDataModule
+from omgpt.datamodules import HistoryDataModule, HorizonCurriculum
 from omgpt.commands.cli import cli_main
 from omgpt.module import OMGPTModule
 
@@ -21,7 +20,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def paper_horizon(m: int, target: int = 100) -> int:
-    """The authors' formula (docs/paper-gaps.md §6), written out independently of the callback: ``m`` is the
+    """The authors' formula (docs/paper-gaps.md §6), written out independently of the schedule: ``m`` is the
     1-based iteration, the curriculum ends at ``m = 100``."""
     return 20 * (((m - 1) // 10) % 5 + 1) if m <= 100 else target
 
@@ -55,10 +54,10 @@ def test_cli_fit_trains_on_the_scheduled_horizons(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["omgpt"])  # LightningCLI warns when both args and sys.argv are given
     callbacks = tmp_path / "callbacks.yaml"
     callbacks.write_text(
+        "data:\n"
+        "  algorithm1: {curriculum: {stage_epochs: 1, restart_epochs: [], full_from_epoch: null}, mixed: null}\n"
         "trainer:\n"
         "  callbacks:\n"
-        "    - class_path: omgpt.callbacks.HorizonCurriculum\n"
-        "      init_args: {stage_epochs: 1}\n"
         "    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
         f"      init_args: {{dirpath: {tmp_path / 'ckpt'}, save_last: true}}\n"
     )
@@ -82,10 +81,8 @@ def test_cli_fit_trains_on_the_scheduled_horizons(tmp_path, monkeypatch):
     seen = {}
     for row in csv.DictReader(metrics.open()):
         if row.get("train/horizon"):
-            seen[int(row["epoch"])] = (float(row["train/horizon"]), float(row["curriculum/horizon"]))
-    # stage_epochs = 1, target 100: 20·(m + 1) for m = epoch + 1 -> 40, 60, 80 (epoch 0 included).
-    expected = {e: float(min(100, 20 * (e + 1))) for e in range(3)}  # stage_epochs 1: 20, 40, 60
-    assert seen == {e: (h, h) for e, h in expected.items()}
+            seen[int(row["epoch"])] = float(row["train/horizon"])
+    assert seen == {e: float(min(100, 20 * (e + 1))) for e in range(3)}  # stage_epochs 1, target 100: 20, 40, 60
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,14 +104,21 @@ def scheduled(epoch: int) -> int:
 
 def fit(ckpt_dir: Path, max_epochs: int, validate: bool, ckpt_path: str | None = None):
     L.seed_everything(0, verbose=False)
-    curriculum, recorder = HorizonCurriculum(stage_epochs=1), HorizonRecorder()
+    recorder = HorizonRecorder()
     module = OMGPTModule(
         task="newsvendor",
         horizon=TARGET,
         network=dict(n_layer=2, n_head=2, n_embd=16),
     )
     data = HistoryDataModule(
-        task="newsvendor", horizon=TARGET, batch_size=4, batches_per_epoch=2, chunk=2, val_runs=4, val_batch_size=4
+        task="newsvendor",
+        horizon=TARGET,
+        batch_size=4,
+        batches_per_epoch=2,
+        chunk=2,
+        val_runs=4,
+        val_batch_size=4,
+        algorithm1={"curriculum": {"stage_epochs": 1}},
     )
     trainer = L.Trainer(
         max_epochs=max_epochs,
@@ -122,32 +126,24 @@ def fit(ckpt_dir: Path, max_epochs: int, validate: bool, ckpt_path: str | None =
         reload_dataloaders_every_n_epochs=1,
         limit_val_batches=1 if validate else 0,
         num_sanity_val_steps=0,
-        callbacks=[curriculum, recorder, ModelCheckpoint(dirpath=ckpt_dir, save_last=True)],
+        callbacks=[recorder, ModelCheckpoint(dirpath=ckpt_dir, save_last=True)],
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
     )
     trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
-    return recorder.seen, curriculum
+    return recorder.seen
 
 
 @pytest.mark.parametrize("validate", [False, True], ids=["no-val", "with-val"])
 def test_resume_continues_the_schedule(tmp_path, validate):
-    seen, curriculum = fit(tmp_path / "first", max_epochs=2, validate=validate)
+    seen = fit(tmp_path / "first", max_epochs=2, validate=validate)
     assert dict(seen) == {0: [scheduled(0)] * 2, 1: [scheduled(1)] * 2}  # 12, 18: epoch 0 included
 
     last = tmp_path / "first" / "last.ckpt"
-    ckpt = torch.load(last, map_location="cpu", weights_only=False)
-    assert ckpt["epoch"] == 1
-    (key,) = [k for k in ckpt["callbacks"] if k.startswith("HorizonCurriculum")]
-    state = ckpt["callbacks"][key]
-    fresh = HorizonCurriculum(stage_epochs=1)
-    fresh.load_state_dict(state)
-    assert fresh.state_dict() == state  # the callback's state round-trips
-    assert fresh.horizon == curriculum.horizon
+    ckpt = torch.load(last, map_location="cpu", weights_only=True)
+    assert ckpt["epoch"] == 1  # no curriculum state in it: the horizon is a function of the epoch
 
-    assert state["horizon"] == scheduled(1)  # the stage last trained on; the next is derived from the epoch
-
-    resumed, _ = fit(tmp_path / "resumed", max_epochs=4, validate=validate, ckpt_path=str(last))
+    resumed = fit(tmp_path / "resumed", max_epochs=4, validate=validate, ckpt_path=str(last))
     # The resumed run goes on where the first stopped: epoch 2 trains on 24 (not epoch 0's 12).
     assert dict(resumed) == {2: [scheduled(2)] * 2, 3: [scheduled(3)] * 2}, dict(resumed)

@@ -110,11 +110,18 @@ def test_batch_shapes_and_targets_are_the_optimal_actions(name):
 
 
 def test_datamodule_passes_epoch_rank_and_horizon_to_the_stream():
+    curriculum = {"stage_epochs": 1, "start": 4, "step": 1}  # epoch e trains on 4 + e: epoch 3 -> 7
     dm = HistoryDataModule(
-        task="pricing", horizon=20, batch_size=B, batches_per_epoch=3, seed=5, num_workers=0, chunk=2
+        task="pricing",
+        horizon=20,
+        batch_size=B,
+        batches_per_epoch=3,
+        seed=5,
+        num_workers=0,
+        chunk=2,
+        algorithm1={"curriculum": curriculum},
     )
     dm.trainer = SimpleNamespace(global_rank=1, current_epoch=3, reload_dataloaders_every_n_epochs=1)
-    dm.horizon_schedule = lambda epoch: 4 + epoch  # what the curriculum installs: epoch 3 -> 7
     got = list(dm.train_dataloader())
     expected = list(HistoryStream(dm.task, B, 3, 7, 5, 3, 1, 2))
     assert len(got) == 3 and got[0]["features"].shape == (B, 7, 1 + 6)

@@ -50,24 +50,35 @@ def test_cpu_scale_and_demo_keep_their_measured_schedule(capsys, layer):
     assert checkpoint_monitors(config) == ["val/regret_ucb"]
 
 
+PAPER = {"curriculum": {"stage_epochs": 10, "restart_epochs": [50], "full_from_epoch": 100}, "mixed": 50}
+
+
 @pytest.mark.parametrize(
-    "layers, callbacks",
+    "layers, callbacks, algorithm1",
     [
-        (["newsvendor.yaml"], ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
+        (["newsvendor.yaml"], ["ModelCheckpoint", "LearningRateMonitor"], PAPER),
+        (["newsvendor.yaml", "scale/paper.yaml"], ["ModelCheckpoint", "LearningRateMonitor"], PAPER),
+        (["demo.yaml"], ["ModelCheckpoint", "LearningRateMonitor"], {"curriculum": None, "mixed": None}),
         (
-            ["newsvendor.yaml", "scale/paper.yaml"],
-            ["HorizonCurriculum", "SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"],
+            ["newsvendor.yaml", "scale/cpu.yaml"],
+            ["ModelCheckpoint", "LearningRateMonitor"],
+            {"curriculum": None, "mixed": 15},
         ),
-        (["demo.yaml"], ["ModelCheckpoint", "LearningRateMonitor"]),
-        (["newsvendor.yaml", "scale/cpu.yaml"], ["SelfRolloutRefresh", "ModelCheckpoint", "LearningRateMonitor"]),
-        (["pretrained/newsvendor.yaml"], ["ModelCheckpoint"]),
+        (["pretrained/newsvendor.yaml"], ["ModelCheckpoint"], {"curriculum": None, "mixed": None}),
+        (["pretrained/pricing.yaml"], ["ModelCheckpoint"], {"curriculum": None, "mixed": 20}),
     ],
 )
-def test_print_config_shows_each_configs_callbacks(capsys, layers, callbacks):
-    """The demo and the CPU scale replace base.yaml's list with their own, stated in the file."""
+def test_print_config_shows_each_configs_callbacks_and_algorithm1(capsys, layers, callbacks, algorithm1):
+    """The demo, the CPU scale and the reference models replace base.yaml's callbacks with their own, and
+    say their own Algorithm 1 (the paper's curriculum and mixed phase from epoch 50 in base.yaml)."""
     config = resolved(capsys, *[a for layer in layers for a in ("--config", str(CONFIGS / layer))])
     assert [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]] == callbacks
     assert checkpoint_monitors(config) == ["val/regret_ucb"]
+    schedule = config["data"]["algorithm1"]
+    curriculum, mixed = schedule["curriculum"], schedule["mixed"]
+    want = algorithm1["curriculum"]
+    assert (curriculum is None) == (want is None) and all(curriculum[k] == v for k, v in (want or {}).items())
+    assert (mixed and mixed["start_epoch"]) == algorithm1["mixed"]
 
 
 def test_shared_callback_blocks_are_written_once():
