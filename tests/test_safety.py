@@ -201,6 +201,14 @@ def test_invalid_config_files_are_one_line_exit_2_and_leave_runs_alone(case, tra
         (["--trainer.max_epochs", "many"], "trainer.max_epochs"),
         (["--data.num_workers", "1.5"], "data.num_workers"),
         (["--model.schedule", "linear"], "schedule must be 'constant' or 'cosine'"),
+        (["--model.network.n_layer", "0"], "model.network.n_layer must be a positive integer, got 0"),
+        (["--model.network.layout", "spiral"], "model.network.layout must be one of paper, compact, transition"),
+        (["--data.algorithm1.mixed.kappa", "1.5"], "data.algorithm1.mixed.kappa must be a number in [0, 1), got 1.5"),
+        (
+            ["--data.algorithm1.curriculum.stage_epochs", "0"],
+            "data.algorithm1.curriculum.stage_epochs must be a positive",
+        ),
+        (["--data.algorithm1.mixed.bogus", "3"], "Option 'bogus' is not accepted"),
     ],
 )
 def test_invalid_command_line_values_are_one_line_exit_2(args, message, tmp_path, capsys):

@@ -189,6 +189,10 @@ def clean_message(message: str) -> str:
         i = next((i for i, l in enumerate(lines) if l.startswith(("Problem with given class_path", "Expected"))), 1)
         why = " ".join(lines[i : i + 2]) if lines[i].startswith("Problem") else lines[i]
         return f"{lines[0][len('Parser key') :].strip(' :').strip(chr(34))}: {why}"
+    if lines and lines[0].startswith("Does not validate against any of the Union subtypes"):
+        # an optional group (data.algorithm1.mixed: a MixedPhase or null): the group's own error, not null's
+        errors = lines[lines.index("Errors:") + 1 :] if "Errors:" in lines else []
+        return next((l for l in errors if not l.startswith(("Expected a", "Given value"))), lines[0])
     if lines and lines[0].startswith("Problems parsing config"):  # YAML syntax: keep where and what
         return "; ".join(l.replace('in "<unicode string>", ', "") for l in lines)
     return lines[0] if lines else "invalid arguments"
