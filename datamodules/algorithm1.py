@@ -137,11 +137,14 @@ class Algorithm1Schedule:
             return value or cls()
         if not isinstance(value, dict) or set(value) - {"curriculum", "mixed"}:
             raise OMGPTError(f"data.algorithm1 takes curriculum and mixed, got {value!r}")
-        curriculum, mixed = value.get("curriculum"), value.get("mixed")
-        return cls(
-            curriculum=HorizonCurriculum(**curriculum) if isinstance(curriculum, dict) else curriculum,
-            mixed=MixedPhase(**mixed) if isinstance(mixed, dict) else mixed,
-        )
+        parts = {}
+        for name, part in (("curriculum", HorizonCurriculum), ("mixed", MixedPhase)):
+            given = value.get(name)
+            try:
+                parts[name] = part(**given) if isinstance(given, dict) else given
+            except TypeError as e:  # a setting the part does not have
+                raise OMGPTError(f"data.algorithm1.{name}: {e}") from None
+        return cls(**parts)
 
     def horizon_at(self, epoch: int, target: int) -> int:
         """The horizon epoch ``epoch`` trains on, for the target horizon ``target``."""

@@ -10,6 +10,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from omgpt.datamodules import Algorithm1Schedule, HistoryDataModule, HorizonCurriculum, MixedPhase
+from omgpt.errors import OMGPTError
 from omgpt.module import OMGPTModule
 
 T = 12
@@ -40,6 +41,10 @@ def test_the_schedule_says_each_epochs_horizon_and_mix():
     assert schedule.mix_at(5) == MixedPhase(start_epoch=4, kappa=0.25)
     assert Algorithm1Schedule().horizon_at(3, 10) == 10 and Algorithm1Schedule().mix_at(99) is None
     assert schedule.curriculum == HorizonCurriculum(stage_epochs=2, restart_epochs=[6])
+    with pytest.raises(OMGPTError, match="data.algorithm1.mixed: .*'kapa'"):
+        Algorithm1Schedule.of({"mixed": {"kapa": 0.5}})
+    with pytest.raises(OMGPTError, match="data.algorithm1.mixed.kappa must be"):
+        Algorithm1Schedule.of({"mixed": {"kappa": 1.0}})
 
 
 def test_pool_is_identical_on_every_rank_and_batches_sample_it():
