@@ -73,7 +73,7 @@ class NetworkConfig:
     in YAML, ``--model.network.n_layer 8`` on the command line), for either backbone. A new
     hyper-parameter of the network is one field here: the CLI, the checkpoint's hyper-parameters,
     :func:`load_model`, :func:`omgpt.module.load_module` and the network's :class:`ModelConfig` take it
-    from this class (``tests/test_model.py`` adds one and trains a step).
+    from this class (``tests/test_cli.py`` adds one and trains a step).
 
     Args:
         n_layer: transformer blocks or LSTM layers (paper: 12; its LSTMs: 5 and 12).
