@@ -158,3 +158,36 @@ def cluster_bootstrap(
 
 def _percentiles(values: np.ndarray) -> list[float]:
     return [float(v) for v in np.percentile(values, [5, 95])]
+
+
+def evaluation_costs(task, histories: dict[str, History], seed: int) -> dict:
+    """What ``omgpt evaluate`` adds to a data task's ``summary.json``: the headline metric of the
+    ``real-demand`` experiment -- every policy's cost per unit demanded and mean cost per day, their
+    90% cluster-bootstrap intervals, and the paired ratios (to SAA when it played, else to the first
+    policy; OMGPT's to every other policy) -- so that a table of one's own gets the same intervals."""
+    reference = "saa" if "saa" in histories else next(iter(histories))
+    dates = task.data.split == "time"
+    cells = window_cells(task, histories)
+    return {
+        "metric": "scaled_cost: total cost over total demand (cost per unit demanded)",
+        "clusters": "groups and weeks" if dates else "groups",
+        "groups": int(len(np.unique(cells["group"]))),
+        "reference": reference,
+        "costs": cluster_bootstrap(cells, reference, dates, versus="omgpt", seed=seed),
+    }
+
+
+def format_costs(block: dict) -> str:
+    """:func:`evaluation_costs` as a table, best first."""
+    ref = block["reference"]
+    costs = sorted(block["costs"].items(), key=lambda kv: kv[1]["scaled_cost"]["mean"])
+    lines = [
+        f"cost per unit demanded [90% cluster-bootstrap CI over {block['groups']} {block['clusters']}], "
+        f"paired ratio to {ref}:",
+        f"{'policy':<24} {'scaled cost':>28} {'/ ' + ref:>26}",
+    ]
+    for name, c in costs:
+        s, r = c["scaled_cost"], c["ratio_to_" + ref]
+        ratio = "1" if r is None else f"{r['mean']:.3f} [{r['ci90'][0]:.3f}, {r['ci90'][1]:.3f}]"
+        lines.append(f"{name:<24} {s['mean']:.4f} [{s['ci90'][0]:.4f}, {s['ci90'][1]:.4f}]{ratio:>28}")
+    return "\n".join(lines)

@@ -187,6 +187,7 @@ def write_report(
     title: str | None = None,
     task_options: dict | None = None,
     stream: dict | None = None,
+    extra: dict | None = None,
 ) -> dict:
     """Write ``summary.json``, ``curves.csv`` and ``regret.png`` (:data:`REPORT_FILES`) into the
     folder ``out``, print the table, return the summary. With ``alg-star`` among the policies every
@@ -195,7 +196,8 @@ def write_report(
     ``stream`` (``{"batch_size", "device"}``) is recorded beside the seed because the seed alone does not
     name the draws: :func:`omgpt.evaluation.evaluate_policies` draws each batch's noise from its own
     generator on the device, so another batch size or device type plays the same seed with other noise
-    (and a CUDA generator draws other environments too; docs/protocol.md)."""
+    (and a CUDA generator draws other environments too; docs/protocol.md). ``extra`` is stored beside
+    the policies' numbers (a data task's clustered costs)."""
     from omgpt.resources import code_version
 
     out = Path(out)
@@ -217,6 +219,7 @@ def write_report(
             }
             for name, s in stats.items()
         },
+        **(extra or {}),
     }
     write_json(summary, out / "summary.json")
     _write_curves(stats, out / "curves.csv")

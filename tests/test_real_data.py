@@ -4,6 +4,7 @@ errors -- on small tables the tests write."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -324,7 +325,21 @@ def test_a_tiny_fit_on_a_table_then_evaluate_on_its_test_windows(table, tmp_path
         )
         == 0
     )
-    assert (out / "summary.json").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    # the real-demand metric beside the regret table: the per-day cost in level units is the regret per
+    # day (the clairvoyant order costs nothing), and OMGPT's ratio to SAA is paired on the same draws
+    block = summary["real_demand"]
+    assert block["reference"] == "saa" and block["clusters"] == "groups"
+    for name in ("omgpt", "saa"):
+        cost = block["costs"][name]
+        per_day = summary["policies"][name]["final_regret"]["mean"] / summary["horizon"]
+        assert cost["cost_per_day"]["mean"] == pytest.approx(per_day, rel=1e-5)
+        low, high = cost["scaled_cost"]["ci90"]
+        assert low <= cost["scaled_cost"]["mean"] <= high
+    assert block["costs"]["saa"]["ratio_to_saa"] is None
+    ours = block["costs"]["omgpt"]
+    ratio = ours["scaled_cost"]["mean"] / block["costs"]["saa"]["scaled_cost"]["mean"]
+    assert ours["ratio_to_saa"]["mean"] == pytest.approx(ratio) == ours["ratio_to"]["saa"]["mean"]
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from omgpt.analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
+from omgpt.analysis.real_demand import evaluation_costs, format_costs
 from omgpt.analysis.report import BOOTSTRAP_SAMPLES, REPORT_FILES, write_report
 from omgpt import checks, seeding
 from omgpt.errors import OMGPTError
@@ -113,6 +114,8 @@ def run_evaluation(
     checks.rollout_time(checks.loop_steps(len(policies), runs, horizon, batch_size), what, force)
     with output_folder(out, REPORT_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
+        real = getattr(task, "data", None) is not None  # real demand: its headline metric, clustered intervals
+        extra = {"real_demand": evaluation_costs(task, histories, seed)} if real else None
         summary = write_report(
             histories,
             task=task.name,
@@ -122,7 +125,10 @@ def run_evaluation(
             out=folder,
             task_options=task.options(),
             stream={"batch_size": batch_size, "device": torch.device(device).type},
+            extra=extra,
         )
+        if real:
+            print(format_costs(summary["real_demand"]))
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
     return summary
 
