@@ -191,3 +191,15 @@ def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_eval
         and "about 0.6 hours" in rows[7]
         and "not yet counted (c)" in rows[7]
     )
+
+
+def test_the_own_table_example_is_the_script_that_measured_it():
+    """docs/real-demand.md's Store Item Demand commands are lines of tools/sid_example.sh, the script
+    whose run wrote results/sid-example/summary.json (the numbers the page quotes)."""
+    page = (ROOT / "docs/real-demand.md").read_text()
+    script = (ROOT / "tools/sid_example.sh").read_text().splitlines()
+    block = re.search(r"```bash\n(.*?)```", page, re.S).group(1)
+    lines = [line.rstrip() for line in block.splitlines() if line.strip()]
+    assert lines and all(line in script for line in lines), [line for line in lines if line not in script]
+    summary = json.loads((ROOT / "results/sid-example/summary.json").read_text())
+    assert "real_demand" in summary  # written by today's omgpt evaluate: the clustered intervals
