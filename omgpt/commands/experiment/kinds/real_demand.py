@@ -86,7 +86,7 @@ class RealDemand(Kind):
         ]
 
     def headline(self, panel: RealDemandPanel) -> str:
-        costs, bench = panel["costs"], _benchmarks(panel)
+        costs, bench = panel["costs"], benchmark_costs(panel)
         best = min(bench, key=bench.get)
         ours = costs["omgpt"]
         return (
@@ -100,9 +100,9 @@ class RealDemand(Kind):
         does the clustered interval of its ratio to the best benchmark lie below 1."""
         checks = []
         for (split, q), panels in _groups(result["panels"]).items():
-            below = [p["costs"]["omgpt"]["scaled_cost"]["mean"] < min(_benchmarks(p).values()) for p in panels]
+            below = [p["costs"]["omgpt"]["scaled_cost"]["mean"] < min(benchmark_costs(p).values()) for p in panels]
             sure = [
-                p["costs"]["omgpt"]["ratio_to"][min(_benchmarks(p), key=_benchmarks(p).get)]["ci90"][1] < 1
+                p["costs"]["omgpt"]["ratio_to"][min(benchmark_costs(p), key=benchmark_costs(p).get)]["ci90"][1] < 1
                 for p in panels
             ]
             checks.append(
@@ -144,7 +144,7 @@ class RealDemand(Kind):
         return lines + _target_study()
 
 
-def _benchmarks(panel: RealDemandPanel) -> dict[str, float]:
+def benchmark_costs(panel: RealDemandPanel) -> dict[str, float]:
     """The panel's benchmarks' (both variants') scaled costs."""
     return {k: panel["costs"][k]["scaled_cost"]["mean"] for k in panel["benchmarks"] if k in panel["costs"]}
 
