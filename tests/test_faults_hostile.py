@@ -322,28 +322,28 @@ def _damage(panel: dict, case: str) -> None:
         first["final_regret"]["mean"] = math.nan
     elif case == "short curve":
         first["curves"]["regret"]["mean"] = first["curves"]["regret"]["mean"][:-3]
-    elif case == "no cost_per_day":
-        del panel["cost_per_day"]
+    elif case == "no costs":
+        del panel["costs"]
     elif case == "no series":
         del panel["series"]
     elif case == "NaN cost":
-        panel["cost_per_day"]["omgpt"]["mean"] = math.nan
-    elif case == "a policy only in cost_per_day":
-        panel["cost_per_day"]["ghost"] = dict(panel["cost_per_day"]["omgpt"])
+        panel["costs"]["omgpt"]["scaled_cost"]["mean"] = math.nan
+    elif case == "a policy only in costs":
+        panel["costs"]["ghost"] = dict(panel["costs"]["omgpt"])
 
 
 REDRAW_CASES = [("main-results", c) for c in ("no policies", "string mean", "NaN mean", "short curve", "no panels")]
 REDRAW_CASES += [
     ("real-demand", c)
-    for c in ("no policies", "no cost_per_day", "no series", "NaN cost", "a policy only in cost_per_day")
+    for c in ("no policies", "no costs", "no series", "NaN cost", "a policy only in costs")
 ]
 
 
 @pytest.mark.parametrize("name, case", REDRAW_CASES, ids=[f"{n}: {c}" for n, c in REDRAW_CASES])
 def test_redraw_refuses_a_damaged_experiment_json_in_one_line_and_changes_nothing(name, case, tmp_path, capsys):
-    """Only the top level was checked: a panel without ``policies`` / ``cost_per_day`` / ``series``, a
-    string mean, a short curve or ``panels: []`` ended in a traceback; a NaN mean was reported as "OMGPT nan
-    is NOT below..."; a policy only in ``cost_per_day`` was drawn as an extra row."""
+    """Only the top level was checked: a panel without ``policies`` / ``costs`` / ``series``, a string
+    mean, a short curve or ``panels: []`` ended in a traceback; a NaN mean was reported as "OMGPT nan is
+    NOT below..."; a policy only in ``costs`` was drawn as an extra row."""
     out = tmp_path / name
     shutil.copytree(ROOT / "results" / name, out)
     result = json.loads((out / "experiment.json").read_text())
