@@ -334,8 +334,7 @@ def _damage(panel: dict, case: str) -> None:
 
 REDRAW_CASES = [("main-results", c) for c in ("no policies", "string mean", "NaN mean", "short curve", "no panels")]
 REDRAW_CASES += [
-    ("real-demand", c)
-    for c in ("no policies", "no costs", "no series", "NaN cost", "a policy only in costs")
+    ("real-demand", c) for c in ("no policies", "no costs", "no series", "NaN cost", "a policy only in costs")
 ]
 
 

@@ -4,9 +4,8 @@
 
 Each experiment is evaluated again with the models its ``experiment.json`` names (``results/models/KEY``
 or ``pretrained/NAME``: no training, no tuning), at its runs, seed and panels. A number reproduces when
-it equals the committed one to 9 significant digits (the reports print 2-4; the last bits of a float
-sum may differ between BLAS builds); a key the committed record lacks (a field added since) is not
-compared. ``--check`` only checks what needs no evaluation: the checkpoints, the panels and the tuned
+it equals the committed one to 7 significant digits (:data:`REL_TOL`; the reports print 2-4); a key
+the committed record lacks (a field added since) is not compared. ``--check`` only checks what needs no evaluation: the checkpoints, the panels and the tuned
 constants are the committed run's. Exit code 1 if anything differs. About 13 minutes for all nine
 paper experiments on one CPU thread.
 """
@@ -37,6 +36,12 @@ from omgpt.errors import OMGPTError
 from omgpt.tuning import tuned_constants
 from tools import tool_main
 
+# Not 1e-9: the last bits of a float sum differ between BLAS builds and runs, and the batched quantile
+# regression (``qr`` on real demand) returns a point of the optimal face where a window's LP optimum is
+# not unique, which those bits move. Measured: two runs of `real-demand` at one commit differed by 1e-9
+# to 8e-9 (relative) in qr's numbers, and in nothing else.
+REL_TOL = 1e-7
+
 
 def differences(fresh, committed, path: str = "") -> list[str]:
     """Where ``fresh`` differs from ``committed`` (keys only ``fresh`` has are new fields, not compared)."""
@@ -53,7 +58,7 @@ def differences(fresh, committed, path: str = "") -> list[str]:
     if isinstance(committed, float) and isinstance(fresh, (int, float)):
         return (
             []
-            if math.isclose(fresh, committed, rel_tol=1e-9, abs_tol=1e-12)
+            if math.isclose(fresh, committed, rel_tol=REL_TOL, abs_tol=1e-12)
             else [f"{path}: {fresh!r}, committed {committed!r}"]
         )
     return [] if fresh == committed else [f"{path}: {fresh!r}, committed {committed!r}"]
