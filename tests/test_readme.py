@@ -152,6 +152,11 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     tuned = panel("rl", omgpt=4.5, **{"omgpt-rl": 3.5}, erm=5.0, fai=4.0)
     assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt-rl"}}})[1] is True
     assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt"}}})[1] is False
+    # real demand: the headline metric (cost per unit demanded) decides, not the per-window mean regret,
+    # on which OMGPT wins this panel
+    real = panel("stores", omgpt=3.0, erm=5.0, fai=4.0)
+    real["costs"] = {k: {"scaled_cost": {"mean": v}} for k, v in {"omgpt": 0.1057, "erm": 0.2, "fai": 0.1048}.items()}
+    assert panel_cell(real) == ("stores: 0.1057 vs fai 0.1048 per unit demanded", False)
 
 
 def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_evaluation(tmp_path, monkeypatch):
