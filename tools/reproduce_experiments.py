@@ -44,11 +44,13 @@ REL_TOL = 1e-7
 
 
 def differences(fresh, committed, path: str = "") -> list[str]:
-    """Where ``fresh`` differs from ``committed`` (keys only ``fresh`` has are new fields, not compared)."""
+    """Where ``fresh`` differs from ``committed`` (keys only ``fresh`` has are new fields, not compared;
+    nor is the ``code_version`` a panel records: the commit that ran it, not a number)."""
     if isinstance(committed, dict) and isinstance(fresh, dict):
         return [
             d
             for k in committed
+            if k != "code_version"
             for d in (differences(fresh[k], committed[k], f"{path}/{k}") if k in fresh else [f"{path}/{k}: missing"])
         ]
     if isinstance(committed, list) and isinstance(fresh, list):
