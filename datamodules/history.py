@@ -51,6 +51,11 @@ def generate_histories(
         history_batch(rollout(task, task.sample_envs(min(chunk, n - lo), generator), played, horizon, generator))
         for lo in range(0, n, chunk)
     ]
+    return concat(parts)
+
+
+def concat(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Training tensors of several batches as one set (the batches' rows in order)."""
     return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -293,8 +298,7 @@ class HistoryDataModule(L.LightningDataModule):
         played = play_self_rollouts(
             module.model, module.task, phase, self.horizon, g, module.hparams.get("window"), replay
         )
-        parts = [history_batch(h) for h in played]
-        self._played = (epoch, {k: torch.cat([p[k] for p in parts]) for k in parts[0]})
+        self._played = (epoch, concat([history_batch(h) for h in played]))
         return self._played[1]
 
     def _mix(self, phase: MixedPhase, epoch: int) -> dict[str, torch.Tensor]:

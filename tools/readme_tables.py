@@ -141,13 +141,11 @@ def panel_cell(panel: dict) -> tuple[str, bool | None]:
             ours < ridge,
         )
     if "costs" in panel:  # real demand: its headline metric, against the benchmark lowest on it
-        from omgpt.commands.experiment.kinds.real_demand import benchmark_costs
+        from omgpt.commands.experiment.kinds.real_demand import versus_best_benchmark
 
-        bench, ours = benchmark_costs(panel), panel["costs"]["omgpt"]["scaled_cost"]["mean"]
-        best = min(bench, key=bench.get)
-        wins = ours < bench[best]
-        shown = f"**{ours:.4f}**" if wins else f"{ours:.4f}"
-        return f"{title}: {shown} vs {best} {bench[best]:.4f} per unit demanded", wins
+        best, cost, wins = versus_best_benchmark(panel)
+        ours = panel["costs"]["omgpt"]["scaled_cost"]["mean"]
+        return f"{title}: {f'**{ours:.4f}**' if wins else f'{ours:.4f}'} vs {best} {cost:.4f} per unit demanded", wins
     finals, (best, _) = final_regrets(panel), best_benchmark(panel)
     ours = panel["models_compared"]
     star = f", alg-star {finals['alg-star']:.3g}" if "alg-star" in finals else ""
