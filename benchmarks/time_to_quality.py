@@ -3,6 +3,7 @@
     python benchmarks/time_to_quality.py [--arm NAME=CONFIG [OVERRIDE ...]] ... [--budgets 2,5,10]
         [--quick] [--target 1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
         [--seed 0] [--holdout-runs 100 --holdout-seed 10003] [--out runs/time_to_quality] [--json FILE]
+    python benchmarks/time_to_quality.py --checkpoint NAME=CKPT ... --holdout-runs 100 --holdout-seed 5
 
 What a user waits for is not steps per second but a good model. Each ARM is one training recipe: an
 ``omgpt fit`` config (``configs/demo.yaml``: the full newsvendor prior at T = 50) and optional fit
@@ -29,7 +30,9 @@ ratio is at most ``--target``, the ratio after each budget, and the ratio of eve
 target to the first arm's, all measured in this one run. ``--holdout-runs N`` then plays every arm's
 checkpoint (the recipe's checkpoint rule: what ``omgpt demo`` plays) and ``alg-star`` on the same ``N``
 held-out environments of ``--holdout-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
-with paired bootstrap 90% intervals. ``--quick``: budgets of 1 and 2 minutes and an
+with paired bootstrap 90% intervals. ``--checkpoint NAME=CKPT`` (repeatable) skips the training and
+plays those checkpoints that way: the report of a choice already made, so ``--holdout-seed`` may then
+be a test seed (``omgpt.seeding.TEST_SEEDS``, the demo's own ``DEMO_SEED`` for instance). ``--quick``: budgets of 1 and 2 minutes and an
 evaluation every 5 CPU-seconds (a smoke run; its figures are not the benchmark's).
 """
 
@@ -317,14 +320,17 @@ def at_budget(points: list[dict], budget_s: float) -> dict | None:
 def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
     """Every arm's checkpoint and ``alg-star`` on the same ``runs`` held-out environments of ``seed`` (the
     evaluation loop of ``omgpt evaluate``, common random numbers): each arm's ratio to ``alg-star`` and
-    to the first arm, with paired bootstrap 90% intervals. The comparison chooses a recipe, so ``seed``
-    is a validation seed, other than the fit's own (docs/protocol.md): the demo's test seed 0 was spent
-    this way once, and the demo moved to ``DEMO_SEED``."""
+    to the first arm, with paired bootstrap 90% intervals. After training arms the comparison chooses a
+    recipe, so ``seed`` is a validation seed, other than the fit's own (docs/protocol.md): the demo's test
+    seed 0 was spent this way once, and the demo moved to ``DEMO_SEED``. With ``--checkpoint`` it reports
+    a choice already made, and a test seed is what it should be."""
     from omgpt.analysis.report import interval, paired_ratio
     from omgpt.evaluation import evaluate_policies
     from omgpt.model import load_model
+    from omgpt.seeding import VALIDATION_SEEDS
     from omgpt.tasks import make_episode_task
 
+    kind = "validation" if seed in VALIDATION_SEEDS else "test"
     finals = {}
     for r in results:
         model, _, hp = load_model(r["ckpt"])
@@ -339,7 +345,7 @@ def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
     star = evaluate_policies(task, {"alg-star": {}}, runs, hp["horizon"], seed, progress=False)["alg-star"]
     final = lambda h: h.cumulative_regret()[:, -1].double().numpy()
     first = results[0]["arm"]
-    print(f"\n{runs} held-out validation environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
+    print(f"\n{runs} held-out {kind} environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
     print(f"{'arm':16} {'regret':>7} {'/ alg-star [90% CI]':>24} {'/ ' + first + ' [90% CI]':>26}")
     for r in results:
         to_star, to_first = (
@@ -358,6 +364,26 @@ def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
             f"{r['arm']:16} {r['holdout']['regret']:7.2f} {to_star['mean']:8.3f} {interval(to_star['ci90']):>15} "
             f"{to_first['mean']:8.3f} {interval(to_first['ci90']):>17}"
         )
+
+
+def report_checkpoints(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--checkpoint``: trained checkpoints (a choice already made) on the held-out environments."""
+    from omgpt.seeding import VALIDATION_SEEDS, check_test_seed
+
+    if args.holdout_seed not in VALIDATION_SEEDS:
+        check_test_seed(args.holdout_seed, "--holdout-seed")  # a burned test seed is refused
+    results = []
+    for text in args.checkpoint:
+        name, _, ckpt = text.partition("=")
+        if not name or not Path(ckpt).is_file():
+            p.error(f"--checkpoint {text!r}: expected NAME=CKPT with an existing checkpoint file")
+        results.append({"arm": name, "ckpt": ckpt})
+    if len({r["arm"] for r in results}) != len(results):
+        p.error("checkpoint names must differ")
+    torch.set_num_threads(1)
+    holdout_ratios(results, args.holdout_runs or 100, args.holdout_seed)
+    if args.json:
+        args.json.write_text(json.dumps({"arms": results}, indent=1))
 
 
 def main() -> None:
@@ -393,7 +419,15 @@ def main() -> None:
         default=10_003,
         help="their seed: a validation seed other than --val-seed (the comparison chooses)",
     )
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        help="NAME=CKPT (repeatable): no training; play these checkpoints on the held-out environments, "
+        "whose --holdout-seed may then be a test seed",
+    )
     args = p.parse_args()
+    if args.checkpoint:
+        return report_checkpoints(p, args)
     check_validation_seed(args.val_seed, "--val-seed")
     check_validation_seed(args.holdout_seed, "--holdout-seed")
     if args.holdout_seed == args.val_seed:

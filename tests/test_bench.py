@@ -47,6 +47,7 @@ def test_bench_rejects_a_bad_option(capsys):
         ("kv_cache.py", ["--sizes", "tiny,demo", "--batch", "4", "--horizon", "8"], "speed-up"),
         ("streaming.py", ["--steps", "4", "--workers", "0", "--repeats", "1"], "ratio"),
         ("lightning_overhead.py", ["--steps", "4", "--repeats", "1"], "ratio"),
+        ("demo_wall.py", ["--max-steps", "2", "--runs", "4", "--busy", "spin"], "beside one busy process (spin)"),
     ],
 )
 @pytest.mark.slow
