@@ -68,9 +68,10 @@ def run_key(task: str, args: list[str]) -> str:
 
 def _key_form(setting):
     """A fit argument or a parsed config as keys hash it: the network's settings at the model's top
-    level (``--model.n_layer``, ``model: {n_layer: ...}``), where they were before ``model.network``
-    grouped them, so that every model trained before keeps its key (tests/test_experiment.py checks the
-    keys of the stored models)."""
+    level (``--model.network.n_layer`` hashed as ``--model.n_layer``, ``model: {network: {n_layer: ...}}``
+    as ``model: {n_layer: ...}``), where they were before ``model.network`` grouped them, so that every
+    model trained before keeps its key (tests/test_experiment.py checks the keys of the stored models).
+    Only the hash keeps the old form: the stored records' commands use today's flags."""
     if isinstance(setting, str):
         return setting.replace("--model.network.", "--model.", 1) if setting.startswith("--model.network.") else setting
     model = setting.get("model") if isinstance(setting, dict) else None
