@@ -32,8 +32,9 @@ checkpoint (the recipe's checkpoint rule: what ``omgpt demo`` plays) and ``alg-s
 held-out environments of ``--holdout-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
 with paired bootstrap 90% intervals. ``--checkpoint NAME=CKPT`` (repeatable) skips the training and
 plays those checkpoints that way: the report of a choice already made, so ``--holdout-seed`` may then
-be a test seed (``omgpt.seeding.TEST_SEEDS``, the demo's own ``DEMO_SEED`` for instance). ``--quick``: budgets of 1 and 2 minutes and an
-evaluation every 5 CPU-seconds (a smoke run; its figures are not the benchmark's).
+be a test seed (``omgpt.seeding.TEST_SEEDS``, the demo's own ``DEMO_SEED`` for instance). ``--quick``:
+budgets of 1 and 2 minutes and an evaluation every 5 CPU-seconds (a smoke run; its figures are not the
+benchmark's).
 """
 
 from __future__ import annotations
@@ -368,10 +369,14 @@ def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
 
 def report_checkpoints(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """``--checkpoint``: trained checkpoints (a choice already made) on the held-out environments."""
+    from omgpt.errors import OMGPTError
     from omgpt.seeding import VALIDATION_SEEDS, check_test_seed
 
     if args.holdout_seed not in VALIDATION_SEEDS:
-        check_test_seed(args.holdout_seed, "--holdout-seed")  # a burned test seed is refused
+        try:
+            check_test_seed(args.holdout_seed, "--holdout-seed")  # a burned test seed is refused
+        except OMGPTError as e:
+            p.error(str(e))
     results = []
     for text in args.checkpoint:
         name, _, ckpt = text.partition("=")
