@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from omgpt import threads
 from omgpt.errors import OMGPTError
@@ -186,3 +187,20 @@ def test_split_argv():
     for bad in (["demo", "--threads"], ["demo", "--threads", "x"], ["demo", "--threads=-1"]):
         with pytest.raises(OMGPTError, match="--threads"):
             threads.split_argv(bad)
+
+
+@pytest.mark.slow
+def test_print_config_writes_yaml_and_nothing_else(tmp_path):
+    """``omgpt fit ... --print_config > run.yaml`` is a config file: the thread choice is not printed into it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "omgpt", "fit", "--config", str(ROOT / "configs" / "demo.yaml"), "--print_config"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert not announced(result)
+    config = yaml.safe_load(result.stdout)
+    assert config["model"]["network"]["n_layer"] == 4 and config["trainer"]["max_epochs"] == 25

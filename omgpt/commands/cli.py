@@ -382,7 +382,9 @@ def cli_main(args: ArgsType = None) -> int:
             argv, count = threads.split_argv(argv)
             if args is None:
                 sys.argv[1:] = argv  # LightningCLI reads the command line itself
-            threads.configure(count, announce=not {"-h", "--help", "--list"} & set(argv))  # not over a listing
+            # not over a listing, nor into --print_config's YAML (`omgpt fit ... --print_config > run.yaml`)
+            listing = {"-h", "--help", "--list"} & set(argv) or any(a.startswith("--print_config") for a in argv)
+            threads.configure(count, announce=not listing)
         _refuse_moved(argv)
         if argv[0] in COMMANDS:
             return COMMANDS[argv[0]](argv[1:])
