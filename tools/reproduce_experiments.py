@@ -5,9 +5,9 @@
 Each experiment is evaluated again with the models its ``experiment.json`` names (``results/models/KEY``
 or ``pretrained/NAME``: no training, no tuning), at its runs, seed and panels. A number reproduces when
 it equals the committed one to 7 significant digits (:data:`REL_TOL`; the reports print 2-4); a key
-the committed record lacks (a field added since) is not compared. ``--check`` only checks what needs no evaluation: the checkpoints, the panels and the tuned
-constants are the committed run's. Exit code 1 if anything differs. About 13 minutes for all nine
-paper experiments on one CPU thread.
+the committed record lacks (a field added since) is not compared. ``--check`` only checks what needs
+no evaluation: the checkpoints, the panels and the tuned constants are the committed run's. Exit code 1
+if anything differs. About 13 minutes for all nine paper experiments on one CPU thread.
 """
 
 from __future__ import annotations
