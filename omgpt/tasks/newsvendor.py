@@ -243,6 +243,51 @@ class Newsvendor(DemandTypes, Task):
             out.append(ll.reshape(-1))
         return torch.cat(out)
 
+    # The noise width integrated out (alg-star's collapsed sampler, omgpt.policies.alg_star_samplers):
+    # uncensored and stationary, ``ε̄`` enters the likelihood of ``n`` observations only through
+    # ``ε̄^{-n} 1{ε̄ ≥ max_s e_s}``, with ``e_s = O_s - m_w(X~_s)`` the residuals, which must all be
+    # ``≥ 0``; under the prior ``U[1, 10]`` its integral and its conditional have closed forms.
+    w_range = W_RANGE
+
+    @property
+    def collapsible(self) -> bool:
+        """Whether the collapsed sampler applies: uncensored, stationary, one known demand type."""
+        return not self.censored and not self.nonstationary and self.demand_types != "mixed"
+
+    def support_residuals(self, w: Tensor, features: Tensor, o: Tensor) -> Tensor:
+        """``O - m_w(X~)`` for weights ``w`` ``(..., N, d)``, features ``(..., d, T)`` and observations
+        ``(..., 1, T)``: ``(..., N, T)`` (a fixed demand type)."""
+        return o - self._floor_of_type({}, w @ features)
+
+    def eps_bar_log_marginal(self, low: Tensor, high: Tensor, n: Tensor) -> Tensor:
+        """``log ∫ ε̄^{-n} 1{ε̄ ≥ high} dε̄`` over the prior's ``[1, 10]`` (up to a constant), ``-inf``
+        where a residual is negative (``low < 0``) or exceeds 10; residuals within
+        :data:`FEASIBILITY_TOL` count as inside, as in :meth:`log_likelihood`. Elementwise, ``n ≥ 0``
+        the number of observations (float)."""
+        lo, hi = EPS_BAR_RANGE
+        c = (high - FEASIBILITY_TOL).clamp(min=lo)
+        log_ratio = torch.log(c / hi).clamp(max=0.0)  # log(c / 10) <= 0
+        many = n > 1.5
+        m = torch.where(many, n, 2.0)  # the n >= 2 formula, kept finite where it is not used
+        out = (1 - m) * log_ratio + torch.log(-torch.expm1((m - 1) * log_ratio)) - torch.log(m - 1) + (1 - m) * math.log(hi)
+        if not bool(many.all()):
+            safe = log_ratio.clamp(max=-1e-300)
+            out = torch.where(many, out, torch.where(n > 0.5, torch.log(-safe), torch.log(hi - c)))
+        return torch.where((low >= -FEASIBILITY_TOL) & (c < hi), out, -math.inf)
+
+    def eps_bar_conditional(self, high: Tensor, n: Tensor, u: Tensor) -> Tensor:
+        """The ``u``-quantile of ``ε̄`` given a particle's largest residual ``high`` and ``n``
+        observations: density ``∝ ε̄^{-n}`` on ``[max(1, high), 10]`` (inverse CDF, elementwise)."""
+        lo, hi = EPS_BAR_RANGE
+        c = (high - FEASIBILITY_TOL).clamp(min=lo, max=hi)
+        log_ratio = torch.log(c / hi)
+        many = n > 1.5
+        m = torch.where(many, n, 2.0)
+        out = c * torch.exp(-torch.log1p(u * torch.expm1((m - 1) * log_ratio)) / (m - 1))
+        if not bool(many.all()):
+            out = torch.where(many, out, torch.where(n > 0.5, c * torch.exp(-u * log_ratio), c + u * (hi - c)))
+        return out
+
     def mean_observation(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         """``E[D] = m + ε̄/2``, or censored ``E[min(D, a)] = a - E[(a - D)^+]``, ``(B, 1)``."""
         m, e = self.mean_demand_floor(envs, x, t), envs["eps_bar"]

@@ -139,6 +139,18 @@ class Pricing(GaussianNoise, DemandTypes, Task):
         theta = torch.cat([candidates["alpha"], candidates["beta"]], dim=-1)
         return theta, (candidates["square"].long() if self.demand_types == "mixed" else None)
 
+    def regression_envs(self, theta: Tensor) -> Envs:
+        """The environments of parameter rows ``θ = (α, β)`` ``(M, 2d)`` (:meth:`regression_params`' inverse)."""
+        return {"alpha": theta[:, : self.dim], "beta": theta[:, self.dim :]}
+
+    def prior_box(self) -> tuple[Tensor, Tensor] | None:
+        """The prior of ``θ = (α, β)`` as a box ``(lo, hi)`` ``(2d,)`` each (alg-star's Gaussian sampler),
+        or ``None`` where it is not a box with one demand type (the in-domain shift's mixture, mixed types)."""
+        if self.id_shift > 0 or self.demand_types == "mixed":
+            return None
+        (a_lo, a_hi), (b_lo, b_hi), s, d = self.alpha_range, self.beta_range, self.ood_shift, self.dim
+        return torch.tensor([a_lo + s] * d + [b_lo + s] * d), torch.tensor([a_hi + s] * d + [b_hi + s] * d)
+
     def params_at_context(self, envs: Envs, x: Tensor) -> Tensor:
         """``(αᵀX, βᵀX)`` ``(B, 2)``: the demand function at ``x``, all that ``a*`` depends on there."""
         return torch.stack(self.intercept_slope(envs, x), dim=-1)
