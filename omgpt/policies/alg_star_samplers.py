@@ -80,17 +80,16 @@ class GaussianBoxSampler:
         precision = self.xtx / self.noise_var + torch.diag(1 / self.var0)  # (B, p, p)
         chol = torch.linalg.cholesky(precision)  # precision = L Lᵀ
         mean = torch.cholesky_solve((self.xty / self.noise_var + self.mean0 / self.var0)[..., None], chol)[..., 0]
-        # Gaussian points m + L⁻ᵀ z; the box points' Mahalanobis distance |Lᵀ(θ - m)|
+        # Gaussian points m + L⁻ᵀ z ~ N(m, precision⁻¹)
         gauss = mean[:, None] + torch.linalg.solve_triangular(
             chol.transpose(1, 2), self.normals.transpose(1, 2), upper=True
         ).transpose(1, 2)
-        theta = torch.cat([self.box_points, gauss], dim=1)  # (B, N, p)
-        box_dist = ((self.box_points - mean[:, None]) @ chol).square().sum(-1)
+        # the candidates are float32 (as the prior's draws are); the weights are those of the rounded points
+        theta = torch.cat([self.box_points, gauss], dim=1).float().double()  # (B, N, p)
         p = theta.shape[-1]
         half_log_det = torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(-1)[:, None]
-        log_gauss = (
-            -0.5 * torch.cat([box_dist, self.normals.square().sum(-1)], dim=1) + half_log_det - 0.5 * p * math.log(2 * math.pi)
-        )
+        mahalanobis = ((theta - mean[:, None]) @ chol).square().sum(-1)  # (θ - m)ᵀ L Lᵀ (θ - m)
+        log_gauss = -0.5 * mahalanobis + half_log_det - 0.5 * p * math.log(2 * math.pi)
         # target ∝ 1{θ in the box} · likelihood; likelihood ∝ Gaussian posterior / surrogate prior
         log_surrogate = -0.5 * ((theta - self.mean0).square() / self.var0).sum(-1)
         share = self.n_box / self.n
