@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> None:
         old_tree.mkdir()
         archive = subprocess.run(["git", "archive", a.rev, "omgpt"], cwd=ROOT, check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
-        print(f"alg-star of {a.rev} vs this tree; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, one thread each")
+        print(
+            f"alg-star of {a.rev} vs this tree; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, one thread each"
+        )
         for name in a.tasks.split(","):
             task = make_task(name)
             gen = torch.Generator().manual_seed(stream_seed(Stream.TEST_ENVS, a.seed))

@@ -77,10 +77,13 @@ def run_evaluation(
     progress: bool = True,
     force: bool = False,
     jobs: int = 1,
+    alg_star_sampler: str = "smc",
 ) -> dict:
     """What ``omgpt evaluate`` does: evaluate, print the table, write summary.json/curves.csv/regret.png.
     Work estimated past :data:`omgpt.checks.MAX_LOOP_STEPS` is refused unless ``force``; work estimated
-    past the free memory (the histories, the report's curves and bootstrap) is refused always."""
+    past the free memory (the histories, the report's curves and bootstrap) is refused always.
+    ``alg_star_sampler``: ``alg-star``'s posterior sampler (:class:`~omgpt.policies.alg_star.AlgStar`);
+    a structured one is recorded in summary.json as ``alg_star_sampler``."""
     if not policies:
         raise OMGPTError("--policies is empty")
     if len(set(policies)) != len(policies):
@@ -89,6 +92,8 @@ def run_evaluation(
         raise OMGPTError("policy 'omgpt' needs --ckpt PATH (a checkpoint written by omgpt fit)")
     if window is not None and "omgpt" not in policies:  # the benchmarks read the whole history
         raise OMGPTError(f"--window applies to the omgpt policy only, and --policies {','.join(policies)} has none")
+    if alg_star_sampler != "smc" and "alg-star" not in policies:
+        raise OMGPTError(f"--alg_star_sampler applies to alg-star, and --policies {','.join(policies)} has none")
     seeding.check_test_seed(seed, "--seed")
     given = task_options  # what the user named, before a checkpoint's own options fill in the rest
     task_name, task_options, model, default_horizon = resolve_task_and_model(task_name, task_options, ckpt, device)
@@ -103,6 +108,10 @@ def run_evaluation(
             f"omgpt evaluate: horizon {horizon} > the model's {gpt_options['window']} steps; using context window {gpt_options['window']}"
         )
     specs = {name: (gpt_options if name == "omgpt" else {}) for name in policies}
+    sampler = "smc"
+    if alg_star_sampler != "smc":  # "auto" resolved here, so the summary names the sampler that played
+        sampler = make_policy("alg-star", task, horizon, sampler=alg_star_sampler).sampler
+        specs["alg-star"] = {"sampler": sampler}
     for name in specs:  # fail on unknown / inapplicable names (and missing tunings) before any rollout starts
         make_policy(name, task, horizon, **specs[name])
     what = f"evaluating {len(policies)} policies on {runs} runs x {horizon} steps"
@@ -115,7 +124,8 @@ def run_evaluation(
     with output_folder(out, REPORT_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
         real = getattr(task, "data", None) is not None  # real demand: its headline metric, clustered intervals
-        extra = {"real_demand": evaluation_costs(task, histories, seed)} if real else None
+        extra = {"real_demand": evaluation_costs(task, histories, seed)} if real else {}
+        extra = {**extra, **({"alg_star_sampler": sampler} if sampler != "smc" else {})} or None
         summary = write_report(
             histories,
             task=task.name,

@@ -80,9 +80,14 @@ same environments): see ``benchmarks/RESULTS.md``; what remains (``benchmarks/al
 50 episodes × 100 steps, 4096 particles) is mostly the rejuvenation's fixed work -- resampling, the
 moves' normal draws, prior densities, copies -- at about 22 (pricing) and 14 (newsvendor)
 rejuvenations per episode, then the per-step decision (the posterior median sorts ``N`` values per
-episode) and the newsvendor's ``O(t)`` support check. That work scales with ``N``, not ``t``: the
-issue's 10× over fc4ae5b is out of reach at 4096 particles whatever the likelihood costs, and fewer
-particles are a default only once their regret matches the 16,384-particle set's (not yet shown). Tasks: every task with a likelihood -- ``mab``,
+episode) and the newsvendor's ``O(t)`` support check. That work scales with ``N``, not ``t``; with
+1,024 particles instead of 4,096 the regret rises. The structured samplers
+(``sampler="gaussian"`` / ``"collapsed"`` / ``"auto"``, :mod:`omgpt.policies.alg_star_samplers`) use the
+shape of the pricing and newsvendor likelihoods to need a few hundred particles at no higher regret,
+which is where the factor 10 comes from (``benchmarks/alg_star_vs_commit.py``). The default stays
+``"smc"``: every stored result was measured with it.
+
+Tasks: every task with a likelihood -- ``mab``,
 ``linear-bandit``, every pricing variant (square, mixed, shifts, noise levels), every newsvendor variant
 (censored, square, mixed, non-stationary, non-perishable) and queueing (an exact posterior over its six
 arrival rates: no particles, no moves). Revenue management has none: building ``alg-star`` for it

@@ -58,14 +58,20 @@ class GaussianBoxSampler:
 
     def reset(self, batch: int, horizon: int, generator: torch.Generator) -> None:
         lo, hi = (v.double().to(generator.device) for v in self.task.prior_box())
-        self.lo, self.hi = lo, hi
+        self.lo, self.hi = lo.float(), hi.float()
+        self.mid, self.inv_half = ((lo + hi) / 2).float(), (2 / (hi - lo)).float()
+        self.eye = torch.eye(lo.numel(), dtype=torch.float64, device=generator.device)
         self.mean0, self.var0 = (lo + hi) / 2, (hi - lo) ** 2 / 12  # the surrogate Gaussian prior
+        self.surrogate_scale = (1 / self.var0.sqrt()).float()
         p, n = lo.numel(), self.n
         self.n_box = max(1, min(n - 1, round(self.uniform_share * n)))
         device = generator.device
-        self.box_points = lo + (hi - lo) * torch.rand(batch, self.n_box, p, generator=generator, device=device).double()
-        self.normals = torch.randn(batch, n - self.n_box, p, generator=generator, device=device).double()
-        self.log_box_density = -torch.log(hi - lo).sum()
+        # float32 points, as the prior's draws (the per-point work is memory-bound: half the bytes)
+        u = torch.rand(batch, self.n_box, p, generator=generator, device=device)
+        self.box_points = torch.minimum(torch.maximum(self.lo + (self.hi - self.lo) * u, self.lo), self.hi)
+        self.normals = torch.randn(batch, n - self.n_box, p, generator=generator, device=device)
+        self.normals_sq = self.normals.square().sum(-1)  # the Gaussian points' Mahalanobis distances
+        self.log_box_density = -torch.log(hi - lo).sum().item()
         self.xtx = torch.zeros(batch, p, p, dtype=torch.float64, device=device)
         self.xty = torch.zeros(batch, p, dtype=torch.float64, device=device)
         self.noise_var = noise_variance(self.task.noise_std)
@@ -77,27 +83,35 @@ class GaussianBoxSampler:
 
     def posterior(self) -> tuple[Envs, Tensor]:
         """Candidates ``(B N)`` and their log-weights ``(B, N)`` given the history so far."""
-        precision = self.xtx / self.noise_var + torch.diag(1 / self.var0)  # (B, p, p)
+        # the regression's Gaussian posterior under the surrogate prior, in float64 ((B, p, p): cheap)
+        precision = self.xtx / self.noise_var + torch.diag(1 / self.var0)
         chol = torch.linalg.cholesky(precision)  # precision = L Lᵀ
         mean = torch.cholesky_solve((self.xty / self.noise_var + self.mean0 / self.var0)[..., None], chol)[..., 0]
-        # Gaussian points m + L⁻ᵀ z ~ N(m, precision⁻¹)
-        gauss = mean[:, None] + torch.linalg.solve_triangular(
-            chol.transpose(1, 2), self.normals.transpose(1, 2), upper=True
-        ).transpose(1, 2)
-        # the candidates are float32 (as the prior's draws are); the weights are those of the rounded points
-        theta = torch.cat([self.box_points, gauss], dim=1).float().double()  # (B, N, p)
-        p = theta.shape[-1]
         half_log_det = torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(-1)[:, None]
-        mahalanobis = ((theta - mean[:, None]) @ chol).square().sum(-1)  # (θ - m)ᵀ L Lᵀ (θ - m)
-        log_gauss = -0.5 * mahalanobis + half_log_det - 0.5 * p * math.log(2 * math.pi)
-        # target ∝ 1{θ in the box} · likelihood; likelihood ∝ Gaussian posterior / surrogate prior
-        log_surrogate = -0.5 * ((theta - self.mean0).square() / self.var0).sum(-1)
+        chol32, mean32 = chol.float(), mean.float()[:, None]
+        # the Gaussian points m + L⁻ᵀ z ~ N(m, precision⁻¹), whose Mahalanobis distance is |z|²
+        inv_chol = torch.linalg.solve_triangular(chol, self.eye, upper=False).float()  # L⁻¹, (B, p, p)
+        gauss = mean32 + self.normals @ inv_chol  # rows zᵀ L⁻¹ = (L⁻ᵀ z)ᵀ
+        box_mahalanobis = ((self.box_points - mean32) @ chol32).square().sum(-1)  # (θ - m)ᵀ L Lᵀ (θ - m)
+        theta = torch.cat([self.box_points, gauss], dim=1)  # (B, N, p)
+        p = theta.shape[-1]
+        log_gauss = -0.5 * torch.cat([box_mahalanobis, self.normals_sq], dim=1).double()
+        log_gauss += half_log_det - 0.5 * p * math.log(2 * math.pi)
+        # target ∝ 1{θ in the box} · likelihood, and likelihood ∝ Gaussian posterior / surrogate prior
+        log_surrogate = -0.5 * ((theta - self.mean0.float()) * self.surrogate_scale).square().sum(-1).double()
         share = self.n_box / self.n
-        log_mixture = torch.logaddexp(math.log(share) + self.log_box_density, math.log(1 - share) + log_gauss)
-        inside = ((theta >= self.lo) & (theta <= self.hi)).all(-1)
+        log_mixture = torch.logaddexp(
+            math.log(1 - share) + log_gauss, torch.tensor(math.log(share) + self.log_box_density)
+        )
+        inside = torch.cat(  # the box points are inside by construction
+            [
+                torch.ones_like(box_mahalanobis, dtype=torch.bool),
+                ((gauss - self.mid).abs() * self.inv_half).amax(-1) <= 1,
+            ],
+            dim=1,
+        )
         log_w = torch.where(inside, log_gauss - log_surrogate - log_mixture, -math.inf)
-        cands = self.task.regression_envs(theta.reshape(-1, p).float())
-        return cands, log_w
+        return self.task.regression_envs(theta.reshape(-1, p)), log_w
 
 
 class CollapsedNoiseSampler:
@@ -118,42 +132,46 @@ class CollapsedNoiseSampler:
         task, n, device = self.task, self.n, generator.device
         self.generator = generator
         prior = task.sample_prior(batch * n, generator)
-        self.w = prior["w"].double().reshape(batch, n, -1)
+        # float32 particles and residuals, as the prior's draws (the per-particle work is memory-bound);
+        # the weights in float64
+        self.w = prior["w"].float().reshape(batch, n, -1)
         self.u = torch.rand(batch, n, generator=generator, device=device).double()  # each particle's ε̄ quantile
-        self.low = torch.full((batch, n), math.inf, dtype=torch.float64, device=device)  # min residual so far
-        self.high = torch.full((batch, n), -math.inf, dtype=torch.float64, device=device)  # max residual so far
+        self.low = torch.full((batch, n), math.inf, device=device)  # min residual so far
+        self.high = torch.full((batch, n), -math.inf, device=device)  # max residual so far
         self.count = torch.zeros(batch, dtype=torch.float64, device=device)  # used observations
         self.log_m = self._log_marginal(self.low, self.high, self.count)
         self.log_w = torch.zeros(batch, n, dtype=torch.float64, device=device)
-        self.features = torch.zeros(batch, horizon, self.w.shape[-1], dtype=torch.float64, device=device)
-        self.obs = torch.zeros(batch, horizon, dtype=torch.float64, device=device)
+        self.features = torch.zeros(batch, horizon, self.w.shape[-1], device=device)
+        self.obs = torch.zeros(batch, horizon, device=device)
         self.used = torch.zeros(batch, horizon, dtype=torch.bool, device=device)
         self.rejuvenations = torch.zeros(batch, dtype=torch.long, device=device)
         self.accepted, self.proposed = 0, 0
 
     def _log_marginal(self, low: Tensor, high: Tensor, count: Tensor) -> Tensor:
-        return self.task.eps_bar_log_marginal(low, high, count[:, None].expand_as(low))
+        return self.task.eps_bar_log_marginal(low.double(), high.double(), count[:, None].expand_as(low))
 
     def candidates(self, x: Tensor) -> Envs:
         """The particles with each one's ``ε̄`` drawn from its conditional, ``(B N)`` rows."""
         b, n = self.w.shape[:2]
-        eps = self.task.eps_bar_conditional(self.high, self.count[:, None].expand_as(self.high), self.u)
+        eps = self.task.eps_bar_conditional(self.high.double(), self.count[:, None].expand_as(self.high), self.u)
         eps = eps.reshape(-1).float()
-        return {"w": self.w.reshape(b * n, -1).float(), "eps_bar": eps, "h": torch.zeros_like(eps)}  # h: the context's
+        return {"w": self.w.reshape(b * n, -1), "eps_bar": eps, "h": torch.zeros_like(eps)}  # h: the context's
 
     def observe(self, t: int, x: Tensor, o: Tensor) -> Tensor:
         """Add step ``t``; returns which episodes used it (an observation no particle explains is ignored)."""
-        features = self.task.split_context(x)[1].double()
-        e = self.task.support_residuals(self.w, features[:, :, None], o[:, 0].double()[:, None, None])[..., 0]
+        features, obs = self.task.split_context(x)[1].float(), o[:, 0].float()
+        e = self.task.support_residuals(self.w, features[:, :, None], obs[:, None, None])[..., 0]
         low, high, count = torch.minimum(self.low, e), torch.maximum(self.high, e), self.count + 1
         log_m = self._log_marginal(low, high, count)
         alive = torch.isfinite(log_m).any(-1)
         keep = alive[:, None]
-        increment = torch.where(torch.isfinite(log_m), log_m - torch.where(torch.isfinite(self.log_m), self.log_m, 0.0), -math.inf)
+        increment = torch.where(
+            torch.isfinite(log_m), log_m - torch.where(torch.isfinite(self.log_m), self.log_m, 0.0), -math.inf
+        )
         self.log_w = torch.where(keep, self.log_w + increment, self.log_w)
         self.low, self.high = torch.where(keep, low, self.low), torch.where(keep, high, self.high)
         self.log_m, self.count = torch.where(keep, log_m, self.log_m), torch.where(alive, count, self.count)
-        self.features[:, t], self.obs[:, t], self.used[:, t] = features, o[:, 0].double(), alive
+        self.features[:, t], self.obs[:, t], self.used[:, t] = features, obs, alive
         p = torch.softmax(self.log_w, dim=-1)
         low_ess = (1.0 / (p**2).sum(-1) < self.ess_threshold * self.n).nonzero()[:, 0]
         if low_ess.numel():
@@ -179,13 +197,12 @@ class CollapsedNoiseSampler:
         low, high, log_m = (v[rows].gather(1, pick) for v in (self.low, self.high, self.log_m))
         quantile = self.u[rows].gather(1, pick)
         dim = w.shape[-1]
-        centred = w - w.mean(1, keepdim=True)
+        centred = w.double() - w.double().mean(1, keepdim=True)
         cov = centred.transpose(1, 2) @ centred / n
         scale = cov.diagonal(dim1=1, dim2=2).mean(-1)
         cov = cov + (1e-8 + 1e-6 * scale)[:, None, None] * torch.eye(dim, dtype=cov.dtype, device=device)
-        chol = torch.linalg.cholesky(cov) * (2.38 / math.sqrt(dim))
-        # float32 draws (6x faster than float64 ones on a CPU), used in float64
-        steps = torch.randn(self.moves, b, n, dim, generator=g, device=device).double() @ chol.transpose(1, 2)
+        chol = (torch.linalg.cholesky(cov) * (2.38 / math.sqrt(dim))).float()
+        steps = torch.randn(self.moves, b, n, dim, generator=g, device=device) @ chol.transpose(1, 2)
         log_u = torch.log(torch.rand(self.moves, b, n, generator=g, device=device).double())
         count, w_low, w_high = self.count[rows], *self.task.w_range
         for k in range(self.moves):

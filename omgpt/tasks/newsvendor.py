@@ -269,7 +269,12 @@ class Newsvendor(DemandTypes, Task):
         log_ratio = torch.log(c / hi).clamp(max=0.0)  # log(c / 10) <= 0
         many = n > 1.5
         m = torch.where(many, n, 2.0)  # the n >= 2 formula, kept finite where it is not used
-        out = (1 - m) * log_ratio + torch.log(-torch.expm1((m - 1) * log_ratio)) - torch.log(m - 1) + (1 - m) * math.log(hi)
+        out = (
+            (1 - m) * log_ratio
+            + torch.log(-torch.expm1((m - 1) * log_ratio))
+            - torch.log(m - 1)
+            + (1 - m) * math.log(hi)
+        )
         if not bool(many.all()):
             safe = log_ratio.clamp(max=-1e-300)
             out = torch.where(many, out, torch.where(n > 0.5, torch.log(-safe), torch.log(hi - c)))
