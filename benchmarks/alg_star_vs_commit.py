@@ -1,7 +1,7 @@
 """``alg-star`` of this tree against ``alg-star`` of an older commit: CPU seconds and paired regret.
 
     python benchmarks/alg_star_vs_commit.py [--rev fc4ae5b] [--tasks newsvendor,pricing] [--runs 1000]
-        [--horizon 100] [--batch 50] [--seed 0] [--arm NAME=KEY=VALUE,...] ...
+        [--horizon 100] [--batch 50] [--seed 0] [--arm NAME=KEY=VALUE,...] [--rev-path DIR] [--json FILE]
 
 The issue's yardstick is the code of a commit, not an option of today's code, so each side runs in
 its own single-threaded subprocess: ``--rev``'s ``omgpt`` package (``git archive``, put first on the
@@ -14,7 +14,8 @@ alone on one thread (``OMP_NUM_THREADS=1``); the time is the process's CPU time 
 
 Prints per task: each side's CPU seconds per 100 episodes, its speed-up over ``--rev``, its mean
 cumulative regret at the horizon and the 90% interval of the paired difference side - ``--rev``.
-``--json FILE`` writes the same numbers.
+``--json FILE`` writes the same numbers. ``--rev-path DIR`` takes the yardstick's ``omgpt`` package from
+``DIR`` instead of a commit (an installed release, another checkout).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def run_side(pythonpath: str, spec: dict, tmp: Path, name: str) -> dict:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rev", default="fc4ae5b", help="the commit whose alg-star is the yardstick")
+    p.add_argument("--rev-path", default=None, help="instead of --rev: a folder holding the yardstick's omgpt package")
     p.add_argument("--tasks", default="newsvendor,pricing")
     p.add_argument("--runs", type=int, default=1000)
     p.add_argument("--horizon", type=int, default=100)
@@ -103,10 +105,12 @@ def main(argv: list[str] | None = None) -> None:
     report = {"rev": a.rev, "runs": a.runs, "horizon": a.horizon, "seed": a.seed, "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        old_tree = tmp / "rev"
-        old_tree.mkdir()
-        archive = subprocess.run(["git", "archive", a.rev, "omgpt"], cwd=ROOT, check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+        old_tree = Path(a.rev_path).resolve() if a.rev_path else tmp / "rev"
+        if not a.rev_path:
+            old_tree.mkdir()
+            archive = subprocess.run(["git", "archive", a.rev, "omgpt"], cwd=ROOT, check=True, capture_output=True)
+            subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
+        a.rev = a.rev_path or a.rev
         print(
             f"alg-star of {a.rev} vs this tree; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, one thread each"
         )

@@ -224,3 +224,21 @@ def test_cli_evaluate_picks_the_sampler_and_records_it(tmp_path, capsys):
     assert "'gaussian' sampler does not apply to task 'newsvendor'" in err[0]
     assert "--alg_star_sampler applies to alg-star, and --policies fai has none" in err[-1]
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
+
+
+def test_alg_star_vs_commit_script_pairs_the_sides(tmp_path, capsys):
+    """The yardstick and this tree play the same episodes: this tree against itself differs by 0."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("alg_star_vs_commit", root / "benchmarks" / "alg_star_vs_commit.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "r.json"
+    args = ["--rev-path", str(root), "--tasks", "newsvendor", "--runs", "4", "--horizon", "5", "--batch", "2"]
+    script.main([*args, "--arm", "same=particles=4096", "--arm", "auto=sampler=auto", "--json", str(out)])
+    rows = json.loads(out.read_text())["tasks"]["newsvendor"]
+    assert rows["same"]["paired_diff"] == 0.0 and rows["same"]["regret"] == rows[str(root)]["regret"]
+    assert rows["auto"]["options"] == {"sampler": "auto"} and rows["auto"]["cpu_s_per_100"] > 0
+    assert "newsvendor" in capsys.readouterr().out

@@ -61,7 +61,7 @@ def evaluate(
         no_progress: hide the progress bar
         force: run work estimated past a million steps of the rollout loop (policies x batches x horizon)
         jobs: processes playing the policies' batches of runs at once, one torch thread each (the same numbers as one process)
-        alg_star_sampler: alg-star's posterior sampler: smc (default; every stored result's), auto (the task's structured sampler where one applies, ~10-20x faster: pricing, the uncensored newsvendor), gaussian, collapsed
+        alg_star_sampler: alg-star's posterior sampler: smc (default; every stored result's), auto (the task's structured sampler where one applies, 6-8x faster: pricing, the uncensored newsvendor), gaussian, collapsed
     """
     from omgpt.commands.evaluate import run_evaluation
 

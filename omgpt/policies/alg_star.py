@@ -158,7 +158,7 @@ class AlgStar(HistoryPolicy):
             ``"collapsed"`` (particles over ``w`` with the noise width integrated out: the uncensored,
             stationary newsvendor with one demand type), or ``"auto"`` (the structured one where it
             applies, else ``"smc"``). The structured samplers (:mod:`omgpt.policies.alg_star_samplers`)
-            default to 512 and 384 particles (4 moves) and are ~10-20x faster than ``"smc"`` at no higher
+            default to 512 and 384 particles (4 moves) and take 6-8x less CPU than ``"smc"`` at no higher
             regret (``benchmarks/RESULTS.md``); ``"smc"`` stays the default because every stored result
             was measured with it.
     """
