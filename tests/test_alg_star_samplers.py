@@ -181,6 +181,7 @@ def test_gaussian_sampler_learns_the_environment():
         ("pricing", {"pool_size": 4}, "smc"),  # a pool's posterior is exact already
         ("newsvendor", {}, "collapsed"),
         ("newsvendor-square", {}, "collapsed"),
+        ("newsvendor-nonperishable", {}, "collapsed"),  # the state is in the context; the likelihood is the same
         ("newsvendor-censored", {}, "smc"),
         ("newsvendor", {"nonstationary": True}, "smc"),
         ("mab", {}, "smc"),
@@ -202,6 +203,10 @@ def test_sampler_option_is_checked():
         make_policy("alg-star", make_task("pricing"), sampler="collapsed")
     with pytest.raises(OMGPTError, match="'gaussian' sampler does not apply to task 'newsvendor-censored'"):
         make_policy("alg-star", make_task("newsvendor-censored"), sampler="gaussian")
+    with pytest.raises(OMGPTError, match="rejuvenate and likelihood are options of sampler='smc', not of 'collapsed'"):
+        make_policy("alg-star", make_task("newsvendor"), sampler="auto", rejuvenate=False)
+    with pytest.raises(OMGPTError, match="not of 'gaussian'"):
+        make_policy("alg-star", make_task("pricing"), sampler="gaussian", likelihood="history")
     assert make_policy("alg-star", make_task("pricing")).sampler == "smc"  # the default stays the stored results'
 
 

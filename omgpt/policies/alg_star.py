@@ -185,6 +185,8 @@ class AlgStar(HistoryPolicy):
         if sampler != "smc" and not SAMPLERS[sampler].supports(task):
             raise OMGPTError(f"alg-star's {sampler!r} sampler does not apply to task {task.name!r}; use sampler='smc'")
         structured = SAMPLERS.get(sampler)
+        if structured is not None and (not rejuvenate or likelihood != "stats"):
+            raise OMGPTError(f"rejuvenate and likelihood are options of sampler='smc', not of {sampler!r}")
         particles = particles if particles is not None else getattr(structured, "default_particles", 4096)
         moves = moves if moves is not None else getattr(structured, "default_moves", 2)
         if int(particles) < 1:
