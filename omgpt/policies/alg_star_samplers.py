@@ -103,7 +103,7 @@ class GaussianBoxSampler:
         log_surrogate = -0.5 * ((theta - self.mean0.float()) * self.surrogate_scale).square().sum(-1).double()
         share = self.n_box / self.n
         log_mixture = torch.logaddexp(
-            math.log(1 - share) + log_gauss, torch.tensor(math.log(share) + self.log_box_density)
+            math.log(1 - share) + log_gauss, torch.full_like(log_gauss, math.log(share) + self.log_box_density)
         )
         inside = torch.cat(  # the box points are inside by construction
             [
