@@ -90,7 +90,10 @@ def test_collapsed_weights_are_the_exact_marginal_posterior_of_w():
                 }  # h: read off the context
                 return math.exp(history_log_likelihood(task, cands, history, b, s.used[b]).item())
 
-            c = max(1.0, s.high[b, i].item() - FEASIBILITY_TOL)
+            # the largest residual, recomputed from the history: where the integrand starts
+            residuals = history.observations[b, :, 0].double() - history.contexts[b, :, 1:].double() @ w[0]
+            assert s.high[b, i].item() == pytest.approx(residuals.max().item(), abs=1e-5)
+            c = max(1.0, residuals.max().item() - FEASIBILITY_TOL)
             ref.append(
                 math.log(integrate.quad(lik, c, 10.0, epsrel=1e-10)[0]) if c < 10 and lik(9.999) > 0 else -math.inf
             )
