@@ -210,6 +210,8 @@ def test_sampler_option_is_checked():
         make_policy("alg-star", make_task("newsvendor"), sampler="auto", rejuvenate=False)
     with pytest.raises(OMGPTError, match="not of 'gaussian'"):
         make_policy("alg-star", make_task("pricing"), sampler="gaussian", likelihood="history")
+    with pytest.raises(OMGPTError, match="particles >= 2, got 1"):
+        make_policy("alg-star", make_task("pricing"), sampler="auto", particles=1)
     assert make_policy("alg-star", make_task("pricing")).sampler == "smc"  # the default stays the stored results'
 
 

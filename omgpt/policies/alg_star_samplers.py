@@ -39,6 +39,7 @@ import math
 import torch
 from torch import Tensor
 
+from omgpt.errors import OMGPTError
 from omgpt.tasks.base import Envs, Task
 from omgpt.tasks.densities import noise_variance
 
@@ -56,6 +57,10 @@ class GaussianBoxSampler:
         return task.pool_size is None and box is not None and box() is not None
 
     def __init__(self, task: Task, particles: int):
+        if particles < 2:
+            raise OMGPTError(
+                f"alg-star's gaussian sampler draws from the box and the Gaussian: particles >= 2, got {particles}"
+            )
         self.task, self.n = task, particles
 
     def reset(self, batch: int, horizon: int, generator: torch.Generator) -> None:
