@@ -260,7 +260,7 @@ class Newsvendor(DemandTypes, Task):
         return o - self._floor_of_type({}, w @ features)
 
     def eps_bar_log_marginal(self, low: Tensor, high: Tensor, n: Tensor) -> Tensor:
-        """``log ∫ ε̄^{-n} 1{ε̄ ≥ high} dε̄`` over the prior's ``[1, 10]`` (up to a constant), ``-inf``
+        """``log ∫ ε̄^{-n} 1{ε̄ ≥ high} dε̄`` over the prior's ``[1, 10]`` (its density 1/9 left out), ``-inf``
         where a residual is negative (``low < 0``) or exceeds 10; residuals within
         :data:`FEASIBILITY_TOL` count as inside, as in :meth:`log_likelihood`. Elementwise, ``n ≥ 0``
         the number of observations (float)."""
