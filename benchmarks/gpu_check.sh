@@ -13,7 +13,8 @@
 # 5. the shipped newsvendor model evaluated on the GPU on the card's test seed, to set beside its card
 #    (computed on a CPU);
 # 6. alg-star's particle filter on the GPU (4096 particles x 50 episodes a batch: issue 32's slowest
-#    policy, whose CPU cost no exact shortcut brings down 10x; added after the first lease, not run yet).
+#    policy), then its structured samplers (sampler="gaussian" / "collapsed", a few hundred particles;
+#    each against itself with 8x the particles; not run on a GPU yet).
 # Each step has its own time limit, so one that hangs costs only its own numbers. Everything lands in
 # $OUT: gpu.log (all output) and one JSON / CSV per step.
 set -uo pipefail
@@ -60,4 +61,8 @@ fi
 # run plays 1,000 episodes 500 at a time (the same likelihoods, other environments: seconds per 100 episodes).
 step 150 python3 benchmarks/alg_star_particles.py --speed --runs 100 --device cuda
 step 200 python3 benchmarks/alg_star_particles.py --speed --runs 1000 --batch 500 --device cuda
+step 120 python3 benchmarks/alg_star_particles.py --task pricing --sampler gaussian --particles 512 --factor 8 \
+  --runs 1000 --batch 500 --device cuda
+step 120 python3 benchmarks/alg_star_particles.py --task newsvendor --sampler collapsed --particles 384 --factor 8 \
+  --runs 1000 --batch 500 --device cuda
 echo "=== done" | tee -a "$LOG"
