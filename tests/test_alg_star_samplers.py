@@ -122,7 +122,7 @@ def test_gaussian_sampler_weights_are_target_over_proposal():
     policy = make_policy("alg-star", task, sampler="gaussian", particles=400)
     history = play(task, policy, runs=2, horizon=6, seed=5)
     s = policy.structured
-    cands, log_w = s.posterior()
+    cands, log_w = s.posterior(None)
     lo, hi = (v.double().numpy() for v in task.prior_box())
     mean0, var0 = (lo + hi) / 2, (hi - lo) ** 2 / 12
     sigma2 = task.noise_std**2
@@ -156,7 +156,7 @@ def test_gaussian_points_have_the_posterior_covariance():
     task = make_task("pricing", dim=2)
     policy = make_policy("alg-star", task, sampler="gaussian", particles=40_000)
     play(task, policy, runs=1, horizon=8, seed=2)
-    cands, _ = policy.structured.posterior()
+    cands, _ = policy.structured.posterior(None)
     theta = torch.cat([cands["alpha"], cands["beta"]], dim=-1).double()[policy.structured.n_box :]
     s = policy.structured
     precision = s.xtx[0] / s.noise_var + torch.diag(1 / s.var0)

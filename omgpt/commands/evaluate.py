@@ -124,8 +124,11 @@ def run_evaluation(
     with output_folder(out, REPORT_FILES, "omgpt evaluate") as folder:
         histories = evaluate_policies(task, specs, runs, horizon, seed, batch_size, device, progress, jobs)
         real = getattr(task, "data", None) is not None  # real demand: its headline metric, clustered intervals
-        extra = {"real_demand": evaluation_costs(task, histories, seed)} if real else {}
-        extra = {**extra, **({"alg_star_sampler": sampler} if sampler != "smc" else {})} or None
+        extra = {}
+        if real:
+            extra["real_demand"] = evaluation_costs(task, histories, seed)
+        if sampler != "smc":
+            extra["alg_star_sampler"] = sampler
         summary = write_report(
             histories,
             task=task.name,
@@ -135,7 +138,7 @@ def run_evaluation(
             out=folder,
             task_options=task.options(),
             stream={"batch_size": batch_size, "device": torch.device(device).type},
-            extra=extra,
+            extra=extra or None,
         )
         if real:
             print(format_costs(summary["real_demand"]))

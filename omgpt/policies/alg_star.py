@@ -103,7 +103,7 @@ import torch
 from torch import Tensor
 
 from omgpt.errors import OMGPTError
-from omgpt.policies.alg_star_samplers import CollapsedNoiseSampler, GaussianBoxSampler
+from omgpt.policies.alg_star_samplers import CollapsedNoiseSampler, GaussianBoxSampler, systematic_pick, walk_cholesky
 from omgpt.policies.base import HistoryPolicy, register_policy
 from omgpt.tasks.base import Envs, Task
 
@@ -270,10 +270,8 @@ class AlgStar(HistoryPolicy):
 
     def decide(self, t: int, x: Tensor) -> Tensor:
         task, b, n = self.task, self.batch, self.n
-        if self.sampler == "gaussian":  # fresh weighted points from the posterior given the history
-            self.candidates, self.log_w = self.structured.posterior()
-        elif self.sampler == "collapsed":  # the particles' w and the ε̄ drawn from each one's conditional
-            self.candidates, self.log_w = self.structured.candidates(x), self.structured.log_w
+        if self.structured is not None:  # the structured sampler's weighted candidates given the history
+            self.candidates, self.log_w = self.structured.posterior(x)
         if self.decision == "sample":
             pick = torch.multinomial(self.posterior(), 1, generator=self.generator)[:, 0]  # (B,)
             rows = torch.arange(b, device=self.device) * n + pick
@@ -289,11 +287,8 @@ class AlgStar(HistoryPolicy):
     def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
         super().observe(t, actions, observations)
         x, bc = self.xs[:, t], self._broadcast
-        if self.sampler == "gaussian":
-            self.structured.observe(x, actions, observations, torch.ones(self.batch, device=self.device))
-            return
-        if self.sampler == "collapsed":
-            self.structured.observe(t, x, observations)
+        if self.structured is not None:
+            self.structured.observe(t, x, actions, observations)
             return
         ll = self.task.log_likelihood(self.candidates, bc(x), bc(actions), bc(observations), t).reshape(
             self.batch, self.n
@@ -335,9 +330,8 @@ class AlgStar(HistoryPolicy):
         Metropolis-Hastings sweeps on the posterior (prior × likelihood of every used observation).
 
         The walk's covariance is ``2.38² / p`` times the covariance of the resampled cloud (``p`` moved
-        coordinates; a small ridge keeps it positive definite): the classic scaling for a roughly
-        Gaussian target. The linear bandit's walk is isotropic and renormalised onto the unit sphere,
-        which keeps it symmetric there."""
+        coordinates; :func:`~omgpt.policies.alg_star_samplers.walk_cholesky`). The linear bandit's walk
+        is isotropic and renormalised onto the unit sphere, which keeps it symmetric there."""
         task, n, g, device = self.task, self.n, self.generator, self.device
         b = rows.numel()
 
@@ -348,9 +342,7 @@ class AlgStar(HistoryPolicy):
             return {k: v.reshape(b * n, *v.shape[2:]) for k, v in d.items()}
 
         # systematic resampling: one uniform per episode
-        p = torch.softmax(self.log_w[rows], dim=-1)  # (b', N)
-        u = (torch.rand(b, 1, generator=g, device=device, dtype=torch.float64) + torch.arange(n, device=device)) / n
-        pick = torch.searchsorted(p.cumsum(-1), u).clamp(max=n - 1)  # (b', N)
+        pick = systematic_pick(self.log_w[rows], torch.rand(b, 1, generator=g, device=device, dtype=torch.float64))
         view = {}
         for k, v in self.candidates.items():
             v = per_episode(v)
@@ -361,17 +353,8 @@ class AlgStar(HistoryPolicy):
         keys = task.moved_params
         sizes = [view[k].reshape(b, n, -1).shape[-1] for k in keys]
         theta = torch.cat([view[k].reshape(b, n, -1) for k in keys], dim=-1)  # (b', N, p)
-        dim = theta.shape[-1]
-        centred = theta.double() - theta.double().mean(1, keepdim=True)
-        cov = centred.transpose(1, 2) @ centred / n  # (b', p, p)
-        eye = torch.eye(dim, dtype=cov.dtype, device=device)
-        scale = cov.diagonal(dim1=1, dim2=2).mean(-1)  # (b',)
-        cov = cov + (1e-8 + 1e-6 * scale)[:, None, None] * eye
-        chol, info = torch.linalg.cholesky_ex(cov)
-        isotropic = scale.sqrt()[:, None, None] * eye
-        sphere = task.moved_on_sphere
-        chol = isotropic if sphere else torch.where((info == 0)[:, None, None], chol, isotropic)
-        chol = (2.38 / math.sqrt(dim) * chol).to(theta.dtype)
+        dim, sphere = theta.shape[-1], task.moved_on_sphere
+        chol = walk_cholesky(theta, isotropic=sphere)
 
         def moved(values: Tensor) -> Envs:  # (b', N, p) -> the moved parameters, shaped as in view
             return {k: part.reshape(view[k].shape) for k, part in zip(keys, values.split(sizes, dim=-1))}

@@ -44,6 +44,31 @@ from omgpt.tasks.base import Envs, Task
 from omgpt.tasks.densities import noise_variance
 
 
+def systematic_pick(log_w: Tensor, u: Tensor) -> Tensor:
+    """Systematic resampling: which particle each of the ``N`` new ones copies, ``(b, N)``, from
+    log-weights ``(b, N)`` and one uniform per episode ``u`` ``(b, 1)`` (float64)."""
+    n = log_w.shape[-1]
+    cdf = torch.softmax(log_w, dim=-1).cumsum(-1)
+    return torch.searchsorted(cdf, (u + torch.arange(n, device=log_w.device)) / n).clamp(max=n - 1)
+
+
+def walk_cholesky(theta: Tensor, isotropic: bool = False) -> Tensor:
+    """The random walk's scale for particles ``theta`` ``(b, N, p)``: the Cholesky factor of ``2.38² / p``
+    times the cloud's covariance (a small ridge keeps it positive definite; an isotropic walk of the
+    same mean variance where it still is not, or where ``isotropic``), in ``theta``'s dtype -- the
+    classic scaling for a roughly Gaussian target."""
+    n, dim = theta.shape[1:]
+    centred = theta.double() - theta.double().mean(1, keepdim=True)
+    cov = centred.transpose(1, 2) @ centred / n  # (b, p, p)
+    eye = torch.eye(dim, dtype=cov.dtype, device=theta.device)
+    scale = cov.diagonal(dim1=1, dim2=2).mean(-1)  # (b,)
+    cov = cov + (1e-8 + 1e-6 * scale)[:, None, None] * eye
+    chol, info = torch.linalg.cholesky_ex(cov)
+    spherical = scale.sqrt()[:, None, None] * eye
+    chol = spherical if isotropic else torch.where((info == 0)[:, None, None], chol, spherical)
+    return (2.38 / math.sqrt(dim) * chol).to(theta.dtype)
+
+
 class GaussianBoxSampler:
     """Importance sampling from the Gaussian posterior and the prior box (see the module docstring)."""
 
@@ -69,7 +94,7 @@ class GaussianBoxSampler:
         self.mid, self.inv_half = ((lo + hi) / 2).float(), (2 / (hi - lo)).float()
         self.eye = torch.eye(lo.numel(), dtype=torch.float64, device=generator.device)
         self.mean0, self.var0 = (lo + hi) / 2, (hi - lo) ** 2 / 12  # the surrogate Gaussian prior
-        self.surrogate_scale = (1 / self.var0.sqrt()).float()
+        self.surrogate_loc, self.surrogate_scale = self.mean0.float(), (1 / self.var0.sqrt()).float()  # float32 twins
         p, n = lo.numel(), self.n
         self.n_box = max(1, min(n - 1, round(self.uniform_share * n)))
         device = generator.device
@@ -83,13 +108,15 @@ class GaussianBoxSampler:
         self.xty = torch.zeros(batch, p, dtype=torch.float64, device=device)
         self.noise_var = noise_variance(self.task.noise_std)
 
-    def observe(self, x: Tensor, a: Tensor, o: Tensor, used: Tensor) -> None:
-        phi = self.task.regression_features(x.double(), a.double())[:, 0] * used[:, None]  # (B, p); one kind
+    def observe(self, t: int, x: Tensor, a: Tensor, o: Tensor) -> None:
+        """Add step ``t`` to the regression's statistics (every observation counts: none is impossible)."""
+        phi = self.task.regression_features(x.double(), a.double())[:, 0]  # (B, p); one kind
         self.xtx += phi[:, :, None] * phi[:, None, :]
-        self.xty += phi * (o[:, 0].double() * used)[:, None]
+        self.xty += phi * o[:, 0].double()[:, None]
 
-    def posterior(self) -> tuple[Envs, Tensor]:
-        """Candidates ``(B N)`` and their log-weights ``(B, N)`` given the history so far."""
+    def posterior(self, x: Tensor | None = None) -> tuple[Envs, Tensor]:
+        """Candidates ``(B N)`` and their log-weights ``(B, N)`` given the history so far (fresh points
+        every call; the context ``x`` does not enter)."""
         # the regression's Gaussian posterior under the surrogate prior, in float64 ((B, p, p): cheap)
         precision = self.xtx / self.noise_var + torch.diag(1 / self.var0)
         chol = torch.linalg.cholesky(precision)  # precision = L Lᵀ
@@ -105,7 +132,7 @@ class GaussianBoxSampler:
         log_gauss = -0.5 * torch.cat([box_mahalanobis, self.normals_sq], dim=1).double()
         log_gauss += half_log_det - 0.5 * p * math.log(2 * math.pi)
         # target ∝ 1{θ in the box} · likelihood, and likelihood ∝ Gaussian posterior / surrogate prior
-        log_surrogate = -0.5 * ((theta - self.mean0.float()) * self.surrogate_scale).square().sum(-1).double()
+        log_surrogate = -0.5 * ((theta - self.surrogate_loc) * self.surrogate_scale).square().sum(-1).double()
         share = self.n_box / self.n
         log_mixture = torch.logaddexp(
             math.log(1 - share) + log_gauss, torch.full_like(log_gauss, math.log(share) + self.log_box_density)
@@ -157,15 +184,17 @@ class CollapsedNoiseSampler:
     def _log_marginal(self, low: Tensor, high: Tensor, count: Tensor) -> Tensor:
         return self.task.eps_bar_log_marginal(low.double(), high.double(), count[:, None].expand_as(low))
 
-    def candidates(self, x: Tensor) -> Envs:
-        """The particles with each one's ``ε̄`` drawn from its conditional, ``(B N)`` rows."""
+    def posterior(self, x: Tensor | None = None) -> tuple[Envs, Tensor]:
+        """The particles ``(B N)``, each one's ``ε̄`` drawn from its conditional, and their log-weights
+        ``(B, N)`` (the context's ``h`` replaces the candidates' own in the decision)."""
         b, n = self.w.shape[:2]
         eps = self.task.eps_bar_conditional(self.high.double(), self.count[:, None].expand_as(self.high), self.u)
         eps = eps.reshape(-1).float()
-        return {"w": self.w.reshape(b * n, -1), "eps_bar": eps, "h": torch.zeros_like(eps)}  # h: the context's
+        return {"w": self.w.reshape(b * n, -1), "eps_bar": eps, "h": torch.zeros_like(eps)}, self.log_w
 
-    def observe(self, t: int, x: Tensor, o: Tensor) -> Tensor:
-        """Add step ``t``; returns which episodes used it (an observation no particle explains is ignored)."""
+    def observe(self, t: int, x: Tensor, a: Tensor, o: Tensor) -> None:
+        """Add step ``t`` (an observation no particle explains is ignored for that episode), then
+        resample-move the episodes whose effective sample size fell below the threshold."""
         features, obs = self.task.split_context(x)[1].float(), o[:, 0].float()
         e = self.task.support_residuals(self.w, features[:, :, None], obs[:, None, None])[..., 0]
         low, high, count = torch.minimum(self.low, e), torch.maximum(self.high, e), self.count + 1
@@ -183,7 +212,6 @@ class CollapsedNoiseSampler:
         low_ess = (1.0 / (p**2).sum(-1) < self.ess_threshold * self.n).nonzero()[:, 0]
         if low_ess.numel():
             self._resample_move(low_ess, t)
-        return alive
 
     def _extremes(self, w: Tensor, rows: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """Min and max residual over the used steps up to ``t`` of particles ``w`` ``(b', N, d)``."""
@@ -197,19 +225,12 @@ class CollapsedNoiseSampler:
         """Systematic resampling, then random-walk Metropolis-Hastings on ``w``'s marginal posterior
         (walk covariance ``2.38² / d`` times the resampled cloud's, as :class:`AlgStar`)."""
         b, n, g, device = rows.numel(), self.n, self.generator, self.w.device
-        p = torch.softmax(self.log_w[rows], dim=-1)
-        u = (torch.rand(b, 1, generator=g, device=device).double() + torch.arange(n, device=device)) / n
-        pick = torch.searchsorted(p.cumsum(-1), u).clamp(max=n - 1)  # (b', N)
+        pick = systematic_pick(self.log_w[rows], torch.rand(b, 1, generator=g, device=device).double())  # (b', N)
         w = self.w[rows].gather(1, pick[..., None].expand(b, n, self.w.shape[-1]))
         low, high, log_m = (v[rows].gather(1, pick) for v in (self.low, self.high, self.log_m))
         quantile = self.u[rows].gather(1, pick)
-        dim = w.shape[-1]
-        centred = w.double() - w.double().mean(1, keepdim=True)
-        cov = centred.transpose(1, 2) @ centred / n
-        scale = cov.diagonal(dim1=1, dim2=2).mean(-1)
-        cov = cov + (1e-8 + 1e-6 * scale)[:, None, None] * torch.eye(dim, dtype=cov.dtype, device=device)
-        chol = (torch.linalg.cholesky(cov) * (2.38 / math.sqrt(dim))).float()
-        steps = torch.randn(self.moves, b, n, dim, generator=g, device=device) @ chol.transpose(1, 2)
+        chol = walk_cholesky(w)
+        steps = torch.randn(self.moves, b, n, w.shape[-1], generator=g, device=device) @ chol.transpose(1, 2)
         log_u = torch.log(torch.rand(self.moves, b, n, generator=g, device=device).double())
         count, w_low, w_high = self.count[rows], *self.task.w_range
         for k in range(self.moves):
