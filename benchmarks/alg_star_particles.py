@@ -96,7 +96,7 @@ def speed(a) -> None:
         envs = task.sample_envs(
             a.runs, torch.Generator(device=a.device).manual_seed(stream_seed(Stream.TEST_ENVS, a.seed))
         )
-        sizes = {} if a.erm else {"particles": a.particles}
+        sizes = {} if a.erm else {"particles": a.particles, "sampler": "smc"}  # the particles' two likelihoods
         arms = {arm: make_policy(policy, task, **sizes, **{option: arm}) for arm in (before, after)}
         seconds, regrets = {arm: 0.0 for arm in arms}, {arm: [] for arm in arms}
         for i, part in batches(envs, a.batch):

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     task = make_task(a.task)
     envs = task.sample_envs(a.batch, torch.Generator().manual_seed(stream_seed(Stream.TEST_ENVS, a.seed)))
-    policy = make_policy("alg-star", task, particles=a.particles, moves=a.moves, likelihood=a.likelihood)
+    policy = make_policy("alg-star", task, particles=a.particles, moves=a.moves, likelihood=a.likelihood, sampler="smc")
     task_gen = torch.Generator().manual_seed(stream_seed(Stream.TEST_TASK, a.seed, 0))
     policy_gen = torch.Generator().manual_seed(stream_seed(Stream.TEST_POLICY, a.seed, 0))
     profile = cProfile.Profile()

@@ -218,7 +218,7 @@ def test_plain_importance_sampling_keeps_its_particles():
 )
 def test_particles_rejuvenate_on_every_task(name, options):
     task = make_task(name, **options)
-    policy = make_policy("alg-star", task, particles=128)
+    policy = make_policy("alg-star", task, particles=128, sampler="smc")
     h = play(task, policy, runs=4, horizon=12)
     assert torch.isfinite(h.actions).all() and torch.isfinite(h.regrets).all()
     assert (policy.rejuvenations > 0).any() and 0 < policy.acceptance_rate < 1
@@ -230,7 +230,9 @@ def test_particles_rejuvenate_on_every_task(name, options):
 def test_newsvendor_particle_degeneracy_keeps_the_previous_weights():
     task = make_task("newsvendor")
     for rejuvenate in (False, True):
-        policy = make_policy("alg-star", task, particles=2, rejuvenate=rejuvenate)  # far too few particles
+        policy = make_policy(
+            "alg-star", task, particles=2, rejuvenate=rejuvenate, sampler="smc"
+        )  # far too few particles
         h = play(task, policy, runs=10, horizon=30)
         assert torch.isfinite(h.actions).all()
         assert torch.isfinite(policy.log_w).any(-1).all()  # no episode lost all its weight
@@ -419,7 +421,7 @@ def test_stats_and_history_likelihoods_give_the_same_rollout(name, options):
     task = make_task(name, **options)
     runs = {}
     for likelihood in ("history", "stats"):
-        policy = make_policy("alg-star", task, particles=128, likelihood=likelihood)
+        policy = make_policy("alg-star", task, particles=128, likelihood=likelihood, sampler="smc")
         runs[likelihood] = policy, play(task, policy, runs=3, horizon=15)
     (ref, h_ref), (fast, h_fast) = runs["history"], runs["stats"]
     assert (ref.rejuvenations > 0).all() and ref.likelihood == "history" and fast.likelihood == "stats"

@@ -105,6 +105,45 @@ def test_collapsed_weights_are_the_exact_marginal_posterior_of_w():
         assert (diff - diff[0]).abs().max() < 1e-4  # float32 residuals in the reference likelihood
 
 
+@pytest.mark.parametrize("options", [{}, {"demand_types": "square"}])
+def test_index_bounds_hold_the_true_environment(options):
+    """``index_bounds`` of observations drawn from an environment contain that environment's ``wᵀX~``."""
+    task = make_task("newsvendor", **options)
+    envs = task.sample_envs(200, gen(1))
+    x = task.sample_context(envs, 0, gen(2))
+    features = task.split_context(x)[1]
+    o = task.observe(envs, x, torch.zeros(200, 1), 0, gen(3))[:, 0]
+    lower, upper = task.index_bounds(o)
+    index = (envs["w"] * features).sum(-1)
+    assert (index >= lower - 1e-4).all() and (index <= upper + 1e-4).all()
+    assert (upper - lower).min() > 0
+
+
+def test_collapsed_sampler_repairs_particles_that_no_observation_explains():
+    """Particles moved where the environment is not: the first observation rules every one out. The
+    episode is re-seeded in the largest ball inside the likelihood's support (an LP), so every particle
+    that carries weight explains the whole history, and the observation counts."""
+    task = make_task("newsvendor")
+    policy = make_policy("alg-star", task, sampler="collapsed", particles=64)
+    envs = task.sample_envs(1, gen(4))
+    policy.reset(envs, 8, gen(5))
+    s = policy.structured
+    s.w[:] = torch.tensor([[3.0, 3.0, 3.0, 3.0]])  # every demand floor far above any observation
+    task_gen = gen(6)
+    for t in range(8):
+        x = task.sample_context(envs, t, task_gen)
+        a = policy.act(t, x)
+        policy.observe(t, a, task.observe(envs, x, a, t, task_gen))
+        if t == 0:
+            assert s.repairs.tolist() == [1] and bool(s.used[0, 0])
+    weighted = torch.isfinite(s.log_w[0])
+    assert weighted.any()
+    x, o = s.features[0][s.used[0]].double(), s.obs[0][s.used[0]].double()
+    residuals = o[None] - s.w[0][weighted].double() @ x.T
+    assert residuals.min() >= -FEASIBILITY_TOL - 1e-4 and residuals.max() <= 10 + FEASIBILITY_TOL + 1e-4
+    assert s.used[0].all()  # no observation was ignored
+
+
 def test_collapsed_sampler_learns_the_environment():
     """Late in the episode its orders are near the oracle's: regret per step falls by an order of magnitude."""
     task = make_task("newsvendor")
@@ -207,12 +246,15 @@ def test_sampler_option_is_checked():
     with pytest.raises(OMGPTError, match="'gaussian' sampler does not apply to task 'newsvendor-censored'"):
         make_policy("alg-star", make_task("newsvendor-censored"), sampler="gaussian")
     with pytest.raises(OMGPTError, match="rejuvenate and likelihood are options of sampler='smc', not of 'collapsed'"):
-        make_policy("alg-star", make_task("newsvendor"), sampler="auto", rejuvenate=False)
+        make_policy("alg-star", make_task("newsvendor"), sampler="collapsed", rejuvenate=False)
     with pytest.raises(OMGPTError, match="not of 'gaussian'"):
         make_policy("alg-star", make_task("pricing"), sampler="gaussian", likelihood="history")
     with pytest.raises(OMGPTError, match="particles >= 2, got 1"):
         make_policy("alg-star", make_task("pricing"), sampler="auto", particles=1)
-    assert make_policy("alg-star", make_task("pricing")).sampler == "smc"  # the default stays the stored results'
+    assert make_policy("alg-star", make_task("pricing")).sampler == "gaussian"  # the default is "auto"
+    # "auto" keeps the particles where an option of theirs is asked for
+    assert make_policy("alg-star", make_task("newsvendor"), rejuvenate=False).sampler == "smc"
+    assert make_policy("alg-star", make_task("pricing"), likelihood="history").sampler == "smc"
 
 
 def test_cli_evaluate_picks_the_sampler_and_records_it(tmp_path, capsys):
@@ -222,11 +264,13 @@ def test_cli_evaluate_picks_the_sampler_and_records_it(tmp_path, capsys):
         base = ["evaluate", "--task", "newsvendor", "--runs", "4", "--horizon", "5", "--no-progress"]
         return cli_main([*base, "--out", str(tmp_path / out), *extra])
 
-    assert evaluate("a", "--policies", "alg-star,fai", "--alg_star_sampler", "auto") == 0
+    assert evaluate("a", "--policies", "alg-star,fai") == 0  # the default, "auto"
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["alg_star_sampler"] == "collapsed" and set(summary["policies"]) == {"alg-star", "fai"}
-    assert evaluate("b", "--policies", "alg-star,fai") == 0  # the default: smc, not recorded (the stored results')
-    assert "alg_star_sampler" not in json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert evaluate("b", "--policies", "alg-star,fai", "--alg_star_sampler", "smc") == 0
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["alg_star_sampler"] == "smc"
+    assert evaluate("e", "--policies", "fai,oracle") == 0  # no alg-star played: nothing recorded
+    assert "alg_star_sampler" not in json.loads((tmp_path / "e" / "summary.json").read_text())
     capsys.readouterr()
     assert evaluate("c", "--policies", "alg-star", "--alg_star_sampler", "gaussian") == 2
     assert evaluate("d", "--policies", "fai", "--alg_star_sampler", "auto") == 2
@@ -247,8 +291,9 @@ def test_alg_star_vs_commit_script_pairs_the_sides(tmp_path, capsys):
     spec.loader.exec_module(script)
     out = tmp_path / "r.json"
     args = ["--rev-path", str(root), "--tasks", "newsvendor", "--runs", "4", "--horizon", "5", "--batch", "2"]
-    script.main([*args, "--arm", "same=particles=4096", "--arm", "auto=sampler=auto", "--json", str(out)])
+    script.main([*args, "--arm", "same", "--arm", "smc=sampler=smc", "--json", str(out)])
     rows = json.loads(out.read_text())["tasks"]["newsvendor"]
     assert rows["same"]["paired_diff"] == 0.0 and rows["same"]["regret"] == rows[str(root)]["regret"]
-    assert rows["auto"]["options"] == {"sampler": "auto"} and rows["auto"]["cpu_s_per_100"] > 0
+    assert rows["smc"]["options"] == {"sampler": "smc"} and rows["smc"]["cpu_s_per_100"] > 0
+    assert rows["smc"]["regret"] != rows["same"]["regret"]  # the arm's options reached alg-star
     assert "newsvendor" in capsys.readouterr().out

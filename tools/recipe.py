@@ -126,7 +126,9 @@ def bayes_on_validation(
     val_seed: int = 10_000,
 ) -> dict:
     """``alg-star`` on the study's validation episodes of a task (T = 50, the module's validation
-    environments and seeds): the Bayes-optimal level each of its variants' curves aims at."""
+    environments and seeds): the Bayes-optimal level each of its variants' curves aims at. With the
+    resample-move particles (``sampler="smc"``), which ``results/recipe/recipe.json`` was measured with
+    (alg-star's default is ``"auto"`` since 2026-11-28)."""
     import torch
 
     from omgpt.module import validation_envs, validation_rollout
@@ -138,7 +140,7 @@ def bayes_on_validation(
     regret, subopt = [], []
     for lo in range(0, runs, batch):
         idx = torch.arange(lo, min(runs, lo + batch))
-        history = validation_rollout(task, envs, idx, make_policy("alg-star", task), horizon, val_seed)
+        history = validation_rollout(task, envs, idx, make_policy("alg-star", task, sampler="smc"), horizon, val_seed)
         regret.append(history.cumulative_regret()[:, -1])
         subopt.append(history.suboptimality[:, -1])
     return {"regret": round(float(torch.cat(regret).mean()), 3), "subopt": round(float(torch.cat(subopt).mean()), 4)}

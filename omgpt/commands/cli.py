@@ -42,7 +42,7 @@ def evaluate(
     no_progress: bool = False,
     force: bool = False,
     jobs: PositiveInt = 1,
-    alg_star_sampler: str = "smc",
+    alg_star_sampler: Optional[str] = None,
 ) -> None:
     """Roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png.
 
@@ -61,7 +61,7 @@ def evaluate(
         no_progress: hide the progress bar
         force: run work estimated past a million steps of the rollout loop (policies x batches x horizon)
         jobs: processes playing the policies' batches of runs at once, one torch thread each (the same numbers as one process)
-        alg_star_sampler: alg-star's posterior sampler: smc (default; every stored result's), auto (the task's structured sampler where one applies, 6-8x faster: pricing, the uncensored newsvendor), gaussian, collapsed
+        alg_star_sampler: alg-star's posterior sampler: auto (default: the task's structured sampler where one applies -- pricing, the uncensored newsvendor -- else smc), smc, gaussian, collapsed
     """
     from omgpt.commands.evaluate import run_evaluation
 

@@ -77,13 +77,13 @@ def run_evaluation(
     progress: bool = True,
     force: bool = False,
     jobs: int = 1,
-    alg_star_sampler: str = "smc",
+    alg_star_sampler: str | None = None,
 ) -> dict:
     """What ``omgpt evaluate`` does: evaluate, print the table, write summary.json/curves.csv/regret.png.
     Work estimated past :data:`omgpt.checks.MAX_LOOP_STEPS` is refused unless ``force``; work estimated
     past the free memory (the histories, the report's curves and bootstrap) is refused always.
-    ``alg_star_sampler``: ``alg-star``'s posterior sampler (:class:`~omgpt.policies.alg_star.AlgStar`);
-    a structured one is recorded in summary.json as ``alg_star_sampler``."""
+    ``alg_star_sampler``: ``alg-star``'s posterior sampler (:class:`~omgpt.policies.alg_star.AlgStar`;
+    default ``"auto"``); the one that played is recorded in summary.json as ``alg_star_sampler``."""
     if not policies:
         raise OMGPTError("--policies is empty")
     if len(set(policies)) != len(policies):
@@ -92,7 +92,7 @@ def run_evaluation(
         raise OMGPTError("policy 'omgpt' needs --ckpt PATH (a checkpoint written by omgpt fit)")
     if window is not None and "omgpt" not in policies:  # the benchmarks read the whole history
         raise OMGPTError(f"--window applies to the omgpt policy only, and --policies {','.join(policies)} has none")
-    if alg_star_sampler != "smc" and "alg-star" not in policies:
+    if alg_star_sampler is not None and "alg-star" not in policies:
         raise OMGPTError(f"--alg_star_sampler applies to alg-star, and --policies {','.join(policies)} has none")
     seeding.check_test_seed(seed, "--seed")
     given = task_options  # what the user named, before a checkpoint's own options fill in the rest
@@ -108,9 +108,9 @@ def run_evaluation(
             f"omgpt evaluate: horizon {horizon} > the model's {gpt_options['window']} steps; using context window {gpt_options['window']}"
         )
     specs = {name: (gpt_options if name == "omgpt" else {}) for name in policies}
-    sampler = "smc"
-    if alg_star_sampler != "smc":  # "auto" resolved here, so the summary names the sampler that played
-        sampler = make_policy("alg-star", task, horizon, sampler=alg_star_sampler).sampler
+    sampler = None
+    if "alg-star" in policies:  # "auto" resolved here, so the summary names the sampler that played
+        sampler = make_policy("alg-star", task, horizon, sampler=alg_star_sampler or "auto").sampler
         specs["alg-star"] = {"sampler": sampler}
     for name in specs:  # fail on unknown / inapplicable names (and missing tunings) before any rollout starts
         make_policy(name, task, horizon, **specs[name])
@@ -127,7 +127,7 @@ def run_evaluation(
         extra = {}
         if real:
             extra["real_demand"] = evaluation_costs(task, histories, seed)
-        if sampler != "smc":
+        if sampler is not None:
             extra["alg_star_sampler"] = sampler
         summary = write_report(
             histories,

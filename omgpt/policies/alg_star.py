@@ -84,8 +84,8 @@ episode) and the newsvendor's ``O(t)`` support check. That work scales with ``N`
 1,024 particles instead of 4,096 the regret rises. The structured samplers
 (``sampler="gaussian"`` / ``"collapsed"`` / ``"auto"``, :mod:`omgpt.policies.alg_star_samplers`) use the
 shape of the pricing and newsvendor likelihoods to need a few hundred particles at no higher regret,
-which is where the factor 10 comes from (``benchmarks/alg_star_vs_commit.py``). The default stays
-``"smc"``: every stored result was measured with it.
+which is where the factor 10 comes from (``benchmarks/alg_star_vs_commit.py``). They are the default
+(``"auto"``) where they apply; every other task keeps ``"smc"``.
 
 Tasks: every task with a likelihood -- ``mab``,
 ``linear-bandit``, every pricing variant (square, mixed, shifts, noise levels), every newsvendor variant
@@ -152,15 +152,16 @@ class AlgStar(HistoryPolicy):
             task's running statistics (:meth:`~omgpt.tasks.base.Task.likelihood_stats`), ``"history"``
             by summing :meth:`~omgpt.tasks.base.Task.log_likelihood` over the past steps (the reference;
             also what a task without statistics uses).
-        sampler: how the posterior is approximated without a finite pool: ``"smc"`` (default; the
-            resample-move particles above, for every task), ``"gaussian"`` (importance sampling from the
-            Gaussian posterior and the prior box: pricing with one demand type and no in-domain shift),
-            ``"collapsed"`` (particles over ``w`` with the noise width integrated out: the uncensored,
-            stationary newsvendor with one demand type), or ``"auto"`` (the structured one where it
-            applies, else ``"smc"``). The structured samplers (:mod:`omgpt.policies.alg_star_samplers`)
-            default to 512 and 384 particles (4 moves) and take 6-8x less CPU than ``"smc"`` at no higher
-            regret (``benchmarks/RESULTS.md``); ``"smc"`` stays the default because every stored result
-            was measured with it.
+        sampler: how the posterior is approximated without a finite pool: ``"auto"`` (default: the
+            structured sampler where one applies, else ``"smc"``), ``"smc"`` (the resample-move particles
+            above, for every task), ``"gaussian"`` (importance sampling from the Gaussian posterior and
+            the prior box: pricing with one demand type and no in-domain shift) or ``"collapsed"``
+            (particles over ``w`` with the noise width integrated out: the uncensored, stationary
+            newsvendor with one demand type). The structured samplers
+            (:mod:`omgpt.policies.alg_star_samplers`) default to 512 and 384 particles (4 moves), take
+            6-8x less CPU than ``"smc"`` and are closer to the exact posterior (``benchmarks/RESULTS.md``).
+            ``"auto"`` keeps ``"smc"`` where ``rejuvenate`` or ``likelihood`` is set away from its
+            default: those are options of the particles.
     """
 
     LIKELIHOODS = ("stats", "history")
@@ -174,12 +175,13 @@ class AlgStar(HistoryPolicy):
         moves: int | None = None,
         ess_threshold: float = 0.5,
         likelihood: str = "stats",
-        sampler: str = "smc",
+        sampler: str = "auto",
     ):
         if not task.has_likelihood:
             raise OMGPTError(f"alg-star needs the task's observation likelihood; task {task.name!r} has none")
         if sampler == "auto":
-            sampler = next((s.name for s in SAMPLERS.values() if s.supports(task)), "smc")
+            smc_options = not rejuvenate or likelihood != "stats"
+            sampler = next((s.name for s in SAMPLERS.values() if s.supports(task) and not smc_options), "smc")
         if sampler != "smc" and sampler not in SAMPLERS:
             raise OMGPTError(f"sampler must be one of auto, smc, {', '.join(SAMPLERS)}; got {sampler!r}")
         if sampler != "smc" and not SAMPLERS[sampler].supports(task):

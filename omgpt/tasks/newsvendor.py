@@ -247,7 +247,7 @@ class Newsvendor(DemandTypes, Task):
     # uncensored and stationary, ``ε̄`` enters the likelihood of ``n`` observations only through
     # ``ε̄^{-n} 1{ε̄ ≥ max_s e_s}``, with ``e_s = O_s - m_w(X~_s)`` the residuals, which must all be
     # ``≥ 0``; under the prior ``U[1, 10]`` its integral and its conditional have closed forms.
-    w_range = W_RANGE
+    w_range, eps_bar_range, feasibility_tol = W_RANGE, EPS_BAR_RANGE, FEASIBILITY_TOL
 
     @property
     def collapsible(self) -> bool:
@@ -258,6 +258,15 @@ class Newsvendor(DemandTypes, Task):
         """``O - m_w(X~)`` for weights ``w`` ``(..., N, d)``, features ``(..., d, T)`` and observations
         ``(..., 1, T)``: ``(..., N, T)`` (a fixed demand type)."""
         return o - self._floor_of_type({}, w @ features)
+
+    def index_bounds(self, o: Tensor) -> tuple[Tensor, Tensor]:
+        """The bounds on ``wᵀX~`` that observations ``o`` put on a fixed-type environment through the
+        support ``0 <= O - m_w(X~) <= max ε̄``: ``[O - 10, O]`` for linear demand, the square roots of
+        ``s·max(O - 10, 0)`` and ``s·O`` for square demand (``m = (wᵀX~)²/s``, ``wᵀX~ >= 0``)."""
+        hi = EPS_BAR_RANGE[1]
+        if self.demand_types == "square":
+            return (self.square_scale * (o - hi).clamp(min=0)).sqrt(), (self.square_scale * o.clamp(min=0)).sqrt()
+        return o - hi, o
 
     def eps_bar_log_marginal(self, low: Tensor, high: Tensor, n: Tensor) -> Tensor:
         """``log ∫ ε̄^{-n} 1{ε̄ ≥ high} dε̄`` over the prior's ``[1, 10]`` (its density 1/9 left out), ``-inf``
