@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor
 
-from omgpt import checks
+from omgpt import checks, threads
 from omgpt.tasks.base import Envs, step_regret, Task
 
 
@@ -163,7 +163,11 @@ def rollout(
     task draws its noise before it computes the observation from the action (a reparameterisation),
     so an observation is differentiable in the action wherever the task's ``observe`` is.
     """
-    with torch.set_grad_enabled(differentiable):
+    device = torch.device(generator.device)
+    # a policy whose steps are too small for several CPU threads plays on one (omgpt.threads.at_most);
+    # not a differentiable rollout: its backward pass is a training step's
+    limit = getattr(policy, "cpu_threads", None) if device.type == "cpu" and not differentiable else None
+    with torch.set_grad_enabled(differentiable), threads.at_most(limit):
         return _rollout(task, envs, policy, horizon, generator, policy_generator)
 
 

@@ -23,6 +23,10 @@ OpenMP reads its wait policy once, when torch is first imported -- and ``import 
 Every command that trains or evaluates (fit, validate, demo, evaluate, tune, experiment) calls
 :func:`configure` once, at start, through :func:`omgpt.commands.cli.cli_main`; a process it starts
 for a background fit gets its thread count through :func:`child_env`.
+
+Within that count, :func:`omgpt.rollout.rollout` plays a policy that declares ``cpu_threads`` (OMGPT,
+ERM, ``alg-star``'s structured samplers) on at most that many threads (:func:`at_most`): a rollout's
+per-step work is too small for a second thread (``benchmarks/rollout_threads.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from omgpt.errors import OMGPTError
@@ -143,3 +148,22 @@ def split_argv(argv: list[str]) -> tuple[list[str], int | None]:
         rest.append(arg)
         i += 1
     return rest, threads
+
+
+@contextmanager
+def at_most(threads: int | None):
+    """Run the block with at most ``threads`` intra-op threads (``None``: as configured), then restore
+    the count. For work whose parallel regions are too small to pay for their fork and join: an
+    online rollout of a trained network decodes one token per environment per step, and plays 2.4x
+    faster on one thread than on two (``benchmarks/rollout_threads.py``)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is None or before <= threads:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from omgpt import threads
@@ -204,3 +205,48 @@ def test_print_config_writes_yaml_and_nothing_else(tmp_path):
     assert not announced(result)
     config = yaml.safe_load(result.stdout)
     assert config["model"]["network"]["n_layer"] == 4 and config["trainer"]["max_epochs"] == 25
+
+
+def test_at_most_limits_the_block_and_restores_the_count():
+    from omgpt.threads import at_most
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with at_most(1):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with at_most(None), at_most(4):  # no limit, or a limit above the count: unchanged
+            assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError), at_most(1):
+            raise RuntimeError("the count comes back after an error too")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_rollout_plays_a_policy_on_its_cpu_threads():
+    """A policy with ``cpu_threads = 1`` decides on one thread; one without, and a differentiable
+    rollout (a training step's backward follows it), on the configured count."""
+    from omgpt.policies import make_policy
+    from omgpt.rollout import rollout
+    from omgpt.tasks import make_task
+
+    task = make_task("newsvendor")
+    envs = task.sample_envs(2, torch.Generator().manual_seed(0))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for limit, differentiable, expected in ((1, False, 1), (None, False, 2), (1, True, 2)):
+            policy = make_policy("fai", task)
+            seen = []
+            decide = policy.act
+            policy.act = lambda t, x: (seen.append(torch.get_num_threads()), decide(t, x))[1]
+            policy.cpu_threads = limit
+            rollout(task, envs, policy, 3, torch.Generator().manual_seed(1), differentiable=differentiable)
+            assert set(seen) == {expected} and torch.get_num_threads() == 2
+        assert make_policy("erm", task).cpu_threads == 1
+        assert make_policy("alg-star", task).cpu_threads == 1  # the collapsed sampler
+        assert make_policy("alg-star", task, sampler="smc").cpu_threads is None
+    finally:
+        torch.set_num_threads(before)

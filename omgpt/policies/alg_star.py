@@ -211,6 +211,10 @@ class AlgStar(HistoryPolicy):
             self.structured = structured(task, self.particles, self.moves, self.ess_threshold)
         else:
             self.structured = None
+        # a structured sampler's few hundred particles per episode are too small a parallel region for
+        # a second CPU thread (omgpt.threads.at_most; benchmarks/rollout_threads.py: the collapsed
+        # sampler 1.64x faster on one, the Gaussian one level); 4,096 smc particles keep both
+        self.cpu_threads = 1 if self.structured is not None else None
 
     # ----------------------------------------------------------------------------------------------
     def reset(self, envs: Envs, horizon: int, generator: torch.Generator) -> None:

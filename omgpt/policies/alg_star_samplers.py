@@ -30,9 +30,9 @@ median, sampling) are the same code for every sampler.
   an LP (:meth:`CollapsedNoiseSampler._repair`), instead of ignoring the observation.
 
 Measured on 1,000 test episodes each (``benchmarks/alg_star_vs_commit.py``, ``benchmarks/RESULTS.md``):
-6.0x (newsvendor) and 7.5x (pricing) less CPU than the default resample-move particles, 12.3x and
-21.8x less than fc4ae5b's ``alg-star``; the newsvendor's regret equal within the paired interval,
-pricing's lower (4,096 resample-move particles are not yet the exact posterior there).
+6.0x (newsvendor) and 7.5x (pricing) less CPU than the resample-move particles (``"smc"``), 13.0x and
+20.0x less than fc4ae5b's ``alg-star``, at lower regret on both (4,096 resample-move particles are not
+yet the exact posterior there). ``"auto"``, the default, plays them where they apply.
 """
 
 from __future__ import annotations

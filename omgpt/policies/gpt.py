@@ -38,6 +38,11 @@ class ModelPolicy(HistoryPolicy):
             history it was made on held fixed); a path through ``k`` such reads is weighed ``feedback_grad^k``.
     """
 
+    # On a CPU it plays on one intra-op thread (omgpt.rollout): each step decodes one token per
+    # environment, too little for a second thread to pay for its fork and join
+    # (benchmarks/rollout_threads.py: 2.4x faster on one, the newsvendor reference model).
+    cpu_threads = 1
+
     def __init__(
         self,
         task,

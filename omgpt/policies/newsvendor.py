@@ -206,6 +206,10 @@ class ERM(HistoryPolicy):
     SOLVERS = {"ipm": None, "highs": quantile_regression, "cvxpy": lp.quantile_regression}
     tunable = {"l1": (0.0, 0.1, 0.3, 0.5, 1.0, 2.0)}
 
+    # one small LP per episode per step: faster on one CPU thread than on two (omgpt.threads.at_most;
+    # benchmarks/rollout_threads.py: 2.2x)
+    cpu_threads = 1
+
     def __init__(self, task, l1: float = 0.5, initial_high: float = 3.0, solver: str = "ipm"):
         if solver not in self.SOLVERS:
             raise OMGPTError(f"unknown solver {solver!r}; choose one of {', '.join(self.SOLVERS)}")
