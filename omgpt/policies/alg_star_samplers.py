@@ -183,7 +183,7 @@ class CollapsedNoiseSampler:
         self.obs = torch.zeros(batch, horizon, device=device)
         self.used = torch.zeros(batch, horizon, dtype=torch.bool, device=device)
         self.rejuvenations = torch.zeros(batch, dtype=torch.long, device=device)
-        self.repairs = torch.zeros(batch, dtype=torch.long, device=device)  # steps _repair walked (diagnostics)
+        self.repairs = torch.zeros(batch, dtype=torch.long, device=device)  # steps _repair re-seeded (diagnostics)
         self.accepted, self.proposed = 0, 0
 
     def _log_marginal(self, low: Tensor, high: Tensor, count: Tensor) -> Tensor:
@@ -199,8 +199,8 @@ class CollapsedNoiseSampler:
 
     def observe(self, t: int, x: Tensor, a: Tensor, o: Tensor) -> None:
         """Add step ``t``, then resample-move the episodes whose effective sample size fell below the
-        threshold. Where no particle explains the observation, the particles are first walked into
-        the region that does (:meth:`_repair`); only if that fails too is it ignored for the episode."""
+        threshold. Where no particle explains the observation, the episode's particles are first drawn
+        afresh inside the region that does (:meth:`_repair`); only if that fails too is it ignored."""
         features, obs = self.task.split_context(x)[1].float(), o[:, 0].float()
         e = self.task.support_residuals(self.w, features[:, :, None], obs[:, None, None])[..., 0]
         low, high, count = torch.minimum(self.low, e), torch.maximum(self.high, e), self.count + 1
