@@ -179,15 +179,15 @@ class AlgStar(HistoryPolicy):
     ):
         if not task.has_likelihood:
             raise OMGPTError(f"alg-star needs the task's observation likelihood; task {task.name!r} has none")
+        smc_options = not rejuvenate or likelihood != "stats"
         if sampler == "auto":
-            smc_options = not rejuvenate or likelihood != "stats"
             sampler = next((s.name for s in SAMPLERS.values() if s.supports(task) and not smc_options), "smc")
         if sampler != "smc" and sampler not in SAMPLERS:
             raise OMGPTError(f"sampler must be one of auto, smc, {', '.join(SAMPLERS)}; got {sampler!r}")
         if sampler != "smc" and not SAMPLERS[sampler].supports(task):
             raise OMGPTError(f"alg-star's {sampler!r} sampler does not apply to task {task.name!r}; use sampler='smc'")
         structured = SAMPLERS.get(sampler)
-        if structured is not None and (not rejuvenate or likelihood != "stats"):
+        if structured is not None and smc_options:
             raise OMGPTError(f"rejuvenate and likelihood are options of sampler='smc', not of {sampler!r}")
         particles = particles if particles is not None else getattr(structured, "default_particles", 4096)
         moves = moves if moves is not None else getattr(structured, "default_moves", 2)
@@ -205,12 +205,9 @@ class AlgStar(HistoryPolicy):
         self.likelihood = likelihood if task.has_likelihood_stats else "history"
         self.rejuvenate, self.moves, self.ess_threshold = bool(rejuvenate), int(moves), float(ess_threshold)
         self.sampler = sampler
-        if sampler == "gaussian":
-            self.structured = structured(task, self.particles)
-        elif sampler == "collapsed":
-            self.structured = structured(task, self.particles, self.moves, self.ess_threshold)
-        else:
-            self.structured = None
+        self.structured = (
+            None if structured is None else structured(task, self.particles, self.moves, self.ess_threshold)
+        )
         # a structured sampler's few hundred particles per episode are too small a parallel region for
         # a second CPU thread (omgpt.threads.at_most; benchmarks/rollout_threads.py: the collapsed
         # sampler 1.64x faster on one, the Gaussian one level); 4,096 smc particles keep both

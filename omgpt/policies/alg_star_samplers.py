@@ -85,7 +85,8 @@ class GaussianBoxSampler:
         box = getattr(task, "prior_box", None)  # a finite pool's posterior is exact already
         return task.pool_size is None and box is not None and box() is not None
 
-    def __init__(self, task: Task, particles: int):
+    def __init__(self, task: Task, particles: int, moves: int, ess_threshold: float):
+        """``moves`` and ``ess_threshold`` are the particle samplers' (this one draws afresh, no moves)."""
         if particles < 2:
             raise OMGPTError(
                 f"alg-star's gaussian sampler draws from the box and the Gaussian: particles >= 2, got {particles}"
@@ -237,9 +238,9 @@ class CollapsedNoiseSampler:
 
         g, device, n, d = self.generator, self.w.device, self.n, self.w.shape[-1]
         (w_low, w_high), tol = self.task.w_range, self.task.feasibility_tol
+        self.used[rows, t] = True  # the step counts for the re-seeded particles; unset again where none fits
         for row in rows.tolist():
-            used = self.used[row, : t + 1].clone()
-            used[t] = True
+            used = self.used[row, : t + 1]
             x = self.features[row, : t + 1][used].double().cpu().numpy()  # (s, d)
             lower, upper = (v.double().cpu().numpy() for v in self.task.index_bounds(self.obs[row, : t + 1][used]))
             norm = np.linalg.norm(x, axis=1)
@@ -257,27 +258,22 @@ class CollapsedNoiseSampler:
                 np.r_[np.zeros(d), -1.0], A_ub=a, b_ub=b, bounds=[(None, None)] * d + [(0, None)], method="highs"
             )
             if res.status != 0 or res.x[-1] <= 0:
+                self.used[row, t] = False
                 continue
             centre, radius = torch.as_tensor(res.x[:d], device=device), float(res.x[-1])
             direction = torch.randn(n, d, generator=g, device=device, dtype=torch.float64)
             direction = direction / direction.norm(dim=-1, keepdim=True)
             length = radius * torch.rand(n, 1, generator=g, device=device, dtype=torch.float64) ** (1.0 / d)
             w = (centre + length * direction).float()[None]  # (1, N, d), uniform in the ball
-            low, high = self._extremes_with(w, row, used)
+            low, high = self._extremes(w, rows.new_tensor([row]), t)
             count = self.count[row : row + 1] + 1
             log_m = self._log_marginal(low, high, count)
             if not bool(torch.isfinite(log_m).any()):
+                self.used[row, t] = False
                 continue
-            self.used[row, t] = True
             self.w[row], self.low[row], self.high[row], self.log_m[row] = w[0], low[0], high[0], log_m[0]
             self.count[row], self.log_w[row] = count[0], log_m[0]
             self.repairs[row] += 1
-
-    def _extremes_with(self, w: Tensor, row: int, used: Tensor) -> tuple[Tensor, Tensor]:
-        """Min and max residual of particles ``w`` ``(1, N, d)`` of episode ``row`` over the steps ``used``."""
-        steps = used.numel()
-        x, o = self.features[row, :steps][used], self.obs[row, :steps][used]
-        return torch.aminmax(self.task.support_residuals(w, x.T[None], o[None, None]), dim=-1)
 
     def _extremes(self, w: Tensor, rows: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """Min and max residual over the used steps up to ``t`` of particles ``w`` ``(b', N, d)``."""
