@@ -297,3 +297,20 @@ def test_alg_star_vs_commit_script_pairs_the_sides(tmp_path, capsys):
     assert rows["smc"]["options"] == {"sampler": "smc"} and rows["smc"]["cpu_s_per_100"] > 0
     assert rows["smc"]["regret"] != rows["same"]["regret"]  # the arm's options reached alg-star
     assert "newsvendor" in capsys.readouterr().out
+
+
+def test_repair_script_plays_the_three_arms_and_restores_the_repair(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    from omgpt.policies.alg_star_samplers import CollapsedNoiseSampler
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "alg_star_repair.py"
+    spec = importlib.util.spec_from_file_location("alg_star_repair", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    repair = CollapsedNoiseSampler._repair
+    means = script.main(["--runs", "4", "--horizon", "6", "--seed", "10007", "--top", "2"])
+    assert set(means) == {"collapsed, repair", "collapsed, no repair", "smc"}
+    assert all(math.isfinite(v) and v >= 0 for v in means.values())
+    assert CollapsedNoiseSampler._repair is repair and "repair - smc" in capsys.readouterr().out
