@@ -6,7 +6,8 @@
 The paper's model is a GPT-2 (``transformers.GPT2Model``) over the two-token layout: each history
 step is a feature token ``(O_{t-1}, X_t)`` and an action token ``a_t``, ``2T`` tokens, ``a*_t`` read
 out at every feature token (docs/paper-gaps.md §1, :mod:`omgpt.model`). Here, on one thread, with the
-demo's network (4 layers, 64 dims, 4 heads, no dropout) and histories (newsvendor, batch 64, T = 50):
+demo's network (``configs/demo.yaml``: 4 layers, 64 dims, its heads -- RESULTS.md's figures were measured
+at 4 --, no dropout) and histories (newsvendor, batch 64, T = 50):
 
 * ``ours paper``: :class:`omgpt.model.GPT` in the same two-token layout -- the like-for-like arm;
 * ``ours transition``: the layout the demo trains (one token per step, ``configs/demo.yaml``);

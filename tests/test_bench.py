@@ -47,7 +47,26 @@ def test_bench_rejects_a_bad_option(capsys):
         ("kv_cache.py", ["--sizes", "tiny,demo", "--batch", "4", "--horizon", "8"], "speed-up"),
         ("streaming.py", ["--steps", "4", "--workers", "0", "--repeats", "1"], "ratio"),
         ("lightning_overhead.py", ["--steps", "4", "--repeats", "1"], "ratio"),
-        ("demo_wall.py", ["--max-steps", "2", "--runs", "4", "--busy", "spin"], "beside one busy process (spin)"),
+        (
+            "demo_wall.py",
+            ["--max-steps", "2", "--runs", "4", "--busy", "spin", "--session", "own"],
+            "beside one busy process (spin, own session)",
+        ),
+        ("step_beside.py", ["--steps", "2", "--neighbours", "none,spin,matmul2-own"], "matmul2-own"),
+        (
+            "step_cost.py",
+            [
+                "--batches",
+                "8",
+                "--steps",
+                "1",
+                "--repeats",
+                "1",
+                "--variants",
+                "fp32,heads=1,fused,no-attention,no-gelu",
+            ],
+            "no-gelu",
+        ),
     ],
 )
 @pytest.mark.slow

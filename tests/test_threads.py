@@ -204,7 +204,9 @@ def test_print_config_writes_yaml_and_nothing_else(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert not announced(result)
     config = yaml.safe_load(result.stdout)
-    assert config["model"]["network"]["n_layer"] == 4 and config["trainer"]["max_epochs"] == 25
+    demo = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    assert config["model"]["network"]["n_head"] == demo["model"]["network"]["n_head"]
+    assert config["trainer"]["max_epochs"] == demo["trainer"]["max_epochs"]
 
 
 def test_at_most_limits_the_block_and_restores_the_count():
