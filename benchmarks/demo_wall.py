@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from threads import BUSY  # noqa: E402  (the same busy process as the thread study)
+from threads import BUSY, neighbour  # noqa: E402  (the same busy process as the thread study)
 
 SPIN = "while True:\n    pass\n"
 
@@ -70,18 +70,9 @@ def main(argv: list[str] | None = None) -> dict:
     tail = ""
     for _ in range(args.repeats):
         for arm in ("idle", "loaded"):
-            busy = (
-                subprocess.Popen([sys.executable, "-c", code], start_new_session=args.session == "own")
-                if arm == "loaded"
-                else None
-            )
-            try:
-                keep = args.keep if arm == "idle" and not times["idle"] else None
+            keep = args.keep if arm == "idle" and not times["idle"] else None
+            with neighbour(code if arm == "loaded" else None, own_session=args.session == "own", settle=0.0):
                 seconds, tail = run_demo(args.max_steps, args.runs, keep)
-            finally:
-                if busy:
-                    busy.kill()
-                    busy.wait()
             times[arm].append(seconds)
             print(f"{arm:6} {seconds:6.0f} s", flush=True)
     best = {arm: min(ts) for arm, ts in times.items()}

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from threads import BUSY  # noqa: E402  (the same two-thread busy process as the thread study)
+from step_cost import demo_step  # noqa: E402  (the same step as the step-cost study)
+from threads import BUSY, neighbour  # noqa: E402  (the same two-thread busy process as the thread study)
 
 NEIGHBOURS = {
     "none": None,
@@ -46,27 +47,11 @@ def child(threads: int, steps: int) -> None:
     """In the timed process: ``steps`` demo training steps; prints ``{"cpu_ms": ..., "wall_ms": ...}``."""
     import torch
 
-    from omgpt.datamodules.history import HistoryStream
-    from omgpt.module import OMGPTModule
     from omgpt.timing import demo_config
 
     torch.set_num_threads(threads)
     cfg = demo_config()
-    torch.manual_seed(0)
-    module = OMGPTModule(**cfg["model"])
-    stream = HistoryStream(
-        module.task, batch_size=cfg["data"]["batch_size"], n_batches=1, horizon=module.hparams.horizon,
-        seed=0, epoch=0, rank=0, policy=cfg["data"]["data_policy"],
-    )  # fmt: skip
-    batch = next(iter(stream))
-    opt = torch.optim.AdamW(module.model.parameters(), lr=1e-3)
-
-    def step() -> None:
-        loss = module.loss(module.model(batch["features"], batch["actions"]), batch["targets"])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    step = demo_step(cfg, cfg["data"]["batch_size"])
     for _ in range(5):
         step()
     cpu, wall = time.process_time(), time.perf_counter()
@@ -93,18 +78,10 @@ def main(argv: list[str] | None = None) -> dict:
     results = {}
     print(f"{'beside':12} {'CPU-ms/step':>11} {'wall-ms/step':>12} {'wall / CPU':>10}   ({args.threads} thread(s))")
     for name in names:
-        busy = None
-        if NEIGHBOURS[name]:
-            code, own_session = NEIGHBOURS[name]
-            busy = subprocess.Popen([sys.executable, "-c", code], start_new_session=own_session)
-            time.sleep(1.0)  # let it reach its loop
-        try:
-            cmd = [sys.executable, __file__, "--child", "--threads", str(args.threads), "--steps", str(args.steps)]
+        code, own_session = NEIGHBOURS[name] or (None, False)
+        cmd = [sys.executable, __file__, "--child", "--threads", str(args.threads), "--steps", str(args.steps)]
+        with neighbour(code, own_session):
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-        finally:
-            if busy:
-                busy.kill()
-                busy.wait()
         r = results[name] = json.loads(out.strip().splitlines()[-1])
         print(f"{name:12} {r['cpu_ms']:11.1f} {r['wall_ms']:12.1f} {r['wall_ms'] / r['cpu_ms']:10.2f}", flush=True)
     return results

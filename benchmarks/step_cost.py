@@ -75,10 +75,27 @@ def step_fn(module, batch: dict, variant: str):
     return step
 
 
-def main() -> None:
+def demo_step(cfg: dict, batch_size: int, variant: str = "fp32"):
+    """One training step of the demo's network (``cfg``: ``configs/demo.yaml``'s; ``heads=N`` overrides
+    its heads) on one fixed batch of ``batch_size`` histories, in ``variant``'s way (seed 0)."""
     from omgpt.datamodules.history import HistoryStream
     from omgpt.module import OMGPTModule
 
+    torch.manual_seed(0)
+    model_cfg = cfg["model"]
+    if variant.startswith("heads="):
+        model_cfg = {**model_cfg, "network": {**model_cfg["network"], "n_head": int(variant[6:])}}
+    module = OMGPTModule(**model_cfg)
+    stream = HistoryStream(
+        module.task, batch_size=batch_size, n_batches=1, horizon=module.hparams.horizon,
+        seed=0, epoch=0, rank=0, policy=cfg["data"]["data_policy"],
+    )  # fmt: skip
+    if variant == "compiled":
+        module.model.compile()
+    return step_fn(module, next(iter(stream)), variant)
+
+
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batches", default="32,64", help="batch sizes, comma-separated")
     p.add_argument("--steps", type=int, default=20, help="timed steps per variant and round")
@@ -100,28 +117,7 @@ def main() -> None:
     steps, times, compile_s = {}, {}, {}
     for b in map(int, args.batches.split(",")):
         for v in variants:
-            torch.manual_seed(0)
-            model_cfg = cfg["model"]
-            if v.startswith("heads="):
-                model_cfg = {**model_cfg, "network": {**model_cfg["network"], "n_head": int(v[6:])}}
-            module = OMGPTModule(**model_cfg)
-            batch = next(
-                iter(
-                    HistoryStream(
-                        module.task,
-                        batch_size=b,
-                        n_batches=1,
-                        horizon=module.hparams.horizon,
-                        seed=0,
-                        epoch=0,
-                        rank=0,
-                        policy=cfg["data"]["data_policy"],
-                    )
-                )
-            )
-            if v == "compiled":
-                module.model.compile()
-            steps[b, v], times[b, v] = step_fn(module, batch, v), []
+            steps[b, v], times[b, v] = demo_step(cfg, b, v), []
             start = time.process_time()
             for _ in range(3):  # warm-up (and compilation)
                 steps[b, v]()

@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 WORKLOADS = {"demo": ["demo.yaml"], "fit": ["newsvendor.yaml", "scale/cpu.yaml"]}
@@ -43,6 +44,22 @@ BUSY = (
     "import torch\ntorch.set_num_threads(2)\na = torch.randn(512, 512)\n"
     "while True:\n    a = (a @ a).clamp_(-1, 1)\n"
 )  # a user's other torch job, default threads on 2 cores
+
+
+@contextmanager
+def neighbour(code: str | None, own_session: bool = False, settle: float = 1.0, env: dict | None = None):
+    """Run the block beside a Python process running ``code`` (``None``: beside nothing), started in
+    this session or a session of its own, given ``settle`` seconds to reach its loop, killed after."""
+    if code is None:
+        yield
+        return
+    busy = subprocess.Popen([sys.executable, "-c", code], start_new_session=own_session, env=env)
+    try:
+        time.sleep(settle)
+        yield
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 def child(workload: str, seconds: float) -> None:
@@ -128,19 +145,9 @@ def main(argv: list[str] | None = None) -> dict:
         for workload in workloads:
             for config in configs:
                 for load in ("idle", "loaded"):
-                    busy = (
-                        subprocess.Popen([sys.executable, "-c", BUSY], env={**os.environ, "OMP_NUM_THREADS": "2"})
-                        if load == "loaded"
-                        else None
-                    )
-                    try:
-                        if busy:
-                            time.sleep(1.0)  # let it reach its loop
+                    code = BUSY if load == "loaded" else None
+                    with neighbour(code, env={**os.environ, "OMP_NUM_THREADS": "2"}):
                         sps = run_config(workload, config, seconds)
-                    finally:
-                        if busy:
-                            busy.kill()
-                            busy.wait()
                     key = (workload, config, load)
                     best[key] = max(best.get(key, 0.0), sps)
                     print(f"  repeat {r + 1}: {workload:<5} {config:<10} {load:<6} {sps:6.2f} steps/s", flush=True)

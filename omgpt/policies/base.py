@@ -38,6 +38,9 @@ class Policy:
     # How ``omgpt tune`` widens the grid past an end its winner sits on: "cross" tries the new value with
     # every value of the other constants, "line" with the winner's only (one point per new value).
     widen: ClassVar[str] = "cross"
+    # At most this many CPU intra-op threads while it plays (omgpt.rollout, omgpt.threads.at_most): for
+    # a policy whose per-step work is too small a parallel region for a second thread; None: as configured.
+    cpu_threads: int | None = None
 
     def __init__(self, task: Task):
         self.task = task
