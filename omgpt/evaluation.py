@@ -27,7 +27,7 @@ from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.policies.tuned import plays_as_base
 from omgpt.rollout import History, rollout
-from omgpt.seeding import evaluation_streams, stream_seed
+from omgpt.seeding import EXPERIMENT_SEED, evaluation_streams, stream_seed
 from omgpt.tasks import Task
 
 
@@ -39,7 +39,7 @@ def evaluate_policies(
     policies: dict[str, dict],
     runs: int,
     horizon: int,
-    seed: int = 0,
+    seed: int = EXPERIMENT_SEED,
     batch_size: int = BATCH_SIZE,
     device: str | torch.device = "cpu",
     progress: bool = True,

@@ -277,12 +277,13 @@ class OMGPTModule(L.LightningModule):
           weighs each draw's log-probability by its regret to go less the other rollouts' mean.
         """
         hp, task = self.hparams, self.task
-        seed = stream_seed(Stream.REGRET_ROLLOUT, torch.initial_seed(), self.global_step, self.global_rank)
-        envs = {
-            k: v.to(self.device)
-            for k, v in task.sample_envs(hp.rollout_envs, torch.Generator().manual_seed(seed)).items()
-        }
-        task_noise = lambda: torch.Generator(device=self.device).manual_seed(seed)  # noqa: E731 -- the same for every rollout
+        keys = (torch.initial_seed(), self.global_step, self.global_rank)
+        envs_gen = torch.Generator().manual_seed(stream_seed(Stream.REGRET_ENVS, *keys))
+        envs = {k: v.to(self.device) for k, v in task.sample_envs(hp.rollout_envs, envs_gen).items()}
+
+        def task_noise() -> torch.Generator:  # the same contexts and noise for every rollout of the group
+            return torch.Generator(device=self.device).manual_seed(stream_seed(Stream.REGRET_TASK, *keys))
+
         if hp.estimator == "pathwise":
             policy = make_policy("omgpt", task, model=self.model, differentiable=True, feedback_grad=hp.feedback_grad)
             regret = rollout(task, envs, policy, hp.horizon, task_noise(), differentiable=True).regrets.sum(1).mean()
@@ -290,9 +291,7 @@ class OMGPTModule(L.LightningModule):
         regrets, log_probs = [], []
         for k in range(hp.group_size):
             policy = make_policy("omgpt", task, model=self.model, explore_std=None if task.discrete else hp.explore_std)
-            own = torch.Generator(device=self.device).manual_seed(
-                stream_seed(Stream.REGRET_HEAD, seed, k)
-            )  # the head's draws
+            own = torch.Generator(device=self.device).manual_seed(stream_seed(Stream.REGRET_HEAD, *keys, k))
             history = rollout(task, envs, policy, hp.horizon, task_noise(), policy_generator=own)
             regrets.append(history.regrets)
             log_probs.append(self.log_prob(history, policy.samples))
