@@ -75,7 +75,9 @@ class PanelSpec:
 class ExperimentSpec:
     """``configs/experiments/NAME.yaml`` at one scale. ``kind``: the experiment kind that evaluates and
     reports it, where none is registered under the experiment's own name
-    (:func:`omgpt.commands.experiment.registry.kind_of`); also the figure file of panels that name none."""
+    (:func:`omgpt.commands.experiment.registry.kind_of`); also the figure file of panels that name none.
+    ``settings``: what the kind is told before the run and never derives from test numbers -- which
+    panels each claim is about, a model-selection rule (the keys its :attr:`Kind.settings` names)."""
 
     title: str
     models: dict[str, ModelSpec]
@@ -85,6 +87,7 @@ class ExperimentSpec:
     kind: KindName = "curves"
     horizon: Optional[PositiveInt] = None
     runs: PositiveInt = 100
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +113,8 @@ class Panel:
     ``horizon_factor``). The ``-tuned`` benchmarks play the constants tuned on ``tuned_on``, the setting
     key of ``tuned_task`` / ``tuned_options`` at ``horizon``: the prior the model was trained on (a
     distribution shift keeps the unshifted prior's constants, docs/protocol.md). ``figure_file``: the
-    figure the panel is drawn in (default: the experiment's kind); ``grid`` and ``note``: the config's."""
+    figure the panel is drawn in (default: the experiment's kind); ``grid`` and ``note``: the config's;
+    ``settings``: the experiment's (what its kind declares before the run, e.g. a selection rule)."""
 
     title: str
     model: str
@@ -124,6 +128,7 @@ class Panel:
     figure_file: str = "curves"
     grid: Optional[dict[str, int]] = None
     note: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def episode_task(self):
         """The test task at the panel's horizon (:func:`omgpt.tasks.make_episode_task`)."""
@@ -147,6 +152,7 @@ class Experiment:
     claim: str = ""
     kind: str = "curves"
     runs: int = 100
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 def _parser() -> ArgumentParser:
@@ -231,7 +237,7 @@ def load_experiment(name: str, scale: str, *, horizon: int | None = None) -> Exp
             raise OMGPTError(
                 f"{path}: model {model_name!r} starts from {m.init_from!r}, a model of another task, options or horizon"
             )
-    panels = [_panel(p, models, spec.kind, path) for p in spec.panels]
+    panels = [_panel(p, models, spec.kind, path, spec.settings) for p in spec.panels]
     return Experiment(
         name=name,
         scale=scale,
@@ -242,6 +248,7 @@ def load_experiment(name: str, scale: str, *, horizon: int | None = None) -> Exp
         claim=spec.claim,
         kind=spec.kind,
         runs=spec.runs,
+        settings=dict(spec.settings),
     )
 
 
@@ -262,7 +269,7 @@ def _model(name: str, spec: ModelSpec, experiment: ExperimentSpec, horizon: int 
     )
 
 
-def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path) -> Panel:
+def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path, settings: dict) -> Panel:
     """A panel spec resolved against the experiment's models (:class:`Panel`)."""
     model = models.get(spec.model)
     if model is None:
@@ -286,6 +293,7 @@ def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path) -> Panel:
         figure_file=spec.figure_file or kind,
         grid=spec.grid,
         note=spec.note,
+        settings=dict(settings),
     )
     for label, (policy, model_name) in parse_policies(panel.policies, panel.model).items():
         if model_name is not None and model_name not in models:

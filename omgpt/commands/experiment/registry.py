@@ -42,6 +42,17 @@ class Kind:
     name: ClassVar[str] = ""
     rewards: ClassVar[bool] = False  # also record the optimal policy's expected reward (reward improvement rates)
     panel_schema: ClassVar[dict] = PANEL  # what one of its panels holds in experiment.json (omgpt.records)
+    # the keys of the config's ``settings:`` the kind reads (name -> what it declares), fixed before the run
+    settings: ClassVar[dict[str, str]] = {}
+
+    def check_settings(self, exp: Experiment) -> None:
+        """The config's ``settings:`` holds only keys this kind reads (one line naming the first other)."""
+        unknown = sorted(set(exp.settings) - set(self.settings))
+        if unknown:
+            takes = ", ".join(self.settings) or "none"
+            raise OMGPTError(
+                f"experiment {exp.name}: settings.{unknown[0]} is not a setting of kind {self.name} ({takes})"
+            )
 
     def check_config(self, exp: Experiment) -> None:
         """What the kind needs of a resolved experiment config beyond its type check, checked before any

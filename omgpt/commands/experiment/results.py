@@ -112,6 +112,7 @@ class ExperimentResult(TypedDict):
     command: str
     kind: NotRequired[str]  # the experiment kind that evaluated it (Kind.name)
     figure: NotRequired[str]  # what a report written before the rename holds instead of ``kind``: the config's
+    settings: NotRequired[dict]  # the config's declared settings (Kind.settings), as the run read them
     models: dict[str, ModelRecord]
     panels: list[PanelResult]
     seconds: float
@@ -155,6 +156,7 @@ REPORT = {  # ExperimentResult; each panel is checked against its kind's panel_s
     "seconds": (int, float),
     "kind": Optional(str),
     "figure": Optional(str),
+    "settings": Optional(dict),
     "models": MapOf({"key": str, "command": str}),
     "panels": ListOf(dict, nonempty=True),
     "figures": ListOf(str),

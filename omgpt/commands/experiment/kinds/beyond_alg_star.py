@@ -1,4 +1,4 @@
-"""``beyond-alg-star`` (issue 33, docs/finetune.md): per setting, the supervised OMGPT, the same model
+"""``beyond-alg-star`` (docs/finetune.md): per setting, the supervised OMGPT, the same model
 fine-tuned on the regret of its own rollouts (a model of the experiment whose ``init_from`` is the
 supervised one, fitted with ``configs/finetune/regret.yaml``), ``alg-star`` and the benchmarks (the
 paper's and the tuned constants), all on the same test environments (common random numbers).
@@ -11,18 +11,21 @@ together, :func:`omgpt.analysis.report.paired_ratio` / :func:`~omgpt.analysis.re
   best benchmark, which stays defined where the ratio does not (queueing's regret can be negative);
 * fine-tuned / ``alg-star`` (the panel's ``ratio_to_alg_star``) and fine-tuned − supervised;
 * which of the two is *kept*: fine-tuning is part of the procedure only where it wins on validation --
-  both models play the same :data:`SELECTION_RUNS` environments of validation seed
-  :data:`SELECTION_SEED` (not the fits' own, which chose their checkpoints), and the one of lower mean
-  final regret is kept (the fit's checkpoint rule, with the starting point among the candidates). The
-  verdicts are the kept model's; the fine-tuned model's own test numbers are reported beside them;
+  both models play the same environments of the validation seed the config's ``settings.selection``
+  declares (``{runs, seed}``: not the fits' own seed, which chose their checkpoints, nor one that tuned
+  the fine-tuning recipe), and the one of lower mean final regret is kept (the fit's checkpoint rule,
+  with the starting point among the candidates). The verdicts are the kept model's; the fine-tuned
+  model's own test numbers are reported beside them;
 * the cost of fine-tuning beside that of pre-training (each fit's CPU time and steps, from the models'
   records) and the fine-tuning's validation curve, for the figure of validation regret against
   CPU-minutes of fine-tuning.
 
-Everything the report says is in ``experiment.json`` (``panels[i].finetuning``), so ``--redraw`` needs
-nothing else. The claims (the issue's "done when"): where the best benchmark beats ``alg-star`` on the
-test environments, the kept model is below the best benchmark; elsewhere the kept model is not worse than
-the supervised one.
+Everything the report says is in ``experiment.json`` (``panels[i].finetuning``, ``settings``), so
+``--redraw`` needs nothing else. The claims are about the panels the config's
+``settings.claims.alg_star_beaten`` names (by their model), declared before any test number is seen: there
+the kept model is below the best benchmark; in the other panels the kept model is not worse than the
+supervised one. The test numbers never move a panel from one claim to the other; where they disagree
+with the declaration (the best benchmark not below ``alg-star`` in a named panel), the report says so.
 """
 
 from __future__ import annotations
@@ -41,9 +44,6 @@ from omgpt.errors import OMGPTError
 from omgpt.records import NUMBER, ListOf, Nullable, RecordError
 
 SUPERVISED = "omgpt"  # the panel's own model: the supervised one
-# The validation environments that decide whether the fine-tuned model is kept: more than a fit validates
-# on (128-512), on a seed other than the fits' own (10,000), so the choice is not the checkpoint rule's again.
-SELECTION_RUNS, SELECTION_SEED = 1000, 10_002
 PAIRED = {"mean": Nullable(NUMBER), "ci90": INTERVAL, "runs": int}
 DIFFERENCE = {"mean": NUMBER, "ci90": INTERVAL, "runs": int}
 FIT = {"label": str, "model": str, "key": str, "steps": int, "seconds": NUMBER, "best_val_regret": NUMBER}
@@ -73,10 +73,16 @@ class BeyondAlgStarPanel(RegretPanel):
 class BeyondAlgStar(Kind):
     name = "beyond-alg-star"
     panel_schema = {**PANEL, "best_benchmark": {"name": str}, "finetuning": FINETUNING}
+    settings = {
+        "claims": "{alg_star_beaten: [MODEL, ...]}: the panels (by model) where a tuned benchmark beats alg-star",
+        "selection": "{runs, seed}: the validation environments that decide whether the fine-tuned model is kept",
+    }
 
     def check_config(self, exp: Experiment) -> None:
-        """Each panel plays its (supervised) model as ``omgpt``, exactly one other model -- one that starts
-        from the panel's (``init_from``) -- ``alg-star`` and at least one benchmark."""
+        """The declared settings (:attr:`settings`, both required); each panel plays its (supervised) model
+        as ``omgpt``, exactly one other model -- one that starts from the panel's (``init_from``) --
+        ``alg-star`` and at least one benchmark."""
+        check_declared(exp)
         for panel in exp.panels:
             played = parse_policies(panel.policies, panel.model)
             others = [m for label, (p, m) in played.items() if p == "omgpt" and label != SUPERVISED]
@@ -98,7 +104,7 @@ class BeyondAlgStar(Kind):
         numbers, histories = self.rollout(panel, models, runs=runs, seed=seed, device=device)
         [finetuned] = [label for label in numbers["models_compared"] if label != SUPERVISED]
         finals = {label: h.cumulative_regret()[:, -1].double().numpy() for label, h in histories.items()}
-        selection = select_on_validation(panel, models, finetuned, device)
+        selection = select_on_validation(panel, models, finetuned, device, **panel.settings["selection"])
         kept, best = selection["kept"], numbers["best_benchmark"]["name"]
         return BeyondAlgStarPanel(
             **numbers,
@@ -152,22 +158,26 @@ class BeyondAlgStar(Kind):
         )
 
     def claims(self, result: ExperimentResult) -> list[Check]:
-        beaten, rest = [], []
-        for p in result["panels"]:
-            finals, (_, bench) = final_regrets(p), best_benchmark(p)
-            (beaten if bench < finals["alg-star"] else rest).append(p)
+        if "settings" not in result:
+            raise RecordError(f"{result['name']}: experiment.json names no settings.claims (run it again)")
+        named = set(result["settings"]["claims"]["alg_star_beaten"])
+        beaten = [p for p in result["panels"] if p["model"] in named]
+        rest = [p for p in result["panels"] if p["model"] not in named]
         checks = []
         if beaten:
             rows = []
             for p in beaten:
                 finals, (best, bench) = final_regrets(p), best_benchmark(p)
+                agrees = "" if bench < finals["alg-star"] else " (on these test environments it does not beat alg-star)"
                 rows.append(
-                    f"{p['title']}: {best} {bench:.2f} against alg-star {finals['alg-star']:.2f}; "
+                    f"{p['title']}: {best} {bench:.2f} against alg-star {finals['alg-star']:.2f}{agrees}; "
                     f"kept {p['finetuning']['selection']['kept']} / {best} {_ratio(p['finetuning']['kept_versus_best'])}"
                 )
             checks.append(
                 (
-                    "where the best benchmark beats alg-star, the kept OMGPT (fine-tuned where validation kept it) is below it "
+                    "where a tuned benchmark beats alg-star (the panels the config declares: "
+                    + ", ".join(p["title"] for p in beaten)
+                    + "), the kept OMGPT (fine-tuned where validation kept it) is below the best benchmark "
                     "(the paired 90% interval of their ratio lies below 1)",
                     all(below_best(p) for p in beaten),
                     f"{sum(below_best(p) for p in beaten)} of {len(beaten)} panels; " + "; ".join(rows),
@@ -194,14 +204,16 @@ class BeyondAlgStar(Kind):
     def sections(self, result: ExperimentResult) -> list[str]:
         panels = result["panels"]
         runs = panels[0]["finetuning"]["minus_supervised"]["runs"]
+        selection = panels[0]["finetuning"]["selection"]
         lines = [
             "## Fine-tuning on regret",
             "",
             f"Mean final regret on the {runs:,} test environments of each setting; every ratio and difference is paired "
             "(the same environments for both policies, resampled together: bootstrap 90% interval). The best benchmark "
             "is the one of lowest validation regret (each panel below says on which environments). The kept model: the "
-            f"fine-tuned one where it beat the supervised one on {SELECTION_RUNS:,} validation environments (seed "
-            f"{SELECTION_SEED:,}; the fits chose their checkpoints on seed 10,000), else the supervised one. Below the best "
+            f"fine-tuned one where it beat the supervised one on {selection['runs']:,} validation environments (seed "
+            f"{selection['seed']:,}, declared in the config; the fits chose their checkpoints on seed 10,000), else the "
+            "supervised one. Below the best "
             "benchmark: the whole interval of kept / best lies below 1.",
             "",
             "| setting | supervised | fine-tuned | alg-star | best benchmark | fine-tuned / best [paired 90% CI] | "
@@ -296,23 +308,48 @@ def fit_cost(name: str, record: ModelRecord) -> dict:
     }
 
 
-def select_on_validation(panel: Panel, models: dict[str, ModelRecord], finetuned: str, device: str = "cpu") -> dict:
-    """Whether the fine-tuned model is kept: it and the supervised model play the same
-    :data:`SELECTION_RUNS` environments of validation seed :data:`SELECTION_SEED` (common random
-    numbers), and the one of lower mean final regret is kept. Returns both means, their paired difference
-    and the kept model's label."""
+def check_declared(exp: Experiment) -> None:
+    """``settings.claims.alg_star_beaten`` names models of the experiment's panels; ``settings.selection``
+    is ``{runs: N, seed: S}`` with ``S`` a validation seed. One line naming what is wrong."""
+    from omgpt import seeding
+
+    where = f"experiment {exp.name}: settings"
+    claims, selection = exp.settings.get("claims"), exp.settings.get("selection")
+    if (
+        not isinstance(claims, dict)
+        or set(claims) != {"alg_star_beaten"}
+        or not isinstance(claims["alg_star_beaten"], list)
+    ):
+        raise OMGPTError(f"{where}.claims must be {{alg_star_beaten: [MODEL, ...]}}, got {claims!r}")
+    panel_models = [p.model for p in exp.panels]
+    for model in claims["alg_star_beaten"]:
+        if model not in panel_models:
+            raise OMGPTError(
+                f"{where}.claims.alg_star_beaten: {model!r} is no panel's model ({', '.join(panel_models)})"
+            )
+    if not isinstance(selection, dict) or set(selection) != {"runs", "seed"}:
+        raise OMGPTError(f"{where}.selection must be {{runs: N, seed: S}}, got {selection!r}")
+    if not isinstance(selection["runs"], int) or isinstance(selection["runs"], bool) or selection["runs"] < 2:
+        raise OMGPTError(f"{where}.selection.runs must be an integer of at least 2, got {selection['runs']!r}")
+    seeding.check_validation_seed(selection["seed"], f"{where}.selection.seed")
+
+
+def select_on_validation(
+    panel: Panel, models: dict[str, ModelRecord], finetuned: str, device: str = "cpu", *, runs: int, seed: int
+) -> dict:
+    """Whether the fine-tuned model is kept: it and the supervised model play the same ``runs``
+    environments of validation seed ``seed`` (common random numbers), and the one of lower mean final
+    regret is kept. Returns both means, their paired difference and the kept model's label."""
     from omgpt.commands.experiment.panels import policy_specs
     from omgpt.evaluation import evaluate_policies
 
     task = panel.episode_task().validation_task()
-    runs = min(
-        SELECTION_RUNS, getattr(task, "windows", None) or SELECTION_RUNS
-    )  # a data set's validation windows, each once
+    runs = min(runs, getattr(task, "windows", None) or runs)  # a data set's validation windows, each once
     specs = policy_specs(dataclasses.replace(panel, policies=[SUPERVISED, f"omgpt@{finetuned}"]), task, models, device)
     finals = {
-        label: evaluate_policies(
-            task, {policy: options}, runs, panel.horizon, SELECTION_SEED, device=device, progress=False
-        )[policy]
+        label: evaluate_policies(task, {policy: options}, runs, panel.horizon, seed, device=device, progress=False)[
+            policy
+        ]
         .cumulative_regret()[:, -1]
         .double()
         .numpy()
@@ -321,7 +358,7 @@ def select_on_validation(panel: Panel, models: dict[str, ModelRecord], finetuned
     sup, ft = float(finals[SUPERVISED].mean()), float(finals[finetuned].mean())
     return {
         "runs": runs,
-        "seed": SELECTION_SEED,
+        "seed": seed,
         "supervised": sup,
         "finetuned": ft,
         "finetuned_minus_supervised": paired_difference(finals[finetuned], finals[SUPERVISED]),
