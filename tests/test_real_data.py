@@ -779,16 +779,24 @@ def test_the_time_split_leaks_nothing_of_later_days(tmp_path):
     envs = a.sample_envs(a.windows, torch.Generator().manual_seed(0))
     assert torch.equal(window_demands(a, envs, 10), window_demands(b, envs, 10))
     assert torch.allclose(*(torch.stack([t.sample_context(envs, d, None) for d in range(10)], 1) for t in (a, b)))
-    # a test window's day t: the global model's inputs from the look-back and days before t only
+    # a test window's day t: the global model's inputs from the look-back and days before t only. Its
+    # buffer holds the whole window -- once as it was, once with every day from t on spoiled -- so an
+    # input built from day t or later would differ; reading one day further shows that it can.
     test = task_of(base, split="time", horizon=10, part="test")
     envs = test.sample_envs(test.windows, torch.Generator().manual_seed(0))
-    past, _ = test.lookback_demand(envs)
     days = window_demands(test, envs, 10)
+    gbm = make_policy("gbm", test, 10)
+    gbm.reset(envs, 10, torch.Generator().manual_seed(0))
+
+    def inputs(x, filled, t):
+        gbm.observations[:, :, 0] = filled
+        return gbm_inputs(x, gbm.demands(t)[0])
+
     for t in range(10):
-        seen = torch.cat([past, days[:, :t]], 1)
-        spoiled = torch.cat([seen, days[:, t:] * 0 + 1e6], 1)[:, : seen.shape[1]]  # nothing from t on is there to read
+        spoiled = torch.cat([days[:, :t], torch.full_like(days[:, t:], 1e6)], 1)
         x = test.sample_context(envs, t, None)
-        assert np.array_equal(gbm_inputs(x, seen), gbm_inputs(x, spoiled), equal_nan=True)
+        assert np.array_equal(inputs(x, days, t), inputs(x, spoiled, t), equal_nan=True)
+        assert not np.array_equal(inputs(x, days, t + 1), inputs(x, spoiled, t + 1), equal_nan=True)
 
 
 def test_qr_plays_its_regression_once_it_has_min_samples_days(tmp_path):
