@@ -30,7 +30,7 @@ Measured (2-core CPU, one thread, ``--runs 500``; the default command):
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 
 import torch
@@ -38,7 +38,8 @@ import torch
 from omgpt.seeding import Stream, stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
-from omgpt.tasks import make_task
+from omgpt.tasks import TASKS, make_task
+from omgpt.entry import Device, Integer, Name, Names, Seed, entry_point, script_parser
 
 
 def batch_regrets(task, envs, policy, horizon: int, seed: int, i: int, device: str) -> torch.Tensor:
@@ -111,22 +112,33 @@ def speed(a) -> None:
         )
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--task", default="pricing")
-    p.add_argument("--runs", type=int, default=500)
-    p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--particles", type=int, default=4096, help="the default particle count")
-    p.add_argument("--factor", type=int, default=4, help="the larger set has factor x particles")
-    p.add_argument("--batch", type=int, default=50, help="runs rolled out at once (omgpt evaluate's default)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--task", type=Name(lambda: sorted(TASKS)), default="pricing")
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=500)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
+    p.add_argument("--particles", type=Integer(1, 10_000_000), default=4096, help="the default particle count")
+    p.add_argument("--factor", type=Integer(1, 1000), default=4, help="the larger set has factor x particles")
+    p.add_argument(
+        "--batch", type=Integer(1, 1_000_000), default=50, help="runs rolled out at once (omgpt evaluate's default)"
+    )
+    p.add_argument("--seed", type=Seed(), default=0)
+    p.add_argument("--device", type=Device(), default="cpu")
+    p.add_argument("--threads", type=Integer(1, 256), default=1, help="torch intra-op threads")
     p.add_argument("--no-rejuvenate", action="store_true", help="plain importance sampling from the prior")
-    p.add_argument("--sampler", default="smc", help="alg-star's sampler (smc, gaussian, collapsed, auto)")
+    p.add_argument(
+        "--sampler",
+        type=Name(["smc", "gaussian", "collapsed", "auto"]),
+        default="smc",
+        help="alg-star's sampler (smc, gaussian, collapsed, auto)",
+    )
     p.add_argument("--speed", action="store_true", help="time likelihood='history' against 'stats' instead")
     p.add_argument(
-        "--tasks", default=None, help="--speed: the tasks to time (default newsvendor,pricing; --erm: newsvendor)"
+        "--tasks",
+        type=Names(lambda: sorted(TASKS)),
+        default=None,
+        help="--speed: the tasks to time (default newsvendor,pricing; --erm: newsvendor)",
     )
     p.add_argument("--erm", action="store_true", help="--speed: time ERM's solvers instead of alg-star's likelihoods")
     a = p.parse_args(argv)
@@ -158,4 +170,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

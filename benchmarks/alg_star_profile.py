@@ -10,7 +10,7 @@ methods that call them, so the table says which tensor op costs and ``_resample_
 
 from __future__ import annotations
 
-import argparse
+import sys
 import cProfile
 import pstats
 
@@ -19,20 +19,22 @@ import torch
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.seeding import Stream, stream_seed
-from omgpt.tasks import make_task
+from omgpt.tasks import TASKS, make_task
+from omgpt.entry import Integer, Name, Seed, Text, entry_point, script_parser
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--task", default="pricing")
-    p.add_argument("--batch", type=int, default=50)
-    p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--likelihood", default="stats")
-    p.add_argument("--particles", type=int, default=4096)
-    p.add_argument("--moves", type=int, default=2)
-    p.add_argument("--top", type=int, default=18)
-    p.add_argument("--sort", default="tottime", help="pstats order: tottime (own time) or cumulative")
-    p.add_argument("--seed", type=int, default=0)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--task", type=Name(lambda: sorted(TASKS)), default="pricing")
+    p.add_argument("--batch", type=Integer(1, 1_000_000), default=50)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
+    p.add_argument("--likelihood", type=Name(["stats", "history"]), default="stats")
+    p.add_argument("--particles", type=Integer(1, 10_000_000), default=4096)
+    p.add_argument("--moves", type=Integer(0, 1000), default=2)
+    p.add_argument("--top", type=Integer(1, 1_000_000), default=18)
+    p.add_argument("--sort", type=Text(), default="tottime", help="pstats order: tottime (own time) or cumulative")
+    p.add_argument("--seed", type=Seed(), default=0)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     task = make_task(a.task)
@@ -52,4 +54,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,7 +13,7 @@ losses). Use a validation seed (10,000 and up): the test seeds are for reported 
 
 from __future__ import annotations
 
-import argparse
+import sys
 
 import numpy as np
 import torch
@@ -21,6 +21,7 @@ import torch
 import omgpt.policies.alg_star_samplers as samplers
 from omgpt.evaluation import evaluate_policies
 from omgpt.tasks import make_task
+from omgpt.entry import Integer, Seed, entry_point, script_parser
 
 
 def regrets(task, options: dict, runs: int, horizon: int, seed: int, repair: bool = True) -> np.ndarray:
@@ -35,12 +36,15 @@ def regrets(task, options: dict, runs: int, horizon: int, seed: int, repair: boo
     return history.cumulative_regret()[:, -1].double().numpy()
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=10_007)
-    p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--top", type=int, default=6, help="episodes to list where the repair changes most")
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=1000)
+    p.add_argument("--seed", type=Seed("validation"), default=10_007)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
+    p.add_argument(
+        "--top", type=Integer(1, 1_000_000), default=6, help="episodes to list where the repair changes most"
+    )
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     task = make_task("newsvendor")
@@ -63,4 +67,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -62,7 +62,9 @@ def parse_arm(text: str) -> tuple[str, dict]:
     for item in filter(None, rest.split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"--arm {text!r}: expected NAME=KEY=VALUE,...")
+            from omgpt.errors import OMGPTError
+
+            raise OMGPTError(f"--arm {text!r}: expected NAME=KEY=VALUE,...")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -80,28 +82,49 @@ def run_side(pythonpath: str, spec: dict, tmp: Path, name: str) -> dict:
     return json.loads(Path(spec["out"]).read_text())
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rev", default="fc4ae5b", help="the commit whose alg-star is the yardstick")
-    p.add_argument("--rev-path", default=None, help="instead of --rev: a folder holding the yardstick's omgpt package")
-    p.add_argument("--tasks", default="newsvendor,pricing")
-    p.add_argument("--runs", type=int, default=1000)
-    p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--batch", type=int, default=50, help="episodes rolled out at once (omgpt evaluate's default)")
-    p.add_argument("--seed", type=int, default=0, help="the test seed of the environments")
-    p.add_argument("--arm", action="append", default=None, help="NAME=KEY=VALUE,... alg-star options of this tree")
-    p.add_argument("--json", default=None, help="also write the numbers here")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
-    if a.worker:
-        return worker(a.worker)
+def main(argv: list[str] | None = None) -> int:
+    """The command line, under the contract of every entry point (``omgpt.entry``). This tree's
+    ``omgpt`` is imported here, not at the top: a side's worker runs this file on the yardstick's."""
+    from omgpt.entry import guarded
+
+    return guarded(lambda: compare(parser().parse_args(argv)))
+
+
+def parser():
+    from omgpt.entry import InputFolder, Integer, Names, OutputFile, Seed, Text, script_parser
+    from omgpt.tasks import TASKS
+
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--rev", type=Text(), default="fc4ae5b", help="the commit whose alg-star is the yardstick")
+    p.add_argument(
+        "--rev-path",
+        type=InputFolder(),
+        default=None,
+        help="instead of --rev: a folder holding the yardstick's omgpt package",
+    )
+    p.add_argument("--tasks", type=Names(lambda: sorted(TASKS)), default="newsvendor,pricing")
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=1000)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
+    p.add_argument(
+        "--batch", type=Integer(1, 1_000_000), default=50, help="episodes rolled out at once (omgpt evaluate's default)"
+    )
+    p.add_argument("--seed", type=Seed(), default=0, help="the test seed of the environments")
+    p.add_argument(
+        "--arm", type=Text(), action="append", default=None, help="NAME=KEY=VALUE,... alg-star options of this tree"
+    )
+    p.add_argument("--json", type=OutputFile(), default=None, help="also write the numbers here")
+    p.check(lambda a: setattr(a, "arms", dict(parse_arm(text) for text in (a.arm or ["now"]))))
+    return p
+
+
+def compare(a: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     import torch
 
     from omgpt.seeding import Stream, stream_seed
     from omgpt.tasks import make_task
 
-    arms = dict(parse_arm(text) for text in (a.arm or ["now"]))
+    arms = a.arms
     report = {"rev": a.rev, "runs": a.runs, "horizon": a.horizon, "seed": a.seed, "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -159,4 +182,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--worker"]:  # one side, in its subprocess (run_side)
+        worker(sys.argv[2])
+    else:
+        sys.exit(main())

@@ -27,7 +27,6 @@ same for a rollout's decoding with the KV cache (ours: :meth:`SequenceModel.deco
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -39,6 +38,7 @@ from torch import nn
 from omgpt.datamodules.history import HistoryStream
 from omgpt.module import OMGPTModule
 from omgpt.timing import demo_config, machine
+from omgpt.entry import Integer, entry_point, script_parser
 
 try:
     import transformers
@@ -122,13 +122,14 @@ def decode_seconds(decode, batch, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = script_parser(__file__, __doc__)
     p.add_argument("--quick", action="store_true", help="10 steps, one repeat")
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--horizon", type=int, default=50)
+    p.add_argument("--steps", type=Integer(1, 1_000_000), default=30)
+    p.add_argument("--repeats", type=Integer(1, 1000), default=3)
+    p.add_argument("--batch", type=Integer(1, 1_000_000), default=64)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=50)
     p.add_argument("--no-decode", action="store_true", help="skip the KV-cached decoding")
     a = p.parse_args(argv)
     if transformers is None:
@@ -184,4 +185,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

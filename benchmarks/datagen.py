@@ -9,7 +9,7 @@ environments, and prints histories/s for both and their ratio, measured in this 
 
 from __future__ import annotations
 
-import argparse
+import sys
 import inspect
 import time
 
@@ -18,6 +18,7 @@ import torch
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import TASKS, make_task
+from omgpt.entry import Integer, Names, entry_point, script_parser
 
 
 def histories_per_second(task, n_envs: int, batch: int, horizon: int, seed: int = 0) -> float:
@@ -32,13 +33,14 @@ def histories_per_second(task, n_envs: int, batch: int, horizon: int, seed: int 
     return n_envs / (time.perf_counter() - start)
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--batch", type=int, default=1024)
-    p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--loop-envs", type=int, default=16, help="environments timed one at a time")
-    p.add_argument("--tasks", default=",".join(sorted(TASKS)))
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--batch", type=Integer(1, 1_000_000), default=1024)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
+    p.add_argument("--loop-envs", type=Integer(1, 1_000_000), default=16, help="environments timed one at a time")
+    p.add_argument("--tasks", type=Names(lambda: sorted(TASKS)), default=",".join(sorted(TASKS)))
+    p.add_argument("--threads", type=Integer(1, 256), default=1, help="torch intra-op threads")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     print(f"noisy-oracle rollouts, T = {a.horizon}, {a.threads} thread(s)")
@@ -53,4 +55,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,7 +22,6 @@ The machine's other load is not controlled: stop other jobs first (a run beside 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -33,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from threads import BUSY, neighbour  # noqa: E402  (the same busy process as the thread study)
+from omgpt.entry import Integer, OutputFile, OutputFolder, entry_point, script_parser
 
 SPIN = "while True:\n    pass\n"
 
@@ -55,15 +55,22 @@ def run_demo(max_steps: int | None, runs: int | None, keep: str | None = None) -
     return seconds, "\n".join(lines[-4:])
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--repeats", type=int, default=1)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--repeats", type=Integer(1, 1000), default=1)
     p.add_argument("--busy", choices=("matmul", "spin"), default="matmul")
     p.add_argument("--session", choices=("same", "own"), default="same", help="the busy process's session")
-    p.add_argument("--max-steps", type=int, default=None, help="a shorter demo (a smoke run of this script)")
-    p.add_argument("--runs", type=int, default=None, help="fewer test environments (a smoke run of this script)")
-    p.add_argument("--json", default=None)
-    p.add_argument("--keep", default=None, help="the first idle run's output folder (else a temporary one)")
+    p.add_argument(
+        "--max-steps", type=Integer(1, 10_000_000), default=None, help="a shorter demo (a smoke run of this script)"
+    )
+    p.add_argument(
+        "--runs", type=Integer(1, 1_000_000), default=None, help="fewer test environments (a smoke run of this script)"
+    )
+    p.add_argument("--json", type=OutputFile(), default=None)
+    p.add_argument(
+        "--keep", type=OutputFolder(), default=None, help="the first idle run's output folder (else a temporary one)"
+    )
     args = p.parse_args(argv)
     code = BUSY if args.busy == "matmul" else SPIN
     times: dict[str, list[float]] = {"idle": [], "loaded": []}
@@ -96,4 +103,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -14,7 +14,7 @@ Measured (2-core CPU, one thread, the default command): see ``benchmarks/RESULTS
 
 from __future__ import annotations
 
-import argparse
+import sys
 
 import torch
 
@@ -22,15 +22,18 @@ from omgpt.seeding import Stream, stream_seed
 from omgpt.policies.newsvendor import ERM
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
+from omgpt.entry import Integer, Numbers, Real, Seed, entry_point, script_parser
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=200)
-    p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--l1", default="0,0.3,1,3", help="comma-separated penalties to compare")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
+@entry_point
+@entry_point
+def main(argv: list[str] | None = None) -> None:
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=200)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
+    p.add_argument("--l1", type=Numbers(Real(0, 1e6)), default="0,0.3,1,3", help="comma-separated penalties to compare")
+    p.add_argument("--seed", type=Seed(), default=0)
+    args = p.parse_args(argv)
     torch.set_num_threads(1)
     task = make_task("newsvendor")
     envs = task.sample_envs(args.runs, torch.Generator().manual_seed(stream_seed(Stream.TEST_ENVS, args.seed)))
@@ -52,4 +55,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,15 +15,17 @@ machine; less when other work runs). ``--quick``: 40 runs in batches of 10, with
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from dataclasses import fields
 
 import torch
 
 from omgpt.evaluation import evaluate_policies
+from omgpt.policies import POLICIES
 from omgpt.tasks import make_episode_task
 from omgpt.timing import demo_config, demo_module
+from omgpt.entry import Integer, Jobs, Names, entry_point, script_parser
 
 
 def timed(task, specs, runs, horizon, batch_size, jobs):
@@ -38,15 +40,16 @@ def same(a: dict, b: dict) -> bool:
     )
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = script_parser(__file__, __doc__)
     p.add_argument("--quick", action="store_true", help="40 runs in batches of 10, without alg-star")
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--runs", type=int, default=100)
-    p.add_argument("--horizon", type=int, default=50)
-    p.add_argument("--batch-size", type=int, default=25)
-    p.add_argument("--policies", default="omgpt,alg-star,erm,fai,oracle")
-    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--jobs", type=Jobs(), default=2)
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=100)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=50)
+    p.add_argument("--batch-size", type=Integer(1, 1_000_000), default=25)
+    p.add_argument("--policies", type=Names(lambda: sorted(POLICIES)), default="omgpt,alg-star,erm,fai,oracle")
+    p.add_argument("--repeats", type=Integer(1, 1000), default=1)
     a = p.parse_args(argv)
     if a.quick:
         a.runs, a.batch_size, a.policies = 40, 10, ",".join(n for n in a.policies.split(",") if n != "alg-star")
@@ -75,4 +78,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -26,7 +26,7 @@ estimate is noise), and the CPU-seconds of one gradient.
 
 from __future__ import annotations
 
-import argparse
+import sys
 import csv
 import time
 from pathlib import Path
@@ -37,8 +37,20 @@ import torch
 from analysis.report import BOOTSTRAP_SAMPLES, paired_ratio
 from omgpt.model import load_model
 from omgpt.module import validation_envs, validation_rollout
-from omgpt.policies import make_policy
+from omgpt.policies import POLICIES, make_policy
 from omgpt.rollout import rollout
+from omgpt.entry import (
+    Checkpoint,
+    InputFolder,
+    Integer,
+    Name,
+    OutputFile,
+    Real,
+    Seed,
+    Text,
+    entry_point,
+    script_parser,
+)
 
 
 def final_regrets(task, envs, policy, horizon: int, seed: int, batch: int = 128) -> np.ndarray:
@@ -136,26 +148,31 @@ def gradients(ckpt: str, batch: int, feedbacks: list[float]) -> None:
         )
 
 
-def main() -> None:
+@entry_point
+@entry_point
+def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__file__, __doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("compare")
-    p.add_argument("ckpts", nargs="+")
-    p.add_argument("--policies", nargs="*", default=["alg-star"])
-    p.add_argument("--runs", type=int, default=256)
-    p.add_argument("--seed", type=int, default=10_002)
+    p.add_argument("ckpts", type=Checkpoint(), nargs="+")
+    p.add_argument("--policies", type=Name(lambda: sorted(POLICIES)), nargs="*", default=["alg-star"])
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=256)
+    p.add_argument("--seed", type=Seed("validation"), default=10_002)
     p.add_argument(
-        "--versus", nargs="*", help="the rows to take paired differences from (default: the first checkpoint)"
+        "--versus",
+        type=Text(),
+        nargs="*",
+        help="the rows to take paired differences from (default: the first checkpoint)",
     )
     p = sub.add_parser("curve")
-    p.add_argument("runs", nargs="+")
-    p.add_argument("--out")
+    p.add_argument("runs", type=InputFolder(), nargs="+")
+    p.add_argument("--out", type=OutputFile())
     p = sub.add_parser("gradients")
-    p.add_argument("ckpt")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--feedback", type=float, nargs="+", default=[1.0, 0.8, 0.5, 0.0])
-    args = parser.parse_args()
+    p.add_argument("ckpt", type=Checkpoint())
+    p.add_argument("--batch", type=Integer(1, 1_000_000), default=32)
+    p.add_argument("--feedback", type=Real(0, 1), nargs="+", default=[1.0, 0.8, 0.5, 0.0])
+    args = parser.parse_args(argv)
     if args.command == "compare":
         compare(args.ckpts, args.policies, args.runs, args.seed, args.versus)
     elif args.command == "curve":
@@ -165,4 +182,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,13 +17,14 @@ time, one thread, the two libraries interleaved configuration by configuration i
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 
 import numpy as np
 
 from omgpt.policies.newsvendor_data import MAX_ITER, GlobalGBM, part_days
 from omgpt.tuning import grid
+from omgpt.entry import Integer, Real, Seed, entry_point, script_parser
 
 
 def scaled_cost(pred: np.ndarray, days: dict, q: float) -> float:
@@ -90,14 +91,18 @@ def fit_lightgbm(train: dict, q: float, c: dict):
 LIBRARIES = {"scikit-learn": fit_sklearn, "lightgbm": fit_lightgbm}
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__file__, __doc__)
     parser.add_argument("--split", default="series", choices=("series", "time"))
-    parser.add_argument("--split-seed", type=int, default=0)
-    parser.add_argument("--q", type=float, nargs="+", default=[0.75])
+    parser.add_argument("--split-seed", type=Seed(), default=0)
+    parser.add_argument("--q", type=Real(0, 1, low_open=True, high_open=True), nargs="+", default=[0.75])
     parser.add_argument("--libraries", nargs="+", default=list(LIBRARIES), choices=list(LIBRARIES))
     parser.add_argument(
-        "--configs", type=int, default=None, help="a random subset of this many grid points (seeded; default: all 64)"
+        "--configs",
+        type=Integer(1, 10_000),
+        default=None,
+        help="a random subset of this many grid points (seeded; default: all 64)",
     )
     args = parser.parse_args(argv)
     options = {
@@ -144,4 +149,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,7 +18,7 @@ costs dominate (a 2-layer, 32-dim GPT on a CPU) the ratio is smaller.
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 
 import torch
@@ -27,6 +27,7 @@ from omgpt.model import GPT, ModelConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import make_task
+from omgpt.entry import Device, Integer, Names, entry_point, script_parser
 
 SIZES = {  # name: (n_layer, n_head, n_embd)
     "tiny": (2, 2, 32),
@@ -110,20 +111,28 @@ def report(r: dict) -> str:
     )
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> list[dict]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sizes", default="tiny,demo,paper", help=f"comma-separated, from {', '.join(SIZES)}")
-    p.add_argument("--layouts", default="paper", help="comma-separated token layouts: paper, compact, transition")
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--horizon", type=int, default=100)
+    p = script_parser(__file__, __doc__)
+    p.add_argument(
+        "--sizes", type=Names(SIZES), default="tiny,demo,paper", help=f"comma-separated, from {', '.join(SIZES)}"
+    )
+    p.add_argument(
+        "--layouts",
+        type=Names(["paper", "compact", "transition"]),
+        default="paper",
+        help="comma-separated token layouts: paper, compact, transition",
+    )
+    p.add_argument("--batch", type=Integer(1, 1_000_000), default=256)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
     p.add_argument(
         "--paper-batch",
-        type=int,
+        type=Integer(1, 1_000_000),
         help="batch for the paper size only (its full recompute takes ~30 min on a 2-core CPU at B=256)",
     )
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (CPU)")
+    p.add_argument("--repeats", type=Integer(1, 1000), default=1)
+    p.add_argument("--device", type=Device(), default="cpu")
+    p.add_argument("--threads", type=Integer(1, 256), default=1, help="torch intra-op threads (CPU)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     print(f"KV-cached rollout vs full recompute, newsvendor, {a.device}, {a.threads} thread(s)")
@@ -137,4 +146,4 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,7 +17,7 @@ the module's learning rate (``configure_optimizers`` needs a Trainer for its cos
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 import warnings
 
@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from omgpt.timing import StepTimer, demo_config, demo_module, quiet_lightning, timing_trainer
+from omgpt.entry import Device, Integer, entry_point, script_parser
 
 
 def batches(steps: int, batch_size: int | None = None, horizon: int | None = None) -> list[dict]:
@@ -99,12 +100,13 @@ def report(r: dict) -> str:
     )
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--steps", type=Integer(1, 1_000_000), default=60)
+    p.add_argument("--repeats", type=Integer(1, 1000), default=3)
+    p.add_argument("--device", type=Device(), default="cpu")
+    p.add_argument("--threads", type=Integer(1, 256), default=1)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     print(f"Lightning Trainer vs bare PyTorch loop, demo scale, {a.steps} steps, {a.device}, {a.threads} thread(s)")
@@ -114,4 +116,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,7 +10,7 @@ and the speed-up, measured in this one run.
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 
 import torch
@@ -18,7 +18,8 @@ import torch
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
-from omgpt.tasks import make_task
+from omgpt.tasks import TASKS, make_task
+from omgpt.entry import Integer, Names, entry_point, script_parser
 
 
 def seconds(task, policy_name: str, envs: dict, horizon: int, batch: int) -> float:
@@ -34,13 +35,19 @@ def seconds(task, policy_name: str, envs: dict, horizon: int, batch: int) -> flo
     return time.perf_counter() - start
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", type=int, default=100)
-    p.add_argument("--horizon", type=int, default=100)
-    p.add_argument("--loop-envs", type=int, default=10, help="environments timed one at a time (scaled to --runs)")
-    p.add_argument("--suites", default="pricing,newsvendor")
-    p.add_argument("--threads", type=int, default=1)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=100)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
+    p.add_argument(
+        "--loop-envs",
+        type=Integer(1, 1_000_000),
+        default=10,
+        help="environments timed one at a time (scaled to --runs)",
+    )
+    p.add_argument("--suites", type=Names(lambda: sorted(TASKS)), default="pricing,newsvendor")
+    p.add_argument("--threads", type=Integer(1, 256), default=1)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     print(
@@ -66,4 +73,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

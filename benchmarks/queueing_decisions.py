@@ -16,20 +16,20 @@ three, and certainty equivalence beats it.
 
 from __future__ import annotations
 
-import argparse
+import sys
 
-from omgpt import seeding
 from omgpt.evaluation import evaluate_policies
 from omgpt.tasks import make_episode_task
+from omgpt.entry import Integer, Seed, entry_point, script_parser
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=10_002)
-    p.add_argument("--horizon", type=int, default=100)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=1000)
+    p.add_argument("--seed", type=Seed("validation"), default=10_002)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=100)
     args = p.parse_args(argv)
-    seeding.check_validation_seed(args.seed, "--seed")
     task = make_episode_task("queueing", {}, args.horizon)
     players = {
         "alg-star mean": ("alg-star", {"decision": "mean"}),
@@ -49,4 +49,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,11 +17,12 @@ Run it on an idle machine (a neighbour's load falls on both arms, but changes th
 
 from __future__ import annotations
 
+import sys
+
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP, as the omgpt command
 
-import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -32,6 +33,7 @@ from omgpt import threads  # noqa: E402
 from omgpt.evaluation import evaluate_policies  # noqa: E402
 from omgpt.model import load_model  # noqa: E402
 from omgpt.tasks import make_task  # noqa: E402
+from omgpt.entry import Checkpoint, Integer, entry_point, script_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,12 +51,14 @@ def timed(task, spec: dict, runs: int, horizon: int, limit: bool) -> float:
         threads.at_most = honour
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--runs", type=Integer(1, 1_000_000), default=100)
+    p.add_argument("--repeats", type=Integer(1, 1000), default=3)
     p.add_argument(
         "--ckpt",
+        type=Checkpoint(),
         default=str(ROOT / "pretrained" / "newsvendor"),
         help="an OMGPT checkpoint or model folder of the newsvendor",
     )
@@ -83,4 +87,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

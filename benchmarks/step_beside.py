@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from step_cost import demo_step  # noqa: E402  (the same step as the step-cost study)
 from threads import BUSY, neighbour  # noqa: E402  (the same two-thread busy process as the thread study)
+from omgpt.entry import Integer, Names, entry_point, script_parser
 
 NEIGHBOURS = {
     "none": None,
@@ -61,11 +62,17 @@ def child(threads: int, steps: int) -> None:
     print(json.dumps({"cpu_ms": 1000 * cpu / steps, "wall_ms": 1000 * wall / steps}))
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--neighbours", default=",".join(NEIGHBOURS), help=f"comma-separated among {list(NEIGHBOURS)}")
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--threads", type=Integer(1, 256), default=1)
+    p.add_argument("--steps", type=Integer(1, 1_000_000), default=40)
+    p.add_argument(
+        "--neighbours",
+        type=Names(NEIGHBOURS),
+        default=",".join(NEIGHBOURS),
+        help=f"comma-separated among {list(NEIGHBOURS)}",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -88,4 +95,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

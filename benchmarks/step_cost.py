@@ -27,7 +27,7 @@ Data generation is not in the step (it is ~2% of it: ``benchmarks/streaming.py``
 
 from __future__ import annotations
 
-import argparse
+import sys
 import contextlib
 import statistics
 import time
@@ -37,6 +37,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from omgpt.timing import demo_config, machine
+from omgpt.entry import Integer, Numbers, Text, entry_point, script_parser
 
 
 @contextlib.contextmanager
@@ -95,15 +96,22 @@ def demo_step(cfg: dict, batch_size: int, variant: str = "fp32"):
     return step_fn(module, next(iter(stream)), variant)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--batches", default="32,64", help="batch sizes, comma-separated")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per variant and round")
-    p.add_argument("--repeats", type=int, default=3, help="rounds (the variants take turns)")
-    p.add_argument("--threads", type=int, default=1)
+@entry_point
+@entry_point
+def main(argv: list[str] | None = None) -> None:
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--batches", type=Numbers(Integer(1, 100_000)), default="32,64", help="batch sizes, comma-separated")
+    p.add_argument("--steps", type=Integer(1, 1_000_000), default=20, help="timed steps per variant and round")
+    p.add_argument("--repeats", type=Integer(1, 1000), default=3, help="rounds (the variants take turns)")
+    p.add_argument("--threads", type=Integer(1, 256), default=1)
     p.add_argument("--no-compile", action="store_true", help="leave out the compiled variant")
-    p.add_argument("--variants", default=None, help="comma-separated (see above; default fp32,sdpa-math,bf16,compiled)")
-    args = p.parse_args()
+    p.add_argument(
+        "--variants",
+        type=Text(),
+        default=None,
+        help="comma-separated (see above; default fp32,sdpa-math,bf16,compiled)",
+    )
+    args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     cfg = demo_config()
     if args.variants:
@@ -144,4 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

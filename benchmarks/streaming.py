@@ -16,12 +16,13 @@ histories are generated in a DataLoader worker process, in parallel with the tra
 
 from __future__ import annotations
 
-import argparse
+import sys
 
 import torch
 from torch.utils.data import DataLoader
 
 from omgpt.timing import StepTimer, demo_config, demo_module, quiet_lightning, timing_trainer
+from omgpt.entry import Device, Integer, Numbers, entry_point, script_parser
 
 
 def datamodule(steps: int, workers: int, batch_size: int | None = None, horizon: int | None = None):
@@ -83,13 +84,19 @@ def report(r: dict) -> str:
     )
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> list[dict]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--workers", default="0,1", help="DataLoader workers generating histories, comma-separated")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--steps", type=Integer(1, 1_000_000), default=60)
+    p.add_argument(
+        "--workers",
+        type=Numbers(Integer(0, 256)),
+        default="0,1",
+        help="DataLoader workers generating histories, comma-separated",
+    )
+    p.add_argument("--repeats", type=Integer(1, 1000), default=3)
+    p.add_argument("--device", type=Device(), default="cpu")
+    p.add_argument("--threads", type=Integer(1, 256), default=1)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     print(
@@ -103,4 +110,4 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -38,6 +38,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from omgpt.entry import Integer, Names, OutputFile, Real, Text, entry_point, script_parser
 
 WORKLOADS = {"demo": ["demo.yaml"], "fit": ["newsvendor.yaml", "scale/cpu.yaml"]}
 BUSY = (
@@ -119,15 +120,16 @@ def run_config(workload: str, config: str, seconds: float) -> float:
     return result["steps_per_s"]
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = script_parser(__file__, __doc__)
     p.add_argument("--quick", action="store_true", help="6 s per run, one repeat")
-    p.add_argument("--seconds", type=float, default=15.0, help="timed training per run")
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--workloads", default="demo,fit")
-    p.add_argument("--configs", default="1,2,2-passive,2-active")
-    p.add_argument("--json", help="also write the results here")
-    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--seconds", type=Real(0, 86_400, low_open=True), default=15.0, help="timed training per run")
+    p.add_argument("--repeats", type=Integer(1, 1000), default=2)
+    p.add_argument("--workloads", type=Names(["demo", "fit"]), default="demo,fit")
+    p.add_argument("--configs", type=Text(), default="1,2,2-passive,2-active")
+    p.add_argument("--json", type=OutputFile(), help="also write the results here")
+    p.add_argument("--child", type=Text(), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         child(a.child, a.seconds)
@@ -174,4 +176,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -25,7 +25,7 @@ column are against the eager paper layout, measured in this one run.
 
 from __future__ import annotations
 
-import argparse
+import sys
 import itertools
 import json
 import statistics
@@ -36,6 +36,7 @@ import yaml
 
 from omgpt.resources import CONFIGS
 from omgpt.timing import demo_config, machine
+from omgpt.entry import Device, Integer, Names, OutputFile, entry_point, script_parser
 
 
 def matmul_peak_flops(device: str, size: int = 1024, repeats: int = 5) -> float:
@@ -79,27 +80,39 @@ def seconds_per_step(module, batch: dict, steps: int, device: str, precision: st
     return statistics.median(times)
 
 
-def main() -> None:
+@entry_point
+@entry_point
+def main(argv: list[str] | None = None) -> None:
     from omgpt.datamodules.history import HistoryStream
     from omgpt.module import OMGPTModule
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--horizon", type=int, default=50)
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--steps", type=Integer(1, 1_000_000), default=30)
+    p.add_argument("--threads", type=Integer(1, 256), default=1)
+    p.add_argument("--batch", type=Integer(1, 1_000_000), default=64)
+    p.add_argument("--horizon", type=Integer(1, 100_000), default=50)
     p.add_argument("--no-compile", action="store_true", help="skip the compiled variants")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--layouts", default="paper,compact,transition", help="comma-separated token layouts")
+    p.add_argument("--device", type=Device(), default="cpu")
+    p.add_argument(
+        "--layouts",
+        type=Names(["paper", "compact", "transition"]),
+        default="paper,compact,transition",
+        help="comma-separated token layouts",
+    )
     p.add_argument(
         "--size",
         choices=("demo", "paper"),
         default="demo",
         help="the demo's model or the paper's (configs/scale/paper.yaml)",
     )
-    p.add_argument("--precision", default="32", help="comma-separated: 32 (float32) and/or bf16 (autocast)")
-    p.add_argument("--json", help="also write the numbers here")
-    args = p.parse_args()
+    p.add_argument(
+        "--precision",
+        type=Names(["32", "bf16"]),
+        default="32",
+        help="comma-separated: 32 (float32) and/or bf16 (autocast)",
+    )
+    p.add_argument("--json", type=OutputFile(), help="also write the numbers here")
+    args = p.parse_args(argv)
     precisions = args.precision.split(",")
     if set(precisions) - {"32", "bf16"}:
         p.error(f"--precision takes 32 and/or bf16, not {args.precision}")
@@ -175,4 +188,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -310,7 +310,7 @@ def test_repair_script_plays_the_three_arms_and_restores_the_repair(capsys):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     repair = CollapsedNoiseSampler._repair
-    means = script.main(["--runs", "4", "--horizon", "6", "--seed", "10007", "--top", "2"])
+    means = script.main.__wrapped__(["--runs", "4", "--horizon", "6", "--seed", "10007", "--top", "2"])
     assert set(means) == {"collapsed, repair", "collapsed, no repair", "smc"}
     assert all(math.isfinite(v) and v >= 0 for v in means.values())
     assert CollapsedNoiseSampler._repair is repair and "repair - smc" in capsys.readouterr().out

@@ -8,29 +8,8 @@
   ``results/interpretability/``.
 
 Tools sit above the commands: they may import anything in ``omgpt``; nothing in ``omgpt`` imports them.
+Each tool's ``main(argv)`` runs under the contract of every entry point
+(:func:`omgpt.entry.entry_point`): a user's error is one line ``omgpt: error: ...`` on stderr
+and exit code 2, found by the tool's parser (:class:`omgpt.entry.ScriptParser`) before it
+writes anything; Ctrl-C is one line and exit code 130.
 """
-
-from __future__ import annotations
-
-import functools
-import sys
-from typing import Callable
-
-from omgpt.errors import OMGPTError
-
-
-def tool_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """A tool's ``main(argv)`` that ends a user's error as the CLI does: one line ``omgpt: error: ...``
-    on stderr and exit code 2 (argparse's own errors exit 2 as well). Each tool checks every argument
-    before it writes anything, so an error leaves every file as it was."""
-
-    @functools.wraps(main)
-    def wrapped(argv: list[str] | None = None) -> int:
-        try:
-            return main(argv)
-        except OMGPTError as e:
-            lines = str(e).strip().splitlines() or [type(e).__name__]
-            print(f"omgpt: error: {lines[0]}", file=sys.stderr)
-            return 2
-
-    return wrapped

@@ -33,6 +33,7 @@ import yaml
 from omgpt.analysis.capture import Collected, collect
 from omgpt.analysis.probing import normalised_mse, plot_probes, probe_collected
 from omgpt.analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers
+from omgpt.entry import InputFolder, entry_point, script_parser
 from omgpt.files import write_json
 from omgpt.model import load_model
 from omgpt.policies import make_policy
@@ -108,7 +109,7 @@ def alg_star_action(data: Collected, task, seed: int = 0) -> float:
     return normalised_mse(decision.double().numpy(), data.optimal_action.double().numpy())
 
 
-def main(run: Path) -> None:
+def evidence(run: Path) -> None:
     torch.set_num_threads(1)
     ckpts = run / "checkpoints"
     model, task, _ = load_model(ckpts / "last.ckpt")
@@ -173,5 +174,18 @@ def main(run: Path) -> None:
     write_json(summary, HERE / "summary.json")
 
 
+@entry_point
+def main(argv: list[str] | None = None) -> None:
+    p = script_parser(__file__, __doc__)
+    p.add_argument(
+        "run",
+        nargs="?",
+        type=InputFolder(),
+        default="runs/interpretability/version_0",
+        help="the pricing model's run folder (its checkpoints/ and config.yaml)",
+    )
+    evidence(p.parse_args(argv).run)
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("runs/interpretability/version_0"))
+    sys.exit(main())

@@ -12,14 +12,16 @@ runs the check.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from omgpt.analysis.report import best_benchmark, final_demand_errors, final_regrets, interval
+from omgpt.entry import entry_point, script_parser
 from omgpt.commands.store import read_card
+from omgpt.errors import OMGPTError
 from omgpt.files import write_text
 from omgpt.records import NUMBER, Optional, read_json
 
@@ -283,14 +285,15 @@ def _relink(markdown: str, up: str) -> str:
     return re.sub(r"\]\((?![a-z]+:|#|/)", f"]({up}/", markdown)
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.readme_tables", description=__doc__.split("\n\n")[0])
+    p = script_parser(__file__, __doc__)
     p.add_argument("--check", action="store_true", help="only check; exit 1 where a page differs")
     args = p.parse_args(argv)
     texts = {page: page.read_text() for page in pages()}
     missing = [name for name in TABLES if not any(f"<!-- table:{name} -->" in text for text in texts.values())]
     if missing:
-        raise SystemExit(f"omgpt: error: no page (README.md, docs/*.md) has the <!-- table:{missing[0]} --> block")
+        raise OMGPTError(f"no page (README.md, docs/*.md) has the <!-- table:{missing[0]} --> block")
     stale = []
     for page, text in texts.items():
         new = render(text, page)
@@ -308,4 +311,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -23,7 +23,7 @@ written: an error is one line, ``omgpt: error: ...``, exit code 2.
 
 from __future__ import annotations
 
-import argparse
+import sys
 import csv
 import io
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +32,7 @@ from pathlib import Path
 from omgpt.commands.store import fit, metric_rows, validation_points
 from omgpt.errors import OMGPTError
 from omgpt.files import save_figure, writable_file, write_json, write_text
-from tools import tool_main
+from omgpt.entry import InputFolder, Integer, Jobs, Name, OutputFolder, entry_point, script_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ROOT / "configs" / "recipe"
@@ -245,39 +245,39 @@ def report(runs_dir: Path, out: Path) -> None:
     print(f"wrote {out / 'report.md'}, {out / 'curves.png'} ({len(results)} variants)")
 
 
-@tool_main
+@entry_point
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.recipe", description=__doc__.split("\n\n")[0])
+    p = script_parser(__file__, __doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
-    r.add_argument("variants", nargs="+", help=f"of: {', '.join(available())}")
-    r.add_argument("--jobs", type=int, default=2)
-    r.add_argument("--runs-dir", default="runs/recipe")
+    r.add_argument("variants", type=Name(available), nargs="+", help=f"of: {', '.join(available())}")
+    r.add_argument("--jobs", type=Jobs(), default="2")
+    r.add_argument("--runs-dir", type=OutputFolder(under=ROOT), default="runs/recipe")
     r.add_argument(
-        "--nice", type=int, default=0, help="lower the runs' priority (they measure CPU time, not wall-clock)"
+        "--nice",
+        type=Integer(0, 19),
+        default=0,
+        help="lower the runs' priority (they measure CPU time, not wall-clock)",
     )
     rep = sub.add_parser("report")
     rep.add_argument(
-        "--runs-dir", help="where the runs are (default runs/recipe; without it the report redraws from OUT/metrics)"
+        "--runs-dir",
+        type=InputFolder(under=ROOT),
+        help="where the runs are (default runs/recipe; without it the report redraws from OUT/metrics)",
     )
-    rep.add_argument("--out", default="results/recipe")
+    rep.add_argument("--out", type=OutputFolder(under=ROOT), default="results/recipe")
     args = p.parse_args(argv)
     if args.cmd == "run":
         check_variants(args.variants)
-        if args.jobs < 1 or args.nice < 0:
-            raise OMGPTError(f"--jobs must be at least 1 and --nice at least 0, got {args.jobs} and {args.nice}")
-        runs_dir = ROOT / args.runs_dir
-        writable_file(runs_dir / "baseline.log", "--runs-dir")
+        runs_dir = args.runs_dir
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             outcomes = list(pool.map(lambda v: train(v, runs_dir, args.nice), args.variants))
         for v, outcome in zip(args.variants, outcomes):
             print(f"{v}: {outcome}")
         return 0 if all(o == "done" for o in outcomes) else 1
-    if args.runs_dir is not None and not (ROOT / args.runs_dir).is_dir():
-        raise OMGPTError(f"--runs-dir {args.runs_dir}: no such folder")
-    report(ROOT / (args.runs_dir or "runs/recipe"), ROOT / args.out)
+    report(args.runs_dir or ROOT / "runs/recipe", args.out)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -34,7 +34,7 @@ must overlap (``tests/test_pretrained.py``).
 
 from __future__ import annotations
 
-import argparse
+import sys
 import re
 import tempfile
 from pathlib import Path
@@ -44,7 +44,17 @@ from omgpt.commands.store import clocks, fit, keep, kept_checkpoint, metric_rows
 from omgpt.errors import OMGPTError
 from omgpt.files import atomic_write, save_figure, writable_file, write_json, write_text
 from omgpt.seeding import CARD_SEED
-from tools import tool_main
+from omgpt.entry import (
+    InputFolder,
+    Integer,
+    Name,
+    OutputFolder,
+    Real,
+    Seed,
+    Text,
+    entry_point,
+    script_parser,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "pretrained"
@@ -246,14 +256,20 @@ def ship(name: str, info: dict, model_ckpt: Path, runs: int, seed: int, replicat
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
 
 
-def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | None = None) -> None:
+def adopt(
+    name: str, key: str, runs: int, seed: int, replication_seed: int | None = None, replace: bool = False
+) -> None:
     """Ship a model that an experiment trained into the run store, ``results/models/KEY`` (the
     fine-tuned models of ``omgpt experiment beyond-alg-star``), as ``pretrained/NAME``, carded like a
     trained one. Its training record is the store's: the fit's command and kept checkpoint
     (``done.json``), its validation curve (``run/metrics.csv``, which the store keeps beside its model
-    until then) and the supervised model it was fine-tuned from, with that model's own cost."""
+    until then) and the supervised model it was fine-tuned from, with that model's own cost.
+
+    A shipped ``pretrained/NAME`` is never replaced by accident: its name is refused unless ``replace``,
+    and even then only a model of the shipped one's task, task options and horizon replaces it."""
     from omgpt.checkpoints import read_checkpoint
     from omgpt.commands.store import read_record
+    from omgpt.model import checkpoint_hparams
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or name in configured():
         raise OMGPTError(
@@ -273,6 +289,7 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
             f"{folder / 'run'}: no validation logged (metrics*.csv); the fit's run folder is needed to card its model"
         )
     checkpoint = read_checkpoint(folder / record["ckpt"])
+    check_replaceable(name, checkpoint_hparams(checkpoint, folder / record["ckpt"]), key, replace)
     kept_step = checkpoint["global_step"]  # (the record's "steps" are those trained)
     if kept_step not in [p["step"] for p in curve]:
         raise OMGPTError(f"{folder}: the kept checkpoint's step {kept_step} has no validation in the run's metrics")
@@ -307,6 +324,32 @@ def adopt(name: str, key: str, runs: int, seed: int, replication_seed: int | Non
             },
         }
         ship(name, info, model_ckpt, runs, seed, replication_seed)
+
+
+def check_replaceable(name: str, hparams: dict, key: str, replace: bool) -> None:
+    """``adopt``'s rule for an existing ``pretrained/NAME``: refused without ``--replace``, and refused
+    with it when the store's model plays another setting (task, task options, horizon) than the shipped one."""
+    from omgpt.checkpoints import read_checkpoint
+    from omgpt.model import checkpoint_hparams
+
+    out = PRETRAINED / name
+    if not out.exists():
+        return
+    if not replace:
+        raise OMGPTError(
+            f"pretrained/{name} is a shipped model: adopting results/models/{key} as {name!r} would replace its model "
+            f"and card; choose a new name, or give --replace"
+        )
+    shipped = out / "model.ckpt"
+    if not shipped.is_file():
+        raise OMGPTError(f"pretrained/{name} holds no model.ckpt: remove the folder by hand, or choose a new name")
+    setting = lambda hp: (hp["task"], hp.get("task_options") or {}, hp["horizon"])  # noqa: E731
+    old, new = setting(checkpoint_hparams(read_checkpoint(shipped), shipped)), setting(hparams)
+    if old != new:
+        raise OMGPTError(
+            f"--replace: pretrained/{name} plays {old[0]} {old[1] or ''} at horizon {old[2]}, results/models/{key} "
+            f"{new[0]} {new[1] or ''} at horizon {new[2]}; a shipped model is replaced only by one of its own task"
+        )
 
 
 def shipped_card(name: str) -> dict:
@@ -446,50 +489,55 @@ def plot_validation(curve: list[dict], name: str, path: Path) -> None:
     save_figure(fig, path, dpi=100)
 
 
-@tool_main
+@entry_point
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.reference_models", description=__doc__.split("\n\n")[0])
+    p = script_parser(__file__, __doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train")
-    t.add_argument("name")
-    t.add_argument("--minutes", type=float, default=90)
-    t.add_argument("--runs-dir", default="runs/pretrained")
+    t.add_argument("name", type=Name(configured))
+    t.add_argument("--minutes", type=Real(1, 100_000), default=90)
+    t.add_argument("--runs-dir", type=OutputFolder(under=ROOT), default="runs/pretrained")
     c = sub.add_parser("card")
-    c.add_argument("name")
-    c.add_argument("--runs", type=int, default=1000)
-    c.add_argument("--seed", type=int, default=CARD_SEED)
-    c.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
-    c.add_argument("--runs-dir", default="runs/pretrained")
+    c.add_argument("name", type=Name(configured))
+    c.add_argument("--runs", type=Integer(2, 1_000_000), default=1000)
+    c.add_argument("--seed", type=Seed("test"), default=CARD_SEED)
+    c.add_argument("--replication-seed", type=Seed("test"), default=CARD_SEED + 1)
+    c.add_argument("--runs-dir", type=InputFolder(under=ROOT), default="runs/pretrained")
     e = sub.add_parser(
         "retest", help="test a shipped model again (new protocol or benchmarks), keeping its training record"
     )
-    e.add_argument("name")
-    e.add_argument("--runs", type=int, default=1000)
-    e.add_argument("--seed", type=int, default=CARD_SEED)
-    e.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
+    e.add_argument("name", type=Name(available))
+    e.add_argument("--runs", type=Integer(2, 1_000_000), default=1000)
+    e.add_argument("--seed", type=Seed("test"), default=CARD_SEED)
+    e.add_argument("--replication-seed", type=Seed("test"), default=CARD_SEED + 1)
     a = sub.add_parser(
         "adopt", help="ship a model of the run store (results/models/KEY) as pretrained/NAME, with its card"
     )
-    a.add_argument("name")
-    a.add_argument("key")
-    a.add_argument("--runs", type=int, default=1000)
-    a.add_argument("--seed", type=int, default=CARD_SEED)
-    a.add_argument("--replication-seed", type=int, default=CARD_SEED + 1)
+    a.add_argument("name", type=Text(), help="the shipped model's name, pretrained/NAME")
+    a.add_argument("key", type=Text(), help="the run store's key of the model, results/models/KEY")
+    a.add_argument("--runs", type=Integer(2, 1_000_000), default=1000)
+    a.add_argument("--seed", type=Seed("test"), default=CARD_SEED)
+    a.add_argument("--replication-seed", type=Seed("test"), default=CARD_SEED + 1)
+    a.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace the shipped pretrained/NAME (by a model of its own task, options and horizon only)",
+    )
     r = sub.add_parser("render", help="rewrite a shipped card's card.md and figure from its card.json")
-    r.add_argument("name")
+    r.add_argument("name", type=Name(available))
     args = p.parse_args(argv)
     if args.cmd == "train":
-        return train(args.name, ROOT / args.runs_dir, args.minutes)
+        return train(args.name, args.runs_dir, args.minutes)
     if args.cmd == "render":
         write_card(shipped_card(args.name), PRETRAINED / args.name)
     elif args.cmd == "adopt":
-        adopt(args.name, args.key, args.runs, args.seed, args.replication_seed)
+        adopt(args.name, args.key, args.runs, args.seed, args.replication_seed, replace=args.replace)
     elif args.cmd == "retest":
         retest(args.name, args.runs, args.seed, args.replication_seed)
     else:
-        card(args.name, ROOT / args.runs_dir, args.runs, args.seed, args.replication_seed)
+        card(args.name, args.runs_dir, args.runs, args.seed, args.replication_seed)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -17,12 +17,13 @@ after); a setting that really changed must train a new model, which this would h
 
 from __future__ import annotations
 
-import argparse
+import sys
 import shlex
 from pathlib import Path
 
 from omgpt.commands.experiment.models import ROOT, _init_arguments, run_key
 from omgpt.records import read_json
+from omgpt.entry import InputFolder, entry_point, script_parser
 
 # where keys are named: records, reports, cards, pages, tests that read a stored model
 REFERENCES = ("README.md", "results", "pretrained", "docs", "tests")
@@ -85,9 +86,10 @@ def rewrite_references(moved: dict[str, str], roots=REFERENCES) -> list[Path]:
     return changed
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models-dir", type=Path, default=ROOT / "results" / "models")
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--models-dir", type=InputFolder(), default=ROOT / "results" / "models")
     p.add_argument("--dry-run", action="store_true")
     a = p.parse_args(argv)
     moved = new_keys(a.models_dir)
@@ -103,4 +105,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,7 +12,6 @@ if anything differs. About 13 minutes for all nine paper experiments on one CPU 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -34,7 +33,7 @@ from omgpt.commands.experiment import (
 from omgpt.files import write_json
 from omgpt.errors import OMGPTError
 from omgpt.tuning import tuned_constants
-from tools import tool_main
+from omgpt.entry import Name, entry_point, script_parser
 
 # Not 1e-9: the last bits of a float sum differ between BLAS builds and runs, and the batched quantile
 # regression (``qr`` on real demand) returns a point of the optimal face where a window's LP optimum is
@@ -90,10 +89,15 @@ def problems_before_evaluating(
     return problems
 
 
-@tool_main
+@entry_point
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.reproduce_experiments", description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="experiments (default: every one with a committed experiment.json)")
+    parser = script_parser(__file__, __doc__)
+    parser.add_argument(
+        "names",
+        type=Name(available),
+        nargs="*",
+        help="experiments (default: every one with a committed experiment.json)",
+    )
     parser.add_argument("--check", action="store_true", help="only check what needs no evaluation")
     args = parser.parse_args(argv)
     names = args.names or [n for n in available() if (ROOT / "results" / n / "experiment.json").is_file()]

@@ -18,7 +18,7 @@ lower end (no winner on a grid's end) and an upper end (every end a winner sat o
 
 from __future__ import annotations
 
-import argparse
+import sys
 import fnmatch
 import math
 from pathlib import Path
@@ -26,6 +26,7 @@ from pathlib import Path
 from omgpt.errors import OMGPTError
 from omgpt.policies import POLICIES
 from omgpt.tuning import TUNED, WIDEN_STEPS, read_tuned
+from omgpt.entry import InputFolder, OutputFolder, Text, entry_point, script_parser
 
 
 def settings(folder: Path, only: list[str]) -> list[tuple[Path, dict]]:
@@ -49,59 +50,65 @@ def estimate(entry: dict, name: str) -> tuple[float, float]:
     return per_point * points, per_point * widened
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     from omgpt.commands.tune import run_tuning
 
-    p = argparse.ArgumentParser(prog="python -m tools.retune", description=__doc__.split("\n\n")[0])
+    p = script_parser(__file__, __doc__)
     p.add_argument("--estimate", action="store_true", help="print the plan and its estimated time; tune nothing")
     p.add_argument(
-        "--only", action="append", default=[], help="file-name pattern of the settings to re-tune (repeatable)"
+        "--only",
+        type=Text(),
+        action="append",
+        default=[],
+        help="file-name pattern of the settings to re-tune (repeatable)",
     )
-    p.add_argument("--folder", type=Path, default=None, help="write the re-tuned files here (default: in place)")
     p.add_argument(
-        "--source", type=Path, default=TUNED, help="the tuned files whose settings are re-tuned (default configs/tuned)"
+        "--folder", type=OutputFolder(), default=None, help="write the re-tuned files here (default: in place)"
+    )
+    p.add_argument(
+        "--source",
+        type=InputFolder(),
+        default=TUNED,
+        help="the tuned files whose settings are re-tuned (default configs/tuned)",
     )
     args = p.parse_args(argv)
-    try:
-        plan = settings(args.source, args.only)
-        low = high = 0.0
-        for path, data in plan:
-            names = [n for n in data["policies"] if n in POLICIES and POLICIES[n][0].tunable]
-            times = [estimate(data["policies"][n], n) for n in names]
-            low, high = low + sum(t[0] for t in times), high + sum(t[1] for t in times)
-            print(
-                f"{path.stem}: {', '.join(names)} ({sum(t[0] for t in times) / 60:.1f}-{sum(t[1] for t in times) / 60:.1f} min)"
-            )
+    plan = settings(args.source, args.only)
+    low = high = 0.0
+    for path, data in plan:
+        names = [n for n in data["policies"] if n in POLICIES and POLICIES[n][0].tunable]
+        times = [estimate(data["policies"][n], n) for n in names]
+        low, high = low + sum(t[0] for t in times), high + sum(t[1] for t in times)
         print(
-            f"{len(plan)} settings: estimated {low / 60:.1f}-{high / 60:.1f} minutes ({low / 3600:.1f}-{high / 3600:.1f} hours) on one core, "
-            "from the times the files record (CPU seconds where recorded, else the tuning machine's wall-clock; longer on a shared machine)"
+            f"{path.stem}: {', '.join(names)} ({sum(t[0] for t in times) / 60:.1f}-{sum(t[1] for t in times) / 60:.1f} min)"
         )
-        if args.estimate:
-            return 0
-        for path, data in plan:
-            s = data["policies"]
-            names = [n for n in s if n in POLICIES and POLICIES[n][0].tunable]
-            runs = max(e["validation"]["runs"] for e in s.values())
-            seeds = {e["validation"]["seed"] for e in s.values()}
-            if len(seeds) > 1:
-                raise OMGPTError(
-                    f"{path}: its benchmarks were tuned on different validation seeds ({sorted(seeds)}); re-tune it by hand"
-                )
-            setting = data["setting"]
-            run_tuning(
-                setting["task"],
-                setting["task_options"],
-                names,
-                setting["horizon"],
-                runs,
-                seeds.pop(),
-                folder=args.folder,
+    print(
+        f"{len(plan)} settings: estimated {low / 60:.1f}-{high / 60:.1f} minutes ({low / 3600:.1f}-{high / 3600:.1f} hours) on one core, "
+        "from the times the files record (CPU seconds where recorded, else the tuning machine's wall-clock; longer on a shared machine)"
+    )
+    if args.estimate:
+        return 0
+    for path, data in plan:
+        s = data["policies"]
+        names = [n for n in s if n in POLICIES and POLICIES[n][0].tunable]
+        runs = max(e["validation"]["runs"] for e in s.values())
+        seeds = {e["validation"]["seed"] for e in s.values()}
+        if len(seeds) > 1:
+            raise OMGPTError(
+                f"{path}: its benchmarks were tuned on different validation seeds ({sorted(seeds)}); re-tune it by hand"
             )
-    except OMGPTError as e:
-        print(f"omgpt: error: {e}")
-        return 2
+        setting = data["setting"]
+        run_tuning(
+            setting["task"],
+            setting["task_options"],
+            names,
+            setting["horizon"],
+            runs,
+            seeds.pop(),
+            folder=args.folder,
+        )
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -21,6 +21,7 @@ from jsonargparse import ArgumentError, ArgumentParser
 from jsonargparse.typing import register_type
 
 from omgpt import checks
+from omgpt.entry import cap_jobs
 from omgpt.errors import OMGPTError
 
 
@@ -37,6 +38,25 @@ PositiveFloat = _checked_type("PositiveFloat", float, lambda v: checks.number("v
 Number = _checked_type("Number", float, lambda v: checks.number("value", v))
 Seed = _checked_type("Seed", int, lambda v: checks.seed("value", v))
 Device = _checked_type("Device", str, lambda v: str(checks.device(v)))
+
+
+# A checkpoint (a folder: its model.ckpt) that reads, weights only, and holds an OMGPT model's settings:
+# a path to nothing, a text file or a truncated one is refused naming the option, before any work.
+def _readable_checkpoint(value: str) -> str:
+    import os
+
+    from omgpt.checkpoints import read_checkpoint
+
+    path = os.path.join(value, "model.ckpt") if os.path.isdir(value) else value
+    if not {"task", "horizon"} <= set(read_checkpoint(path, mmap=True).get("hyper_parameters") or {}):
+        raise OMGPTError(f"{path} is not an OMGPT checkpoint (no task and horizon in its hyper_parameters)")
+    return value
+
+
+CheckpointPath = _checked_type("CheckpointPath", str, _readable_checkpoint)
+# Processes at once: capped at the cores this process may use, with one line saying so (more would
+# only take turns on the same cores: 40 workers on a 2-core machine).
+Jobs = _checked_type("Jobs", int, lambda v: cap_jobs(checks.number("value", v, integer=True, low=1)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -105,7 +125,13 @@ def parse(fn: Callable[..., Any], prog: str, argv: list[str], positional: tuple[
             names = [n.strip() for n in message[len(required) :].split(",")]
             message = required + ", ".join(n if n in positional else "--" + n.replace("_", "-") for n in names)
         raise OMGPTError(f"{prog}: {message}") from None
-    return {name: namespace[name] for name in inspect.signature(fn).parameters}
+    values = {name: namespace[name] for name in inspect.signature(fn).parameters}
+    for name, value in values.items():  # an empty value never silently means the default, nor the folder "."
+        if value == "" or (isinstance(value, list) and "" in value):
+            raise OMGPTError(
+                f"{prog}: --{_flags(fn).get(name, name).replace('_', '-')}: an empty value; give one or leave it out"
+            )
+    return values
 
 
 def _jsonargparse_argv(fn: Callable[..., Any], argv: list[str]) -> list[str]:

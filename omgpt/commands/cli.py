@@ -21,7 +21,19 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType
 
 from omgpt import threads
-from omgpt.commands.args import Device, PositiveInt, Seed, command, flags, read_config, summary, task_options
+from omgpt.commands.args import (
+    CheckpointPath,
+    Device,
+    Jobs,
+    PositiveInt,
+    Seed,
+    command,
+    flags,
+    read_config,
+    summary,
+    task_options,
+)
+from omgpt.entry import guarded
 from omgpt.errors import OMGPTError
 from omgpt.seeding import DEMO_SEED
 from omgpt.commands.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
@@ -31,7 +43,7 @@ def evaluate(
     task: Optional[str] = None,
     option: Optional[list[str]] = None,
     policies: Optional[str] = None,
-    ckpt: Optional[str] = None,
+    ckpt: Optional[CheckpointPath] = None,
     runs: PositiveInt = 100,
     horizon: Optional[PositiveInt] = None,
     window: Optional[PositiveInt] = None,
@@ -41,7 +53,7 @@ def evaluate(
     device: Device = "cpu",
     no_progress: bool = False,
     force: bool = False,
-    jobs: PositiveInt = 1,
+    jobs: Jobs = 1,
     alg_star_sampler: Optional[str] = None,
 ) -> None:
     """Roll out OMGPT and benchmarks on test environments, write summary.json / curves.csv / regret.png.
@@ -87,7 +99,7 @@ def evaluate(
 
 
 def demand_prediction(
-    ckpt: str,
+    ckpt: CheckpointPath,
     task: Optional[str] = None,
     option: Optional[list[str]] = None,
     policy: str = "omgpt",
@@ -100,7 +112,7 @@ def demand_prediction(
     device: Device = "cpu",
     no_progress: bool = False,
     force: bool = False,
-    jobs: PositiveInt = 1,
+    jobs: Jobs = 1,
 ) -> None:
     """The observation head's demand predictions against ridge regression on the same samples (paper §5.1.6).
 
@@ -220,7 +232,7 @@ def experiment(
     scale: Literal["cpu", "paper"] = "cpu",
     out: Optional[str] = None,
     models_dir: Optional[str] = None,
-    jobs: PositiveInt = 1,
+    jobs: Jobs = 1,
     runs: Optional[PositiveInt] = None,
     horizon: Optional[PositiveInt] = None,
     fit_config: Optional[list[str]] = None,
@@ -365,11 +377,11 @@ MOVED = {  # (command, option) -> the command it became: its old spelling is one
         "--mode",
     ): "is gone: omgpt tsne maps one checkpoint's layers; omgpt tsne-training compares several checkpoints' histories",
 }
-INTERRUPTED = 128 + signal.SIGINT  # the shell's exit code for a command ended by Ctrl-C: 130
 
 
 def cli_main(args: ArgsType = None) -> int:
-    """Entry point callable from tests and notebooks: ``cli_main(["fit", "--config", ...])``."""
+    """Entry point callable from tests and notebooks: ``cli_main(["fit", "--config", ...])``. Runs the
+    command under the contract every entry point shares (:func:`omgpt.entry.guarded`)."""
     argv = list(sys.argv[1:] if args is None else args)
     import omgpt
 
@@ -377,37 +389,34 @@ def cli_main(args: ArgsType = None) -> int:
         signal.getsignal(signal.SIGINT) is omgpt._interrupted_while_starting
     ):  # the imports are done: Ctrl-C is a KeyboardInterrupt again
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    return guarded(lambda: _run(argv, from_sys_argv=args is None))
+
+
+def _run(argv: list[str], from_sys_argv: bool) -> int:
     try:
-        if not argv or argv[0] in ("-h", "--help"):
-            print(usage())
-            return 0 if argv else 2
-        if argv[0] in THREADED:  # one torch-thread choice for every command that trains or evaluates
-            argv, count = threads.split_argv(argv)
-            if args is None:
-                sys.argv[1:] = argv  # LightningCLI reads the command line itself
-            # not over a listing, nor into --print_config's YAML (`omgpt fit ... --print_config > run.yaml`)
-            listing = {"-h", "--help", "--list"} & set(argv) or any(a.startswith("--print_config") for a in argv)
-            threads.configure(count, announce=not listing)
-        _refuse_moved(argv)
-        if argv[0] in COMMANDS:
-            return COMMANDS[argv[0]](argv[1:])
-        if argv[0] not in LIGHTNING_COMMANDS:
-            raise OMGPTError(
-                f"unknown command {argv[0]!r}; choose from {', '.join(LIGHTNING_COMMANDS + tuple(COMMANDS))}"
-            )
-        build_cli(None if args is None else argv)
-        return 0
-    except FloatingPointError as e:  # OMGPTModule stops before a non-finite update reaches the weights
-        return _error(f"{e}; training stopped (lower the learning rate?); checkpoints written before it are unchanged")
+        return _dispatch(argv, from_sys_argv)
     except MisconfigurationException as e:  # Lightning's word for a bad trainer setting, found inside fit
-        return _error(clean_message(str(e)))
-    except OMGPTError as e:
-        return _error(str(e) or type(e).__name__)
-    except OSError as e:  # a file or folder the command cannot read or write (permissions, disk full, ...)
-        return _error(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
-    except KeyboardInterrupt:  # Ctrl-C: what was being written is cleaned up by now (omgpt.files); no traceback
-        print("omgpt: interrupted", file=sys.stderr)
-        return INTERRUPTED
+        raise OMGPTError(clean_message(str(e))) from None
+
+
+def _dispatch(argv: list[str], from_sys_argv: bool) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    if argv[0] in THREADED:  # one torch-thread choice for every command that trains or evaluates
+        argv, count = threads.split_argv(argv)
+        if from_sys_argv:
+            sys.argv[1:] = argv  # LightningCLI reads the command line itself
+        # not over a listing, nor into --print_config's YAML (`omgpt fit ... --print_config > run.yaml`)
+        listing = {"-h", "--help", "--list"} & set(argv) or any(a.startswith("--print_config") for a in argv)
+        threads.configure(count, announce=not listing)
+    _refuse_moved(argv)
+    if argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
+    if argv[0] not in LIGHTNING_COMMANDS:
+        raise OMGPTError(f"unknown command {argv[0]!r}; choose from {', '.join(LIGHTNING_COMMANDS + tuple(COMMANDS))}")
+    build_cli(None if from_sys_argv else argv)
+    return 0
 
 
 def _refuse_moved(argv: list[str]) -> None:
@@ -415,12 +424,6 @@ def _refuse_moved(argv: list[str]) -> None:
         option = token.partition("=")[0].replace("_", "-")
         if (argv[0], option) in MOVED:
             raise OMGPTError(f"omgpt {argv[0]} {option} {MOVED[argv[0], option]}")
-
-
-def _error(message: str) -> int:
-    lines = message.strip().splitlines()
-    print(f"omgpt: error: {lines[0] if lines else message}", file=sys.stderr)
-    return 2
 
 
 def main() -> None:

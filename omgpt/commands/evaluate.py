@@ -92,6 +92,8 @@ def run_evaluation(
         raise OMGPTError("policy 'omgpt' needs --ckpt PATH (a checkpoint written by omgpt fit)")
     if window is not None and "omgpt" not in policies:  # the benchmarks read the whole history
         raise OMGPTError(f"--window applies to the omgpt policy only, and --policies {','.join(policies)} has none")
+    if alg_star_sampler is not None and not alg_star_sampler.strip():  # not silently "auto"
+        raise OMGPTError("--alg_star_sampler is empty: name a sampler (auto, smc, gaussian, collapsed) or leave it out")
     if alg_star_sampler is not None and "alg-star" not in policies:
         raise OMGPTError(f"--alg_star_sampler applies to alg-star, and --policies {','.join(policies)} has none")
     seeding.check_test_seed(seed, "--seed")

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from omgpt.commands.args import Device, Number, PositiveFloat, PositiveInt, Seed, task_options
+from omgpt.commands.args import CheckpointPath, Device, Number, PositiveFloat, PositiveInt, Seed, task_options
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json
 
@@ -68,7 +68,7 @@ TSNE_TRAINING_FILES = ("training_ood.png", "training_ood.json")  # what `omgpt t
 
 # --------------------------------------------------------------------------------------------------
 def probe_command(
-    ckpt: str,
+    ckpt: CheckpointPath,
     n_train: PositiveInt = 1024,
     n_test: PositiveInt = 256,
     step: Optional[int] = None,
@@ -124,7 +124,7 @@ def _parse_layers(text: str | None, n: int) -> list[int] | None:
 
 
 def tsne_command(
-    ckpt: list[str],
+    ckpt: list[CheckpointPath],
     samples: PositiveInt = 500,
     step: Optional[int] = None,
     label: Optional[str] = None,
@@ -215,7 +215,7 @@ def tsne_command(
 
 
 def tsne_training_command(
-    ckpt: list[str],
+    ckpt: list[CheckpointPath],
     sequences: PositiveInt = 30,
     steps: PositiveInt = 20,
     no_alg_star: bool = False,
@@ -270,7 +270,7 @@ def tsne_training_command(
 
 
 def manipulate_command(
-    ckpt: str,
+    ckpt: CheckpointPath,
     n: PositiveInt = 1000,
     step: int = 50,
     low: Number = 0.0,

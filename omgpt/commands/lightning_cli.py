@@ -8,6 +8,7 @@ A command-line module: the library never imports it (``omgpt.commands.demo`` run
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -37,6 +38,7 @@ class OMGPTCLI(LightningCLI):
         parser.link_arguments("model.task", "data.task")
         parser.link_arguments("model.task_options", "data.task_options")
         parser.link_arguments("model.horizon", "data.horizon")
+        parser.link_arguments("model.obs_target", "data.obs_target")
 
     def parse_arguments(self, parser, args) -> None:
         for path in _config_files(sys.argv[1:] if args is None else args):
@@ -51,8 +53,12 @@ class OMGPTCLI(LightningCLI):
         if not command:
             return
         config = self.config[command]
+        _refuse_non_finite(config.as_dict().get("trainer"), "trainer")  # (the module and the data check their own)
         if config.get("seed_everything") not in (None, True, False):  # Lightning's own check ends in a traceback
             checks.seed("seed_everything", config.get("seed_everything"))
+        init_from = (config.get("model") or {}).get("init_from")
+        if command == "fit" and init_from is not None:  # a readable checkpoint, before the trainer is built
+            _init_checkpoint(init_from)
         ckpt = config.get("ckpt_path")
         if ckpt and ckpt not in CKPT_ALIASES:
             # A setting that differs from the checkpoint's is refused here, in one line. (The aliases
@@ -85,6 +91,17 @@ class OMGPTCLI(LightningCLI):
                 "omgpt fit saves and loads checkpoints with its own CheckpointIO; remove the --trainer.plugins checkpoint IO"
             )
         self.trainer.strategy.checkpoint_io = SafeCheckpointIO()
+        init_from = getattr(self.model.hparams, "init_from", None)
+        if self.subcommand == "fit" and init_from is not None:
+            # Checked now, before the fit's first hook writes config.yaml into the run folder (a refusal
+            # there would leave a version_N that the retry is then told to resume). The weights are
+            # read again, for the fit, in OMGPTModule.setup.
+            from omgpt.module import load_init_weights
+
+            try:
+                load_init_weights(self.model, init_from)
+            except OMGPTError as e:
+                raise OMGPTError(e if str(e).startswith("model.init_from") else f"model.init_from: {e}") from None
 
     # LightningCLI runs a subcommand through the CLI's method of that name when there is one.
     def fit(self, **kwargs) -> None:
@@ -128,6 +145,29 @@ def _refuse_a_used_run_folder(trainer) -> None:
                 f"{folder} already holds a run ({shown}); resume it with --ckpt_path last, or start a new run in "
                 f"another folder (a new --trainer.logger.init_args.version, or none for the next version_N)"
             )
+
+
+def _init_checkpoint(path: str) -> None:
+    """``model.init_from`` names a checkpoint that reads (weights only) and holds a model's settings (a
+    folder: its ``model.ckpt``); that the settings are the run's is checked once the module is built."""
+    try:
+        file = os.path.join(path, "model.ckpt") if os.path.isdir(path) else path
+        checkpoint_hparams(read_checkpoint(file, mmap=True), file)
+    except OMGPTError as e:
+        raise OMGPTError(f"model.init_from: {e}") from None
+
+
+def _refuse_non_finite(config, key: str = "") -> None:
+    """No trainer setting is NaN or infinite (a clipping value, a callback's threshold): jsonargparse
+    takes YAML's ``.nan`` and ``.inf`` for any float, and Lightning would train with it."""
+    if isinstance(config, dict):
+        for k, v in config.items():
+            _refuse_non_finite(v, f"{key}.{k}" if key else k)
+    elif isinstance(config, (list, tuple)):
+        for i, v in enumerate(config):
+            _refuse_non_finite(v, f"{key}[{i}]")
+    elif isinstance(config, float) and not math.isfinite(config):
+        raise OMGPTError(f"{key} must be a finite number, got {config}")
 
 
 def _config_files(args) -> list[str]:
