@@ -738,3 +738,20 @@ def cached_cases(tmp: Path) -> list:
 def test_the_whole_sweep(arena):
     problems = sweep(all_cases(arena), arena)
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+
+
+def test_adopt_never_replaces_a_shipped_model_by_accident(capsys):
+    """``tools.reference_models adopt`` into a shipped name: refused without --replace (before the store
+    is read), and with it refused for a model of another task (pretrained/mab-100-rl by a linear bandit)."""
+    from omgpt.errors import OMGPTError
+    from omgpt.model import load_model
+    from tools import reference_models
+
+    before = shipped()
+    assert reference_models.main(["adopt", "mab-100-rl", "any-key", "--runs", "2"]) == 2
+    assert "is a shipped model" in capsys.readouterr().err
+    linear = load_model(ROOT / "pretrained" / "linear-bandit-100-rl").hparams
+    with pytest.raises(OMGPTError, match="replaced only by one of its own task"):
+        reference_models.check_replaceable("mab-100-rl", linear, "key", replace=True)
+    reference_models.check_replaceable("mab-100-rl", load_model(ROOT / "pretrained" / "mab-100-rl").hparams, "k", True)
+    assert shipped() == before

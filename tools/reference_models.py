@@ -281,6 +281,8 @@ def adopt(
             )
         )
     check_test_arguments(runs, seed, replication_seed)
+    if (PRETRAINED / name).exists() and not replace:  # before anything about the store's model
+        check_replaceable(name, {}, key, replace)
     folder, out = STORE / key, PRETRAINED / name
     record = read_record(folder)  # checked: schema and the model's checksum
     curve = validation_points(metric_rows(folder / "run"))
