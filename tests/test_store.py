@@ -365,7 +365,7 @@ def test_recipe_run_checks_every_variant_before_training_any(tmp_path, monkeypat
     trained = []
     monkeypatch.setattr(recipe, "fit", lambda *args, **kw: trained.append(args))
     assert exit_code(recipe.main, ["run", "baseline", "nope", "--runs-dir", str(tmp_path)]) == 2
-    assert "no variant 'nope'" in one_line_error(capsys) and trained == []
+    assert "variants: must be one of baseline" in one_line_error(capsys) and trained == []
     assert recipe.main(["run", "baseline", "--runs-dir", str(tmp_path), "--jobs", "1"]) == 0
     ((args, run, log, what, nice),) = trained
     assert run == tmp_path / "baseline" / "version_0" and args[:2] == ["--config", "configs/recipe/baseline.yaml"]
