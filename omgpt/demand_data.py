@@ -38,9 +38,13 @@ Splits (:class:`DemandData`), with the training part's statistics only:
   training) go to train / validation / test, drawn by ``split_seed``. The parts share the calendar:
   this measures generalisation to unseen stores over the same period, not to the future.
 * ``split="time"``: every series, cut by date: training windows end before ``validation_from``,
-  validation windows lie in ``[validation_from, test_from)``, test windows start on or after
-  ``test_from``. Validation and test windows' look-back days may lie in the earlier parts: those are
-  the past, known when the window starts.
+  validation windows lie in ``[validation_from, test_from)``, test windows in ``[test_from,
+  test_until)``. Validation and test windows' look-back days may lie in the earlier parts: those are
+  the past, known when the window starts. ``origin`` rolls the cut back (rolling-origin evaluation):
+  origin ``k`` moves all three parts ``k`` test periods (``test_share`` of the date range each) earlier,
+  so its test period is a date range no other origin tests on, with its own training and validation
+  days before it; the days after its test period belong to no part (a model of origin ``k`` never sees
+  them). Origin 0 is the plain split, its test period the table's last dates.
 
 Either way no test window shares a decision day with a training or validation window.
 """
@@ -362,8 +366,11 @@ class DemandData:
         position: ``(N,)`` int64 day number within its series (0 = its first row).
         lookback_mean: ``(N,)`` float64 mean demand of the ``lookback`` rows before the row in its series
             (NaN where the series has fewer before it).
-        part: ``(N,)`` int64 the part the row's day belongs to (``PARTS`` index).
-        validation_from, test_from: the time split's dates (``None`` in the series split).
+        part: ``(N,)`` int64 the part the row's day belongs to (``PARTS`` index; -1: after the test
+            period of a rolled-back time split, in no part).
+        validation_from, test_from, test_until: the time split's dates, the last one exclusive (``None``
+            in the series split).
+        origin: the time split's rolling origin (0: the plain split).
     """
 
     def __init__(
@@ -374,10 +381,12 @@ class DemandData:
         validation_share: float = 0.15,
         test_share: float = 0.15,
         split_seed: int = 0,
+        origin: int = 0,
     ):
         if split not in SPLITS:
             raise OMGPTError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-        self.table, self.split, self.lookback = table, split, lookback
+        check_origin(origin, split)
+        self.table, self.split, self.lookback, self.origin = table, split, lookback, int(origin)
         names, self.series_index = np.unique(table.series, return_inverse=True)
         self.series_names = tuple(names)
         starts = np.r_[0, np.flatnonzero(table.series[1:] != table.series[:-1]) + 1]
@@ -386,7 +395,7 @@ class DemandData:
         self.demand = table.demand
         self.weekday = ((table.dates.astype("int64") + 3) % WEEKDAYS).astype(np.int64)  # 1970-01-01 was a Thursday
         self.lookback_mean = self._lookback_mean()
-        self.validation_from = self.test_from = None
+        self.validation_from = self.test_from = self.test_until = None
         self.part = (
             self._time_parts(validation_share, test_share)
             if split == "time"
@@ -428,9 +437,19 @@ class DemandData:
         dates = self.table.dates
         first, last = dates.min(), dates.max()
         span = (last - first).astype(int) + 1
-        self.test_from = first + np.timedelta64(int(round((1 - test_share) * span)), "D")
-        self.validation_from = first + np.timedelta64(int(round((1 - test_share - validation_share) * span)), "D")
-        return np.where(dates >= self.test_from, 2, np.where(dates >= self.validation_from, 1, 0))
+        test_from = int(round((1 - test_share) * span))  # days after the first date
+        back = self.origin * (span - test_from)  # whole test periods
+        validation_from = int(round((1 - test_share - validation_share) * span)) - back
+        if validation_from <= 0:
+            raise OMGPTError(
+                f"{self.table.source}: origin {self.origin} rolls the time split back {back} days, before the table's first "
+                f"date ({first}): no training days are left; use a smaller --option origin or smaller shares"
+            )
+        day = np.timedelta64(1, "D")
+        self.validation_from = first + validation_from * day
+        self.test_from, self.test_until = first + (test_from - back) * day, last + (1 - back) * day
+        part = np.where(dates >= self.test_from, 2, np.where(dates >= self.validation_from, 1, 0))
+        return np.where(dates >= self.test_until, -1, part)
 
     def _encode(self, train: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
         from omgpt import checks
@@ -505,6 +524,11 @@ class DemandData:
         counts = [int((self.part == p).sum()) for p in range(3)]
         split = (
             f"time split at {self.validation_from} (validation) and {self.test_from} (test)"
+            + (
+                f", origin {self.origin}: test until {self.test_until}, {int((self.part < 0).sum())} later rows unused"
+                if self.origin
+                else ""
+            )
             if self.split == "time"
             else f"series split by {len(np.unique(self.table.groups))} groups"
         )
@@ -514,19 +538,43 @@ class DemandData:
         )
 
 
+def check_origin(origin, split: str) -> None:
+    """``origin`` is a whole number of test periods >= 0, and rolls only the time split back."""
+    if isinstance(origin, bool) or not isinstance(origin, (int, np.integer)) or origin < 0:
+        raise OMGPTError(f"origin must be an integer >= 0 (test periods to roll the time split back), got {origin!r}")
+    if origin and split != "time":
+        raise OMGPTError(
+            f"origin {origin} rolls the time split back; split={split} has no cut by date (use --option split=time, "
+            "or split_seed to redraw the held-out series)"
+        )
+
+
 def demand_data(
-    source: dict, split: str, lookback: int, validation_share: float, test_share: float, split_seed: int
+    source: dict,
+    split: str,
+    lookback: int,
+    validation_share: float,
+    test_share: float,
+    split_seed: int,
+    origin: int = 0,
 ) -> DemandData:
     """:class:`DemandData` of the table :func:`load_table` ``(**source)`` reads, cached: a run builds
     its task many times (model, data, validation, every policy) and each must see the same encoding."""
-    return _encoded(load_table(**source), split, lookback, validation_share, test_share, split_seed)
+    check_origin(origin, split)  # before the table is read
+    return _encoded(load_table(**source), split, lookback, validation_share, test_share, split_seed, int(origin))
 
 
 @functools.lru_cache(maxsize=8)
 def _encoded(
-    table: DemandTable, split: str, lookback: int, validation_share: float, test_share: float, split_seed: int
+    table: DemandTable,
+    split: str,
+    lookback: int,
+    validation_share: float,
+    test_share: float,
+    split_seed: int,
+    origin: int = 0,
 ) -> DemandData:
-    return DemandData(table, split, lookback, validation_share, test_share, split_seed)
+    return DemandData(table, split, lookback, validation_share, test_share, split_seed, origin)
 
 
 def masked_quantile(values: Tensor, q: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -79,6 +79,9 @@ class NewsvendorData(Task):
     stride: days between window starts (default: 1 for ``train``, ``T`` for the others).
     validation_share, test_share: shares of the groups (series split) or of the date range (time split).
     split_seed: seed of the series split's draw of groups.
+    origin: the time split's rolling origin: ``k`` moves the validation and test periods ``k`` test
+        periods earlier (their own training days before them, the days after the test period unused;
+        :class:`~omgpt.demand_data.DemandData`). 0: the plain split.
     """
 
     loss = "l1"  # unused: the target is the cost (see the module docstring)
@@ -114,6 +117,7 @@ class NewsvendorData(Task):
         validation_share: float = 0.15,
         test_share: float = 0.15,
         split_seed: int = 0,
+        origin: int = 0,
         **pool,
     ):
         if part not in dd.PARTS:
@@ -140,7 +144,7 @@ class NewsvendorData(Task):
             group=group,
         )
         self.data = dd.demand_data(
-            source, split, self.lookback, float(validation_share), float(test_share), int(split_seed)
+            source, split, self.lookback, float(validation_share), float(test_share), int(split_seed), origin
         )
         self.data.check_lengths(self.horizon)
         self.starts = torch.from_numpy(self.data.windows(part, self.horizon, self.stride))

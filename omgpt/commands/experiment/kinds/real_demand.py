@@ -10,7 +10,10 @@ tiny, a series reopening after a closure, rule it). Every interval is a 90% **cl
 (:func:`omgpt.analysis.real_demand.cluster_bootstrap`): held-out stores resample stores; later dates
 resample series and weeks. Every ratio (to SAA, and OMGPT's to each benchmark) is paired on the same
 draws. The series split is repeated over several split seeds, each with its own model; the report
-gives the mean and range across seeds beside each seed's clustered interval. One figure shows every
+gives the mean and range across seeds beside each seed's clustered interval. The time split is
+repeated over rolling origins (``origin``: each a different test period with its own training,
+validation and model before it); their windows are also pooled, and the pooled cost per unit
+demanded gets one cluster interval (stores and calendar weeks resampled across all origins at once). One figure shows every
 panel's scaled cost; another one held-out series' demand against each policy's orders. The report also
 carries the measurement behind the choice of target (``results/target-cost-vs-a-star/``).
 """
@@ -29,10 +32,12 @@ from omgpt.commands.experiment.config import Panel
 from omgpt.commands.experiment.registry import Kind, register
 from omgpt.commands.experiment.results import ExperimentResult, ModelRecord, RegretPanel
 
+
 REFERENCE = "saa"  # what the ratios are to: the data-driven newsvendor's textbook policy
-SERIES_POLICIES = ("omgpt", "saa-tuned", "saa-weekday-tuned", "gbm-tuned")  # the held-out series figure
+SERIES_POLICIES = ("omgpt", "wsaa-rf-tuned", "gbm-tuned", "saa-weekday-tuned")  # the held-out series figure
 TARGET_STUDY = Path("results") / "target-cost-vs-a-star"
-SPLIT_TITLE = re.compile(r"(.*) \(split (\d+)\), (q = .*)")  # "Held-out stores (split 3), q = 0.5"
+# "Held-out stores (split 3), q = 0.5", "Later dates (origin 2), q = 0.9"
+SPLIT_TITLE = re.compile(r"(.*) \((split|origin) (\d+)\), (q = .*)")
 
 
 class RealDemandPanel(RegretPanel):
@@ -45,11 +50,16 @@ class RealDemandPanel(RegretPanel):
     clusters: dict
     costs: dict
     series: dict
+    # and, on a rolling origin's panel, "pooled": this and the earlier origins' windows of its setting (RealDemand._pool)
 
 
 @register
 class RealDemand(Kind):
     name = "real-demand"
+
+    def __init__(self):
+        super().__init__()
+        self.origins: dict[tuple[str, str], list[dict]] = {}  # (setting, q) -> the cells of its origins played so far
 
     def evaluate(
         self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
@@ -63,7 +73,9 @@ class RealDemand(Kind):
         cells = window_cells(task, histories)
         dates = task.data.split == "time"
         shown = {label: histories[label] for label in SERIES_POLICIES if label in histories}
+        pooled = self._pool(panel.title, task, histories, cells, seed)
         return RealDemandPanel(
+            **({"pooled": pooled} if pooled else {}),
             **numbers,
             windows=task.windows,
             played=int(len(cells["group"])),
@@ -74,6 +86,34 @@ class RealDemand(Kind):
             costs=cluster_bootstrap(cells, REFERENCE, dates, versus="omgpt", seed=seed),
             series={**series_orders(shown, 0), "window": 0},
         )
+
+    def _pool(self, title: str, task, histories: dict, cells: dict, seed: int) -> dict | None:
+        """For a rolling origin's panel: its windows pooled with the earlier origins' of the same
+        setting and ratio (panels are evaluated in order, so the last origin's panel holds them all),
+        the date blocks counted as calendar weeks so that a week is one cluster whichever origin played
+        it; ``None`` for other panels."""
+        from omgpt.analysis.real_demand import BLOCK_DAYS, cluster_bootstrap
+
+        m = SPLIT_TITLE.fullmatch(title)
+        if not m or m.group(2) != "origin":
+            return None
+        first = next(iter(histories.values()))
+        rows = first.envs["row"].numpy()[:, None] + np.arange(first.horizon)
+        weeks = task.data.table.dates[rows].astype("int64") // BLOCK_DAYS
+        earlier = self.origins.setdefault((m.group(1), m.group(4)), [])
+        if earlier and earlier[-1]["origin"] >= int(m.group(3)):  # a new run of the experiment
+            earlier.clear()
+        earlier.append({**cells, "block": weeks, "origin": int(m.group(3))})
+        labels = [k for k in cells["cost"] if all(k in c["cost"] for c in earlier)]
+        both = {
+            "cost": {k: np.concatenate([c["cost"][k] for c in earlier]) for k in labels},
+            **{k: np.concatenate([c[k] for c in earlier]) for k in ("demand", "level", "group", "block")},
+        }
+        return {
+            "origins": [c["origin"] for c in earlier],
+            "windows": int(len(both["group"])),
+            "costs": cluster_bootstrap(both, REFERENCE, True, versus="omgpt", seed=seed),
+        }
 
     def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.real_demand import draw_series_orders
@@ -102,14 +142,18 @@ class RealDemand(Kind):
             best = [versus_best_benchmark(p) for p in panels]
             below = [b[2] for b in best]
             sure = [p["costs"]["omgpt"]["ratio_to"][b[0]]["ci90"][1] < 1 for p, b in zip(panels, best)]
-            checks.append(
-                (
-                    f"{split}, {q}: OMGPT's cost per unit demanded below every benchmark's",
-                    all(below),
-                    f"below in {sum(below)} of {len(panels)} split(s); the 90% cluster interval of OMGPT / best benchmark "
-                    f"below 1 in {sum(sure)}",
-                )
+            unit = "origin(s)" if "pooled" in panels[-1] else "split(s)"
+            detail = (
+                f"below in {sum(below)} of {len(panels)} {unit}; the 90% cluster interval of OMGPT / best benchmark "
+                f"below 1 in {sum(sure)}"
             )
+            if "pooled" in panels[-1]:
+                name, cost, ours, ratio = pooled_versus_best(panels[-1])
+                detail += (
+                    f"; pooled over origins {', '.join(map(str, panels[-1]['pooled']['origins']))}: OMGPT {ours:.4f} vs "
+                    f"{name} {cost:.4f} per unit demanded, OMGPT / {name} {_ratio(ratio)}"
+                )
+            checks.append((f"{split}, {q}: OMGPT's cost per unit demanded below every benchmark's", all(below), detail))
         return checks
 
     def sections(self, result: ExperimentResult) -> list[str]:
@@ -149,12 +193,21 @@ def versus_best_benchmark(panel: RealDemandPanel) -> tuple[str, float, bool]:
     return best, costs[best], panel["costs"]["omgpt"]["scaled_cost"]["mean"] < costs[best]
 
 
+def pooled_versus_best(panel: RealDemandPanel) -> tuple[str, float, float, dict]:
+    """A rolling origin panel's pooled numbers (:meth:`RealDemand._pool`): the benchmark of lowest
+    pooled cost per unit demanded, its cost, OMGPT's, and OMGPT's paired ratio to it [cluster CI]."""
+    costs = panel["pooled"]["costs"]
+    bench = {k: costs[k]["scaled_cost"]["mean"] for k in panel["benchmarks"] if k in costs}
+    best = min(bench, key=bench.get)
+    return best, bench[best], costs["omgpt"]["scaled_cost"]["mean"], costs["omgpt"]["ratio_to"][best]
+
+
 def _groups(panels: list[RealDemandPanel]) -> dict[tuple[str, str], list[RealDemandPanel]]:
-    """Panels by (split title, q): the split seeds of one setting together."""
+    """Panels by (split title, q): the split seeds (or rolling origins) of one setting together."""
     out: dict[tuple[str, str], list[dict]] = {}
     for p in panels:
         m = SPLIT_TITLE.fullmatch(p["title"])
-        split, q = (m.group(1), m.group(3)) if m else tuple(p["title"].rsplit(", ", 1))
+        split, q = (m.group(1), m.group(4)) if m else tuple(p["title"].rsplit(", ", 1))
         out.setdefault((split, q), []).append(p)
     return out
 
@@ -181,11 +234,17 @@ def summary_table(panels: list[RealDemandPanel]) -> list[str]:
             if not values or one is None:
                 cells.append("—")
                 continue
+            unit = "origins" if "pooled" in group[-1] else "splits"
             cell = (
-                f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] over {len(values)} splits; "
+                f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] over {len(values)} {unit}; "
                 if len(values) > 1
                 else ""
             )
+            pooled = group[-1].get("pooled", {}).get("costs", {}).get(label)
+            if pooled:  # the origins' windows together, one cluster interval
+                cell += (
+                    f"pooled {pooled['scaled_cost']['mean']:.4f} {_span(pooled['scaled_cost']['ci90'])}; first origin "
+                )
             cell += f"{one['scaled_cost']['mean']:.4f} {_span(one['scaled_cost']['ci90'])}"
             if ratios:
                 cell += (
