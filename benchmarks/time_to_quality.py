@@ -55,6 +55,23 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from omgpt.entry import (
+    Checkpoint,
+    Integer,
+    Named,
+    Numbers,
+    OutputFile,
+    OutputFolder,
+    Real,
+    ScriptParser,
+    Seed,
+    Text,
+    entry_point,
+    script_parser,
+)
+from omgpt.errors import OMGPTError
+from omgpt.files import write_json
+
 ROOT = Path(__file__).resolve().parents[1]
 # The resample-move particles: the sampler every figure of benchmarks/RESULTS.md's "Time to quality" was
 # measured with (the 1.25x threshold and the paired ratios); alg-star's default is "auto" since 2026-11-28.
@@ -213,8 +230,6 @@ class QualityClock(Callback):
 # --------------------------------------------------------------------------------------------------
 def arm_spec(text: str) -> tuple[str, str, list[str]]:
     """``NAME=CONFIG [OVERRIDE ...]`` -> (name, config, overrides)."""
-    from omgpt.errors import OMGPTError
-
     name, _, rest = text.partition("=")
     words = shlex.split(rest)
     if not name or not words:
@@ -338,17 +353,21 @@ def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
 
     kind = "validation" if seed in VALIDATION_SEEDS else "test"
     finals = {}
+    played = {r["arm"]: setting(r["ckpt"]) for r in results}
+    if len(set(map(repr, played.values()))) > 1:  # alg-star is played once, on one setting's environments
+        raise OMGPTError(f"the arms' checkpoints play different settings: {played}")
+    name, options, horizon = played[results[0]["arm"]]
+    task = make_episode_task(name, options, horizon)  # every arm's, and alg-star's
     for r in results:
-        model, _, hp = load_model(r["ckpt"])
-        task = make_episode_task(hp["task"], hp.get("task_options"), hp["horizon"])
-        finals[r["arm"]] = evaluate_policies(
-            task, {"omgpt": {"model": model}}, runs, hp["horizon"], seed, progress=False
-        )["omgpt"]
+        model = load_model(r["ckpt"]).model
+        finals[r["arm"]] = evaluate_policies(task, {"omgpt": {"model": model}}, runs, horizon, seed, progress=False)[
+            "omgpt"
+        ]
         print(
             f"  {r['arm']}: omgpt evaluate --ckpt {r['ckpt']} --policies omgpt,alg-star --runs {runs} --seed {seed}",
             flush=True,
         )
-    star = evaluate_policies(task, {"alg-star": ALG_STAR}, runs, hp["horizon"], seed, progress=False)["alg-star"]
+    star = evaluate_policies(task, {"alg-star": ALG_STAR}, runs, horizon, seed, progress=False)["alg-star"]
     final = lambda h: h.cumulative_regret()[:, -1].double().numpy()
     first = results[0]["arm"]
     print(f"\n{runs} held-out {kind} environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
@@ -372,89 +391,120 @@ def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
         )
 
 
-def report_checkpoints(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def report_checkpoints(args: argparse.Namespace) -> None:
     """``--checkpoint``: trained checkpoints (a choice already made) on the held-out environments."""
-    from omgpt.errors import OMGPTError
-    from omgpt.seeding import VALIDATION_SEEDS, check_test_seed
-
-    if args.holdout_seed not in VALIDATION_SEEDS:
-        try:
-            check_test_seed(args.holdout_seed, "--holdout-seed")  # a burned test seed is refused
-        except OMGPTError as e:
-            p.error(str(e))
-    results = []
-    for text in args.checkpoint:
-        name, _, ckpt = text.partition("=")
-        if not name or not Path(ckpt).is_file():
-            p.error(f"--checkpoint {text!r}: expected NAME=CKPT with an existing checkpoint file")
-        results.append({"arm": name, "ckpt": ckpt})
-    if len({r["arm"] for r in results}) != len(results):
-        p.error("checkpoint names must differ")
+    results = [{"arm": name, "ckpt": str(ckpt)} for name, ckpt in args.checkpoint]
     torch.set_num_threads(1)
-    holdout_ratios(results, args.holdout_runs or 100, args.holdout_seed)
+    holdout_ratios(results, 100 if args.holdout_runs is None else args.holdout_runs, args.holdout_seed)
     if args.json:
-        args.json.write_text(json.dumps({"arms": results}, indent=1))
+        write_json({"arms": results}, args.json, indent=1)
 
 
-def main() -> None:
-    from omgpt.seeding import check_validation_seed
-    from omgpt.timing import machine
+def setting(ckpt: str) -> tuple:
+    """What a checkpoint plays: its task, task options and horizon (arms are compared on one setting)."""
+    from omgpt.model import load_model
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    hp = load_model(ckpt).hparams
+    return hp["task"], hp.get("task_options") or {}, hp["horizon"]
+
+
+def parser() -> ScriptParser:
+    p = script_parser(__file__, __doc__)
     p.add_argument(
-        "--arm", action="append", help="NAME=CONFIG [OVERRIDE ...] (repeatable; default: fc4ae5b's demo and today's)"
+        "--arm",
+        action="append",
+        type=Text(),
+        help="NAME=CONFIG [OVERRIDE ...] (repeatable; default: fc4ae5b's demo and today's)",
     )
-    p.add_argument("--budgets", default="2,5,10", help="CPU-minute budgets, comma-separated")
+    p.add_argument(
+        "--budgets",
+        type=Numbers(Real(0, 10_000, low_open=True)),
+        default="2,5,10",
+        help="CPU-minute budgets, comma-separated",
+    )
     p.add_argument("--quick", action="store_true", help="budgets 1,2 and --eval-every 5 (a smoke run)")
-    p.add_argument("--target", type=float, default=1.25, help="the validation ratio to alg-star to reach")
-    p.add_argument("--eval-every", type=float, default=10.0, help="CPU-seconds of training between evaluations")
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads of every arm (an arm's --threads=N wins)")
-    p.add_argument("--val-runs", type=int, default=128)
-    p.add_argument("--val-batch", type=int, default=128)
-    p.add_argument("--val-seed", type=int, default=10_000)
     p.add_argument(
-        "--seed", type=int, default=0, help="seed_everything of every arm (training histories, initial weights)"
+        "--target", type=Real(0, 1000, low_open=True), default=1.25, help="the validation ratio to alg-star to reach"
     )
-    p.add_argument("--out", type=Path, default=ROOT / "runs" / "time_to_quality")
-    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument(
+        "--eval-every",
+        type=Real(0, 86_400, low_open=True),
+        default=10.0,
+        help="CPU-seconds of training between evaluations",
+    )
+    p.add_argument(
+        "--threads", type=Integer(1, 256), default=1, help="intra-op threads of every arm (an arm's --threads=N wins)"
+    )
+    p.add_argument("--val-runs", type=Integer(1, 100_000), default=128)
+    p.add_argument("--val-batch", type=Integer(1, 100_000), default=128)
+    p.add_argument("--val-seed", type=Seed("validation"), default=10_000)
+    p.add_argument(
+        "--seed", type=Seed(), default=0, help="seed_everything of every arm (training histories, initial weights)"
+    )
+    p.add_argument("--out", type=OutputFolder(), default=ROOT / "runs" / "time_to_quality")
+    p.add_argument("--json", type=OutputFile(), help="also write the results here")
     p.add_argument(
         "--holdout-runs",
-        type=int,
-        default=0,
-        help="then play every arm's checkpoint and alg-star on this many held-out environments",
+        type=Integer(1, 100_000),
+        default=None,
+        help="then play every arm's checkpoint and alg-star on this many held-out environments (--checkpoint: 100)",
     )
     p.add_argument(
         "--holdout-seed",
-        type=int,
+        type=Seed(),
         default=10_003,
         help="their seed: a validation seed other than --val-seed (the comparison chooses)",
     )
     p.add_argument(
         "--checkpoint",
         action="append",
+        type=Named(Checkpoint()),
         help="NAME=CKPT (repeatable): no training; play these checkpoints on the held-out environments, "
         "whose --holdout-seed may then be a test seed",
     )
-    args = p.parse_args()
+
+    @p.check
+    def arguments(args: argparse.Namespace) -> None:  # every one before any work
+        from omgpt.seeding import VALIDATION_SEEDS, check_test_seed, check_validation_seed
+
+        if args.checkpoint:
+            if args.holdout_seed not in VALIDATION_SEEDS:
+                check_test_seed(args.holdout_seed, "--holdout-seed")  # a burned test seed is refused
+            if len({name for name, _ in args.checkpoint}) != len(args.checkpoint):
+                raise OMGPTError("--checkpoint: the names must differ")
+            settings_ = {name: setting(ckpt) for name, ckpt in args.checkpoint}
+            if len(set(map(repr, settings_.values()))) > 1:  # alg-star and the ratios need one setting
+                shown = "; ".join(f"{n}: {s[0]} {s[1] or ''} horizon {s[2]}" for n, s in settings_.items())
+                raise OMGPTError(
+                    f"--checkpoint: the checkpoints play different settings ({shown}); compare one at a time"
+                )
+            return
+        check_validation_seed(args.holdout_seed, "--holdout-seed")
+        if args.holdout_seed == args.val_seed:
+            raise OMGPTError("--holdout-seed must differ from --val-seed (the curves' own environments)")
+        args.arms = [arm_spec(a) for a in (args.arm or DEFAULT_ARMS)]
+        if len({a[0] for a in args.arms}) != len(args.arms):
+            raise OMGPTError("--arm: the arm names must differ")
+
+    return p
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> None:
+    from omgpt.timing import machine
+
+    args = parser().parse_args(argv)
     if args.checkpoint:
-        return report_checkpoints(p, args)
-    check_validation_seed(args.val_seed, "--val-seed")
-    check_validation_seed(args.holdout_seed, "--holdout-seed")
-    if args.holdout_seed == args.val_seed:
-        raise SystemExit(
-            "time_to_quality.py: error: --holdout-seed must differ from --val-seed (the curves' own environments)"
-        )
+        return report_checkpoints(args)
     if args.quick:
         args.budgets, args.eval_every = "1,2", 5.0
     budgets = [float(b) * 60 for b in args.budgets.split(",")]
-    arms = [arm_spec(a) for a in (args.arm or DEFAULT_ARMS)]
-    if len({a[0] for a in arms}) != len(arms):
-        p.error("arm names must differ")
+    arms = args.arms
     torch.set_num_threads(1)
     alg_star = alg_star_regret(arms[0][1], args.val_runs, args.val_seed, args.val_batch, args.out)
     for name, config, _ in arms[1:]:
         if alg_star_regret(config, args.val_runs, args.val_seed, args.val_batch, args.out) != alg_star:
-            p.error(f"arm {name} trains another setting than {arms[0][0]} (its validation episodes differ)")
+            raise OMGPTError(f"arm {name} trains another setting than {arms[0][0]} (its validation episodes differ)")
     print(
         f"{machine()}; alg-star's validation regret {alg_star:.3f}; target {args.target}x; budgets {args.budgets} CPU-minutes"
     )
@@ -524,23 +574,22 @@ def main() -> None:
     if args.holdout_runs:
         holdout_ratios(results, args.holdout_runs, args.holdout_seed)
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "machine": machine(),
-                    "alg_star": alg_star,
-                    "target": args.target,
-                    "budgets_min": args.budgets,
-                    "eval_every": args.eval_every,
-                    "val_runs": args.val_runs,
-                    "val_seed": args.val_seed,
-                    "seed": args.seed,
-                    "arms": results,
-                },
-                indent=1,
-            )
+        write_json(
+            {
+                "machine": machine(),
+                "alg_star": alg_star,
+                "target": args.target,
+                "budgets_min": args.budgets,
+                "eval_every": args.eval_every,
+                "val_runs": args.val_runs,
+                "val_seed": args.val_seed,
+                "seed": args.seed,
+                "arms": results,
+            },
+            args.json,
+            indent=1,
         )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
