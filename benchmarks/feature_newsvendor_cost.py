@@ -1,8 +1,9 @@
 """Fit and predict cost of the feature-based newsvendor methods on real demand
 (``omgpt/policies/newsvendor_features.py``; the gbm benchmark beside them): each method in a fresh
 process, on bakery's training days of one setting (series split ``--split-seed``, ``q``), timed and
-with its peak memory (resident set size above what the process held once the training days were
-built).
+with its memory: the process's peak resident set size once the training days are built (``rows``),
+after the fit and after the play (``ru_maxrss``: a peak, so a method that needs less than building the
+days took shows no rise).
 
 * fit: the method fitted on the training days (the part's windows tiled, every training day once);
 * predict: one pass of the validation part's windows (every window, day by day, as ``omgpt tune``
@@ -60,8 +61,9 @@ def measure(method: str, split_seed: int, q: float) -> dict:
         "validation_windows": task.windows,
         "fit_s": round(fit, 2),
         "predict_s": round(predict, 2),
-        "peak_fit_mib": round((fit_peak - base) / 1024, 1),
-        "peak_mib": round((peak - base) / 1024, 1),
+        "rows_mib": round(base / 1024),
+        "peak_fit_mib": round(fit_peak / 1024),
+        "peak_mib": round(peak / 1024),
         "validation_scaled_cost": round(task.tuning_score(history)["mean"], 4),
     }
 
@@ -78,7 +80,7 @@ def main() -> None:
         return
     print(f"bakery, series split {args.split_seed}, q = {args.q}; one process per method")
     print(
-        f"{'method':<16} {'training days':>13} {'fit s':>7} {'predict s':>10} {'peak MiB (fit)':>15} {'peak MiB':>9} {'val cost':>9}"
+        f"{'method':<16} {'training days':>13} {'fit s':>7} {'predict s':>10} {'peak MiB: rows':>15} {'fit':>6} {'play':>6} {'val cost':>9}"
     )
     for method in args.methods.split(","):
         out = subprocess.run(
@@ -89,8 +91,8 @@ def main() -> None:
         )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(
-            f"{r['method']:<16} {r['training_days']:>13} {r['fit_s']:>7.1f} {r['predict_s']:>10.1f} {r['peak_fit_mib']:>15.0f} "
-            f"{r['peak_mib']:>9.0f} {r['validation_scaled_cost']:>9.4f}",
+            f"{r['method']:<16} {r['training_days']:>13} {r['fit_s']:>7.1f} {r['predict_s']:>10.1f} {r['rows_mib']:>15} "
+            f"{r['peak_fit_mib']:>6} {r['peak_mib']:>6} {r['validation_scaled_cost']:>9.4f}",
             flush=True,
         )
 

@@ -259,3 +259,31 @@ def test_origin_zero_is_the_plain_time_split():
     zero = make_task("newsvendor-data", dataset="bakery", split="time", part="test", origin=0)
     assert torch.equal(plain.starts, zero.starts) and plain.data.test_from == zero.data.test_from
     assert dd.check_origin(0, "series") is None
+
+
+def test_rolling_origins_pool_into_one_cost_and_one_cluster_interval():
+    from omgpt.commands.experiment.kinds.real_demand import pool_origins
+
+    rng = np.random.default_rng(0)
+
+    def cells(origin, weeks0):
+        demand = rng.uniform(1, 5, size=(4, 14))
+        return {
+            "cost": {"omgpt": 0.1 * demand, "saa": 0.2 * demand, "gbm": 0.15 * demand},
+            "demand": demand,
+            "level": np.ones(4),
+            "group": np.array(["a", "b", "a", "c"]),
+            "block": weeks0 + np.arange(14)[None, :].repeat(4, 0) // 7,
+            "origin": origin,
+        }
+
+    origins = [cells(1, 100), cells(2, 50), cells(3, 0)]
+    pooled = pool_origins(origins, seed=6)
+    total = sum(c["demand"].sum() for c in origins)
+    assert pooled["origins"] == [1, 2, 3] and pooled["windows"] == 12
+    assert pooled["costs"]["omgpt"]["scaled_cost"]["mean"] == pytest.approx(0.1)
+    assert pooled["costs"]["gbm"]["scaled_cost"]["mean"] == pytest.approx(
+        sum(c["cost"]["gbm"].sum() for c in origins) / total
+    )
+    ratio = pooled["costs"]["omgpt"]["ratio_to"]["gbm"]
+    assert ratio["mean"] == pytest.approx(2 / 3) and ratio["ci90"] == pytest.approx([2 / 3, 2 / 3])  # paired draws

@@ -156,7 +156,17 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     # on which OMGPT wins this panel
     real = panel("stores", omgpt=3.0, erm=5.0, fai=4.0)
     real["costs"] = {k: {"scaled_cost": {"mean": v}} for k, v in {"omgpt": 0.1057, "erm": 0.2, "fai": 0.1048}.items()}
-    assert panel_cell(real) == ("stores: 0.1057 vs fai 0.1048 per unit demanded", False)
+    assert panel_cell(real) == ("stores: 0.1057 vs fai 0.1048", False)
+    # the series split's and rolling origins' titles in short; the last origin adds the pooled origins
+    real["title"] = "Held-out stores (split 3), q = 0.5"
+    assert panel_cell(real)[0] == "stores split 3, q 0.5: 0.1057 vs fai 0.1048"
+    real["title"] = "Later dates (origin 3), q = 0.9"
+    pooled = {k: {"scaled_cost": {"mean": v}} for k, v in {"omgpt": 0.09, "erm": 0.2, "fai": 0.1}.items()}
+    pooled["omgpt"]["ratio_to"] = {"fai": {"mean": 0.9, "ci90": [0.8, 1.01]}}
+    real["pooled"] = {"origins": [1, 2, 3], "costs": pooled}
+    assert panel_cell(real)[0] == (
+        "dates origin 3, q 0.9: 0.1057 vs fai 0.1048 (origins pooled: 0.0900 vs fai 0.1000, 0.90× [0.80, 1.01])"
+    )
 
 
 def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_evaluation(tmp_path, monkeypatch):

@@ -92,7 +92,7 @@ class RealDemand(Kind):
         setting and ratio (panels are evaluated in order, so the last origin's panel holds them all),
         the date blocks counted as calendar weeks so that a week is one cluster whichever origin played
         it; ``None`` for other panels."""
-        from omgpt.analysis.real_demand import BLOCK_DAYS, cluster_bootstrap
+        from omgpt.analysis.real_demand import BLOCK_DAYS
 
         m = SPLIT_TITLE.fullmatch(title)
         if not m or m.group(2) != "origin":
@@ -104,16 +104,7 @@ class RealDemand(Kind):
         if earlier and earlier[-1]["origin"] >= int(m.group(3)):  # a new run of the experiment
             earlier.clear()
         earlier.append({**cells, "block": weeks, "origin": int(m.group(3))})
-        labels = [k for k in cells["cost"] if all(k in c["cost"] for c in earlier)]
-        both = {
-            "cost": {k: np.concatenate([c["cost"][k] for c in earlier]) for k in labels},
-            **{k: np.concatenate([c[k] for c in earlier]) for k in ("demand", "level", "group", "block")},
-        }
-        return {
-            "origins": [c["origin"] for c in earlier],
-            "windows": int(len(both["group"])),
-            "costs": cluster_bootstrap(both, REFERENCE, True, versus="omgpt", seed=seed),
-        }
+        return pool_origins(earlier, seed)
 
     def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.real_demand import draw_series_orders
@@ -191,6 +182,25 @@ def versus_best_benchmark(panel: RealDemandPanel) -> tuple[str, float, bool]:
     costs = {k: panel["costs"][k]["scaled_cost"]["mean"] for k in panel["benchmarks"] if k in panel["costs"]}
     best = min(costs, key=costs.get)
     return best, costs[best], panel["costs"]["omgpt"]["scaled_cost"]["mean"] < costs[best]
+
+
+def pool_origins(origins: list[dict], seed: int) -> dict:
+    """Rolling origins' window cells (:func:`omgpt.analysis.real_demand.window_cells`, each with its
+    ``origin`` and its date blocks as calendar weeks) pooled: the policies every origin played, their
+    cost per unit demanded over all the windows and its cluster interval (stores and weeks resampled
+    across the origins at once; a store's windows of every origin move together)."""
+    from omgpt.analysis.real_demand import cluster_bootstrap
+
+    labels = [k for k in origins[-1]["cost"] if all(k in c["cost"] for c in origins)]
+    pooled = {
+        "cost": {k: np.concatenate([c["cost"][k] for c in origins]) for k in labels},
+        **{k: np.concatenate([c[k] for c in origins]) for k in ("demand", "level", "group", "block")},
+    }
+    return {
+        "origins": [c["origin"] for c in origins],
+        "windows": int(len(pooled["group"])),
+        "costs": cluster_bootstrap(pooled, REFERENCE, True, versus="omgpt" if "omgpt" in labels else None, seed=seed),
+    }
 
 
 def pooled_versus_best(panel: RealDemandPanel) -> tuple[str, float, float, dict]:
