@@ -25,30 +25,45 @@ from omgpt import checks
 from omgpt.datamodules.algorithm1 import Algorithm1Schedule, MixedPhase, play_self_rollouts
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
-from omgpt.rollout import History, rollout
+from omgpt.rollout import History, mean_observations, rollout
 from omgpt.seeding import Stream, stream_seed
 from omgpt.tasks import Task, make_episode_task
 
 
-def history_batch(history: History) -> dict[str, torch.Tensor]:
+def history_batch(history: History, mean_of: Task | None = None) -> dict[str, torch.Tensor]:
     """What a training step consumes: tokens, targets ``a*`` and observations (the observation
-    head's targets), ``(B, T, ·)`` each."""
+    head's targets), ``(B, T, ·)`` each; with ``mean_of`` (the task that played the histories) also
+    ``mean_observations``, ``E[O_t | γ, X_t, a_t]`` (``model.obs_target: mean``)."""
     features, actions = history.tokens()
-    return {
+    batch = {
         "features": features,
         "actions": actions,
         "targets": history.optimal_actions,
         "observations": history.observations,
     }
+    if mean_of is not None:
+        batch["mean_observations"] = mean_observations(mean_of, history)
+    return batch
 
 
 def generate_histories(
-    task: Task, n: int, horizon: int, policy: str, policy_options: dict, generator: torch.Generator, chunk: int = 4096
+    task: Task,
+    n: int,
+    horizon: int,
+    policy: str,
+    policy_options: dict,
+    generator: torch.Generator,
+    chunk: int = 4096,
+    mean_observations: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """``n`` histories of ``horizon`` steps played by ``policy`` (a model-free one), as training tensors."""
+    """``n`` histories of ``horizon`` steps played by ``policy`` (a model-free one), as training tensors
+    (with their expected observations where ``mean_observations``)."""
     played = make_policy(policy, task, **policy_options)
     parts = [
-        history_batch(rollout(task, task.sample_envs(min(chunk, n - lo), generator), played, horizon, generator))
+        history_batch(
+            rollout(task, task.sample_envs(min(chunk, n - lo), generator), played, horizon, generator),
+            task if mean_observations else None,
+        )
         for lo in range(0, n, chunk)
     ]
     return concat(parts)
@@ -85,12 +100,14 @@ class HistoryStream(IterableDataset):
         policy_options: dict | None = None,
         source: dict[str, torch.Tensor] | None = None,
         skip: int = 0,
+        mean_observations: bool = False,
     ):
         self.task, self.batch_size, self.n_batches, self.horizon = task, batch_size, n_batches, horizon
         self.policy, self.policy_options = policy, policy_options or {}
         self.seed, self.epoch, self.rank, self.chunk = seed, epoch, rank, max(1, chunk)
         self.source = source
         self.skip = skip  # batches of this epoch already trained on (a run resumed mid-epoch)
+        self.mean_of = task if mean_observations else None
 
     def __len__(self) -> int:
         return self.n_batches
@@ -115,7 +132,8 @@ class HistoryStream(IterableDataset):
         done, b = 0, self.batch_size
         while done < n_batches:
             k = min(self.chunk, n_batches - done)
-            batch = history_batch(rollout(self.task, self.task.sample_envs(k * b, g), policy, self.horizon, g))
+            played = rollout(self.task, self.task.sample_envs(k * b, g), policy, self.horizon, g)
+            batch = history_batch(played, self.mean_of)
             batch["self_rollout"] = torch.zeros(k * b, dtype=torch.bool)
             for i in range(k):
                 yield {key: v[i * b : (i + 1) * b] for key, v in batch.items()}
@@ -181,6 +199,8 @@ class HistoryDataModule(L.LightningDataModule):
         val_batch_size: validation environments per rollout.
         algorithm1: the horizon curriculum and the mixed phase (:class:`Algorithm1Schedule`; a dict
             works too); the default has neither.
+        obs_target: the observation head's target (linked from the model's ``obs_target``): with
+            ``mean`` every history also carries its expected observations.
     """
 
     def __init__(
@@ -199,6 +219,7 @@ class HistoryDataModule(L.LightningDataModule):
         val_runs: int = 256,
         val_batch_size: int = 256,
         algorithm1: Algorithm1Schedule = Algorithm1Schedule(),
+        obs_target: str = "observation",
     ):
         super().__init__()
         for name, value in (
@@ -238,7 +259,13 @@ class HistoryDataModule(L.LightningDataModule):
             )
             g = torch.Generator().manual_seed(stream_seed(Stream.F_TILDE_POOL, hp.seed))
             self.pool = generate_histories(
-                self.task, hp.history_pool, self.horizon, hp.data_policy, hp.data_policy_options or {}, g
+                self.task,
+                hp.history_pool,
+                self.horizon,
+                hp.data_policy,
+                hp.data_policy_options or {},
+                g,
+                mean_observations=hp.obs_target == "mean",
             )
             self.pool["self_rollout"] = torch.zeros(hp.history_pool, dtype=torch.bool)
 
@@ -273,6 +300,7 @@ class HistoryDataModule(L.LightningDataModule):
             hp.data_policy_options,
             source,
             skip=self._skip(epoch),
+            mean_observations=hp.obs_target == "mean",
         )
         return DataLoader(
             stream,
@@ -298,7 +326,8 @@ class HistoryDataModule(L.LightningDataModule):
         played = play_self_rollouts(
             module.model, module.task, phase, self.horizon, g, module.hparams.get("window"), replay
         )
-        self._played = (epoch, concat([history_batch(h) for h in played]))
+        mean_of = module.task if self.hparams.obs_target == "mean" else None
+        self._played = (epoch, concat([history_batch(h, mean_of) for h in played]))
         return self._played[1]
 
     def _mix(self, phase: MixedPhase, epoch: int) -> dict[str, torch.Tensor]:
@@ -313,7 +342,13 @@ class HistoryDataModule(L.LightningDataModule):
             fresh = {k: v[idx] for k, v in self.pool.items()}
         else:
             fresh = generate_histories(
-                self.task, n_fresh, self.horizon, hp.data_policy, hp.data_policy_options or {}, g
+                self.task,
+                n_fresh,
+                self.horizon,
+                hp.data_policy,
+                hp.data_policy_options or {},
+                g,
+                mean_observations=hp.obs_target == "mean",
             )
         fresh["self_rollout"] = torch.zeros(n_fresh, dtype=torch.bool)
         return {k: torch.cat([fresh[k], own[k]]) for k in own}

@@ -30,6 +30,7 @@ from omgpt.model import ModelConfig, NetworkConfig, build_model, checkpoint_hpar
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations, restarted, rollout
 from omgpt.tasks import make_episode_task
+from omgpt.targets import posterior_loss, posterior_targets
 from omgpt.tasks.base import Task
 
 POSITIVE_INT, UNIT = dict(integer=True, low=1), dict(low=0, high=1, high_open=True)  # bounds for checks.number
@@ -81,10 +82,17 @@ class OMGPTModule(L.LightningModule):
             (a random ``W``-step slice of longer histories), validation and rollouts; its positional
             table covers ``W`` steps, so it can act for any horizon. ``None``: the whole ``horizon``.
         target: what the network is trained to predict: ``optimal_action`` (the paper's: ``a*`` under the
-            task's loss) or ``cost`` (learning without an oracle: the task's own cost of the predicted
-            action against the realised outcome, :meth:`~omgpt.tasks.base.Task.cost_loss`; for tasks
-            whose reward is a known function of the action and an exogenous outcome). ``None``: the
-            task's :attr:`~omgpt.tasks.base.Task.default_target` (``cost`` on real data, which has no ``a*``).
+            task's loss), ``posterior`` (the same loss averaged over the posterior of the environment given
+            the history, :mod:`omgpt.targets`: the same minimiser, a gradient of lower variance; tasks
+            with a likelihood, whole histories) or ``cost`` (learning without an oracle: the task's own
+            cost of the predicted action against the realised outcome,
+            :meth:`~omgpt.tasks.base.Task.cost_loss`; for tasks whose reward is a known function of the
+            action and an exogenous outcome). ``None``: the task's
+            :attr:`~omgpt.tasks.base.Task.default_target` (``cost`` on real data, which has no ``a*``).
+        obs_target: with ``network.obs_head``, what ``l'`` compares the predicted observation with:
+            ``observation`` (the paper's: the realised ``O_t``) or ``mean`` (its noise-free expectation
+            ``E[O_t | γ, X_t, a_t]``, the task's ``mean_observation``: the same minimiser without the
+            noise's variance in the loss).
 
     Fine-tuning on regret (docs/finetune.md; ``configs/finetune/regret.yaml`` layers these on a
     supervised config):
@@ -130,6 +138,7 @@ class OMGPTModule(L.LightningModule):
         obs_loss_weight: float = 1.0,
         window: int | None = None,
         target: str | None = None,
+        obs_target: str = "observation",
         objective: str = "imitation",
         init_from: str | None = None,
         estimator: str = "pathwise",
@@ -166,7 +175,8 @@ class OMGPTModule(L.LightningModule):
         network = asdict(net)  # what save_hyperparameters records (it reads the arguments' local names): plain data
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
-        self.target = check_target(self.task, target)
+        self.target = check_target(self.task, target, window)
+        check_obs_target(self.task, obs_target, net.obs_head)
         check_finetuning(self.task, objective, estimator, window, init_from, trust_radius)
         try:
             cfg = ModelConfig.build(net, self.task, max_steps=window or horizon)
@@ -190,21 +200,49 @@ class OMGPTModule(L.LightningModule):
         """The task's loss in normalised action units, averaged over every decision position."""
         return self.task.action_loss(pred, target, self.model.action_scale)
 
+    def with_targets(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """``batch`` with what its loss needs beyond the histories: with ``target: posterior`` the
+        candidates' optimal actions and their posterior weights at every step (:mod:`omgpt.targets`),
+        the particles seeded by (global seed, step, batch index, rank) so a resumed run draws alike."""
+        if self.target != "posterior":
+            return batch
+        g = torch.Generator(device=self.device).manual_seed(
+            stream_seed(Stream.POSTERIOR_TARGETS, torch.initial_seed(), self.global_step, batch_idx, self.global_rank)
+        )
+        contexts = batch["features"][..., self.task.obs_dim :]
+        return {**batch, **posterior_targets(self.task, contexts, batch["actions"], batch["observations"], g)}
+
     def target_loss(self, pred: Tensor, batch: dict[str, Tensor]) -> Tensor:
         """The pre-training loss of the predicted actions ``(B, T, action_dim)`` of ``batch``: :meth:`loss`
-        against ``a*`` or, with ``target: cost``, the task's cost against the realised outcomes (the
+        against ``a*``, its posterior average (``target: posterior``, :meth:`with_targets` has added the
+        candidates) or, with ``target: cost``, the task's cost against the realised outcomes (the
         contexts ``X_t`` are the feature tokens' columns after ``O_{t-1}``), in normalised action units."""
+        if self.target == "posterior":
+            return posterior_loss(self.task, pred, batch["candidates"], batch["posterior"], self.model.action_scale)
         if self.target == "cost":
             contexts = batch["features"][..., self.task.obs_dim :]
             return self.task.cost_loss(pred, batch["observations"], contexts, self.model.action_scale)
         return self.loss(pred, batch["targets"])
 
-    def obs_loss(self, pred: Tensor, features: Tensor, observations: Tensor | None = None) -> Tensor:
-        """``l'``: squared error of ``Ô_t`` (predicted at action token ``t``) against ``O_t``, in the
-        feature scaling of the observation columns. Without ``observations (B, T, obs_dim)`` in the
-        batch, ``O_t`` is read off the next feature token ``(O_t, X_{t+1})``: the last action token then
-        has no target and is left out (so that position is never trained)."""
+    def obs_loss(
+        self,
+        pred: Tensor,
+        features: Tensor,
+        observations: Tensor | None = None,
+        mean_observations: Tensor | None = None,
+    ) -> Tensor:
+        """``l'``: squared error of ``Ô_t`` (predicted at action token ``t``) against ``O_t`` -- or, with
+        ``obs_target: mean``, against ``mean_observations`` ``E[O_t | γ, X_t, a_t]`` -- in the feature
+        scaling of the observation columns. Without ``observations (B, T, obs_dim)`` in the batch,
+        ``O_t`` is read off the next feature token ``(O_t, X_{t+1})``: the last action token then has no
+        target and is left out (so that position is never trained)."""
         target = observations
+        if self.hparams.get("obs_target") == "mean":
+            if mean_observations is None:
+                raise OMGPTError(
+                    "model.obs_target mean needs the histories' mean_observations: train with HistoryDataModule"
+                )
+            target = mean_observations
         if target is None:
             pred, target = pred[:, :-1], features[:, 1:, : self.task.obs_dim]
         if pred.shape[1] == 0:  # one-step histories: zero, but keep the head in the graph (DDP)
@@ -231,14 +269,14 @@ class OMGPTModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         if self.hparams.objective == "regret":
-            return self.finetuning_step(batch)
+            return self.finetuning_step(batch, batch_idx)
         horizon = batch["features"].shape[1]
-        batch = self.window_slice(batch, batch_idx)
+        batch = self.window_slice(self.with_targets(batch, batch_idx), batch_idx)
         if self.model.cfg.obs_head:
             pred, obs = self.model(batch["features"], batch["actions"], observations=True)
             action_loss, obs_loss = (
                 self.target_loss(pred, batch),
-                self.obs_loss(obs, batch["features"], batch.get("observations")),
+                self.obs_loss(obs, batch["features"], batch.get("observations"), batch.get("mean_observations")),
             )
             loss = action_loss + self.hparams.obs_loss_weight * obs_loss
             self.log("train/action_loss", action_loss)
@@ -308,12 +346,13 @@ class OMGPTModule(L.LightningModule):
             return (torch.log_softmax(out, -1) * history.actions).sum(-1)
         return -0.5 * ((samples - out) / (self.hparams.explore_std * self.model.action_scale)).pow(2).sum(-1)
 
-    def finetuning_step(self, batch: dict[str, Tensor]) -> Tensor:
+    def finetuning_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """The regret objective plus, as the trust region's soft part, ``imitation_weight`` times the
         supervised loss on the data's batch."""
         loss, regret = self.regret_loss()
         self.log("train/regret", regret, prog_bar=True)
         if self.hparams.imitation_weight > 0:
+            batch = self.with_targets(batch, batch_idx)
             imitation = self.target_loss(self.model(batch["features"], batch["actions"]), batch)
             self.log("train/imitation_loss", imitation)
             loss = loss + self.hparams.imitation_weight * imitation
@@ -461,7 +500,8 @@ class OMGPTModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-TARGETS = ("optimal_action", "cost")
+TARGETS = ("optimal_action", "posterior", "cost")
+OBS_TARGETS = ("observation", "mean")
 OBJECTIVES, ESTIMATORS = ("imitation", "regret"), ("pathwise", "score")
 
 
@@ -526,12 +566,22 @@ def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
     return [p.detach().clone() for p in module.model.parameters()]
 
 
-def check_target(task: Task, target: str | None) -> str:
+def check_target(task: Task, target: str | None, window: int | None = None) -> str:
     """The pre-training target for ``task`` (``None``: the task's default), or one line saying why the
     task cannot be trained on it."""
     target = task.default_target if target is None else target
     if target not in TARGETS:
         raise OMGPTError(f"model.target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if target == "posterior" and not (task.has_likelihood and task.has_optimal_action):
+        raise OMGPTError(
+            f"task {task.name!r} has no posterior over its environments (no observation likelihood or no optimal "
+            "action); use model.target optimal_action"
+        )
+    if target == "posterior" and window is not None:
+        raise OMGPTError(
+            "model.target posterior weighs the whole history, a windowed model sees the last model.window steps: "
+            "use model.window null"
+        )
     if target == "cost" and not task.has_outcome_cost:
         raise OMGPTError(
             f"task {task.name!r} has no outcome cost to train on (its reward is not a function of the action and an outcome "
@@ -543,6 +593,18 @@ def check_target(task: Task, target: str | None) -> str:
             f"learns the wrong quantile); use model.target cost"
         )
     return target
+
+
+def check_obs_target(task: Task, obs_target: str, obs_head: bool) -> None:
+    """The observation head's target, or one line saying why it does not apply."""
+    if obs_target not in OBS_TARGETS:
+        raise OMGPTError(f"model.obs_target must be one of {', '.join(OBS_TARGETS)}, got {obs_target!r}")
+    if obs_target == "mean" and not obs_head:
+        raise OMGPTError("model.obs_target mean is the observation head's target: set model.network.obs_head true")
+    if obs_target == "mean" and not task.has_mean_observation:
+        raise OMGPTError(
+            f"task {task.name!r} has no expected observation (mean_observation); use model.obs_target observation"
+        )
 
 
 def load_module(path: str, map_location: str | torch.device = "cpu") -> OMGPTModule:

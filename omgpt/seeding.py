@@ -54,6 +54,7 @@ class Stream(enum.IntEnum):
     REGRET_ENVS = 15  # the environments rolled out: (global seed, step, rank)
     REGRET_HEAD = 16  # the stochastic head's draws: (global seed, step, rank, group member)
     REGRET_TASK = 17  # their contexts and noise, common to a group's rollouts: (global seed, step, rank)
+    POSTERIOR_TARGETS = 18  # model.target posterior's particles: (global seed, step, batch index, rank)
 
 
 assert max(Stream) < 2**_DOMAIN_BITS, "a domain must fit the seed's low bits (stream_seed)"

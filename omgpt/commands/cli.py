@@ -35,7 +35,7 @@ from omgpt.commands.args import (
 )
 from omgpt.entry import guarded
 from omgpt.errors import OMGPTError
-from omgpt.seeding import DEMO_SEED
+from omgpt.seeding import DEMO_SEED, EXPERIMENT_SEED
 from omgpt.commands.lightning_cli import LIGHTNING_COMMANDS, build_cli, clean_message
 
 
@@ -47,7 +47,7 @@ def evaluate(
     runs: PositiveInt = 100,
     horizon: Optional[PositiveInt] = None,
     window: Optional[PositiveInt] = None,
-    seed: Seed = 0,
+    seed: Seed = EXPERIMENT_SEED,
     out: str = "runs/evaluate",
     batch_size: PositiveInt = 50,
     device: Device = "cpu",
@@ -106,7 +106,7 @@ def demand_prediction(
     runs: PositiveInt = 100,
     horizon: Optional[PositiveInt] = None,
     window: Optional[PositiveInt] = None,
-    seed: Seed = 0,
+    seed: Seed = EXPERIMENT_SEED,
     out: str = "runs/demand-prediction",
     batch_size: PositiveInt = 50,
     device: Device = "cpu",
@@ -236,7 +236,7 @@ def experiment(
     runs: Optional[PositiveInt] = None,
     horizon: Optional[PositiveInt] = None,
     fit_config: Optional[list[str]] = None,
-    seed: Seed = 0,
+    seed: Seed = EXPERIMENT_SEED,
     device: Device = "cpu",
     train_only: bool = False,
     redraw: bool = False,

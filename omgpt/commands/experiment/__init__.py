@@ -179,6 +179,7 @@ def run_experiment(
     kind = kind_of(
         exp
     )  # an experiment without a kind, or a config its kind cannot report on, fails now, not after its training
+    kind.check_settings(exp)
     kind.check_config(exp)
     out_dir = report_folder(name, scale, out)
     quick = bool(fit_configs) or horizon is not None
@@ -224,6 +225,7 @@ def run_experiment(
             seed=seed,
             command=command,
             kind=kind.name,
+            settings=exp.settings,
             models={n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()},
             panels=panels,
             seconds=round(time.perf_counter() - start, 1),
@@ -374,7 +376,8 @@ def run_all(
     ] = {}  # key -> (label, model): each distinct model once, a child naming its parent's label here
     for name in names:
         exp = load_experiment(name, scale)
-        kind_of(exp).check_config(exp)  # before hours of training, as run_experiment checks
+        kind_of(exp).check_settings(exp)  # before hours of training, as run_experiment checks
+        kind_of(exp).check_config(exp)
         keys = experiment_keys(exp, [])
         for label in dependency_order(exp.models):
             model = exp.models[label]
