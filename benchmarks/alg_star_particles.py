@@ -35,7 +35,7 @@ import time
 
 import torch
 
-from omgpt.seeding import Stream, stream_seed
+from omgpt.seeding import EXPERIMENT_SEED, Stream, stream_seed
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
 from omgpt.tasks import TASKS, make_task
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--batch", type=Integer(1, 1_000_000), default=50, help="runs rolled out at once (omgpt evaluate's default)"
     )
-    p.add_argument("--seed", type=Seed(), default=0)
+    p.add_argument("--seed", type=Seed("test"), default=EXPERIMENT_SEED)
     p.add_argument("--device", type=Device(), default="cpu")
     p.add_argument("--threads", type=Integer(1, 256), default=1, help="torch intra-op threads")
     p.add_argument("--no-rejuvenate", action="store_true", help="plain importance sampling from the prior")

@@ -18,7 +18,7 @@ import torch
 
 from omgpt.policies import make_policy
 from omgpt.rollout import rollout
-from omgpt.seeding import Stream, stream_seed
+from omgpt.seeding import EXPERIMENT_SEED, Stream, stream_seed
 from omgpt.tasks import TASKS, make_task
 from omgpt.entry import Integer, Name, Seed, Text, entry_point, script_parser
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--moves", type=Integer(0, 1000), default=2)
     p.add_argument("--top", type=Integer(1, 1_000_000), default=18)
     p.add_argument("--sort", type=Text(), default="tottime", help="pstats order: tottime (own time) or cumulative")
-    p.add_argument("--seed", type=Seed(), default=0)
+    p.add_argument("--seed", type=Seed("test"), default=EXPERIMENT_SEED)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     task = make_task(a.task)

@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def parser():
     from omgpt.entry import InputFolder, Integer, Names, OutputFile, Seed, Text, script_parser
+    from omgpt.seeding import EXPERIMENT_SEED
     from omgpt.tasks import TASKS
 
     p = script_parser(__file__, __doc__)
@@ -108,7 +109,7 @@ def parser():
     p.add_argument(
         "--batch", type=Integer(1, 1_000_000), default=50, help="episodes rolled out at once (omgpt evaluate's default)"
     )
-    p.add_argument("--seed", type=Seed(), default=0, help="the test seed of the environments")
+    p.add_argument("--seed", type=Seed("test"), default=EXPERIMENT_SEED, help="the test seed of the environments")
     p.add_argument(
         "--arm", type=Text(), action="append", default=None, help="NAME=KEY=VALUE,... alg-star options of this tree"
     )
