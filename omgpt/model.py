@@ -564,6 +564,7 @@ TRAINING_HPARAMS = (
     "val_seed",
     "obs_loss_weight",
     "target",
+    "obs_target",
     # the regret objective (fine-tuning, docs/finetune.md)
     "objective",
     "init_from",

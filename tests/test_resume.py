@@ -86,22 +86,32 @@ def probe(tmp: Path, run: str) -> dict:
     return json.loads((tmp / run / "probe" / "rank0.json").read_text())
 
 
-@pytest.mark.slow
-def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path):
-    # The reference run, in parallel with the interrupted ones (two cores).
-    reference = start(fit_command(tmp_path, "reference"), tmp_path / "reference.log")
+# The paper's targets, and the posterior-weighted action target with the noise-free observation target
+# (their particles and expected observations must be drawn alike after a resume).
+TARGETS = {
+    "paper": (),
+    "posterior": ("--model.target", "posterior", "--model.network.obs_head", "true", "--model.obs_target", "mean"),
+}
 
-    first = kill_at(tmp_path, "killed1", 2)
+
+@pytest.mark.slow
+@pytest.mark.parametrize("targets", TARGETS)
+def test_sigkill_mid_epoch_and_resume_end_at_the_uninterrupted_weights(tmp_path, targets):
+    extra = TARGETS[targets]
+    # The reference run, in parallel with the interrupted ones (two cores).
+    reference = start(fit_command(tmp_path, "reference", *extra), tmp_path / "reference.log")
+
+    first = kill_at(tmp_path, "killed1", 2, *extra)
     ckpt = torch.load(first, map_location="cpu", weights_only=True)  # a step checkpoint loads safely
     assert ckpt["global_step"] == 2 and ckpt["epoch"] == 0  # mid-epoch: 2 of epoch 0's 5 batches
     first_minutes = ckpt["trained_minutes"]
-    second = kill_at(tmp_path, "killed2", 6, "--ckpt_path", str(first))
+    second = kill_at(tmp_path, "killed2", 6, "--ckpt_path", str(first), *extra)
     ckpt = torch.load(second, map_location="cpu", weights_only=True)
     assert all(b > a > 0 for a, b in zip(first_minutes, ckpt["trained_minutes"]))  # the clocks went on
     assert ckpt["global_step"] == 6 and ckpt["epoch"] == 1  # mid-epoch: 1 of epoch 1's 2 batches
     load_module(str(second))  # and as a model for `omgpt evaluate`
 
-    resumed = start(fit_command(tmp_path, "resumed", "--ckpt_path", str(second)), tmp_path / "resumed.log")
+    resumed = start(fit_command(tmp_path, "resumed", "--ckpt_path", str(second), *extra), tmp_path / "resumed.log")
     for name, proc in (("reference", reference), ("resumed", resumed)):
         assert proc.wait(timeout=300) == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
 
