@@ -92,7 +92,19 @@ class NewsvendorData(Task):
     action_dim = 1
     action_low, action_high = 0.0, ACTION_HIGH
     default_horizon: ClassVar[int] = 100
-    benchmarks = ("saa", "saa-weekday", "qr", "fai-data", "gbm")
+    benchmarks = (  # the practitioner's, then the feature-based methods of the literature (newsvendor_features.py)
+        "saa",
+        "saa-weekday",
+        "qr",
+        "fai-data",
+        "gbm",
+        "wsaa-rf",
+        "wsaa-knn",
+        "wsaa-tree",
+        "wsaa-kernel",
+        "erm-linear",
+        "dnn-newsvendor",
+    )
     tuning_metric: ClassVar[str] = (
         "scaled_cost"  # what omgpt tune minimises here (tuning_score); an entry tuned otherwise is stale
     )
