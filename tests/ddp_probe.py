@@ -100,6 +100,8 @@ class Probe(Callback):
         state = {
             "rank": trainer.global_rank,
             "world_size": trainer.world_size,
+            "strategy": type(trainer.strategy).__name__,
+            "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
             "pid": os.getpid(),
             "global_step": trainer.global_step,
             "batches": self.batches,

@@ -1,8 +1,10 @@
 """Scale with one flag: a real 2-process DDP fit (CPU, gloo) and bf16 mixed precision.
 
-``strategy=ddp`` re-executes the command line, so the DDP run goes through a subprocess
-(``python -m omgpt fit ... --trainer.devices 2 --trainer.strategy ddp``), with the test-only
-``tests.ddp_probe.Probe`` callback writing what each rank saw to ``rank<k>.json``.
+The fit is given the one flag docs/cli.md documents, ``--trainer.devices 2`` (Lightning's automatic
+strategy is DDP on more than one device), and ``--trainer.accelerator cpu`` only because this machine
+has no GPU. DDP re-executes the command line, so the run goes through a subprocess
+(``python -m omgpt fit ... --trainer.devices 2``), with the test-only ``tests.ddp_probe.Probe``
+callback writing what each rank saw to ``rank<k>.json`` (its strategy and process-group backend too).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def ddp_command(tmp: Path, *extra: str) -> list[str]:
     """A tiny 2-process fit: 2 epochs (4 batches, then 2 in the mixed phase), validation after each."""
     return [
         sys.executable, "-m", "omgpt", "fit", "--config", NEWSVENDOR, "--config", TINY,
-        "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",
+        "--trainer.accelerator", "cpu", "--trainer.devices", "2",
         "--model.horizon", "12", "--data.val_runs", str(VAL_RUNS), "--data.val_batch_size", "4",
         "--trainer.num_sanity_val_steps", "0",
         "--trainer.logger.init_args.save_dir", str(tmp / "runs"), "--trainer.enable_progress_bar", "false",
@@ -57,6 +59,7 @@ def ranks(tmp: Path) -> list[dict]:
     states = [json.loads((tmp / "probe" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [s["rank"] for s in states] == [0, 1] and {s["world_size"] for s in states} == {2}
     assert states[0]["pid"] != states[1]["pid"], "two processes"
+    assert {(s["strategy"], s["backend"]) for s in states} == {("DDPStrategy", "gloo")}, "the one flag gave DDP"
     return states
 
 
