@@ -93,6 +93,9 @@ def run_tuning(
         "task_options": {k: v for k, v in task.options().items() if k not in ("horizon", "part")},
         "horizon": horizon,
     }
+    from omgpt.progress import Progress
+
+    progress = Progress(len(policies), f"benchmarks tuned on {key}")
     for name in policies:  # each benchmark's entry written when it is done: an interrupted run keeps them
         entry = _tune_one(task, name, runs, horizon, seed, device, key, log)
         # Read, merge and write under the file's lock: a tuning of another policy of this setting that
@@ -102,6 +105,7 @@ def run_tuning(
             content = {"setting": setting, "policies": dict(sorted({**content["policies"], name: entry}.items()))}
             write_json(content, path)
         log(f"wrote {name} to {path}")
+        progress.advance()
     return content
 
 

@@ -248,13 +248,16 @@ def evaluate_panels(
 ) -> list[PanelResult]:
     """Every panel of ``exp`` evaluated by ``kind`` (:meth:`Kind.evaluate`) with the trained ``models``
     (name -> record, its ``ckpt`` included) on ``runs`` test environments of ``seed``, on ``device``."""
-    panels = []
+    from omgpt.progress import Progress
+
+    panels, progress = [], Progress(len(exp.panels), "panels evaluated")
     for panel in exp.panels:
         print(
             f"  evaluating {panel.title} ({panel.task} {panel.task_options or ''}, horizon {panel.horizon}, {runs} runs)",
             flush=True,
         )
         panels.append(kind.evaluate(panel, models, runs=runs, seed=seed, device=device))
+        progress.advance()
     return panels
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from omgpt.errors import OMGPTError
+from omgpt.progress import Progress
 from omgpt.commands.experiment.config import SCALES, Experiment, Model, dependency_order
 from omgpt.commands.experiment.results import ModelRecord
 from omgpt.commands.store import read_card, read_record, train
@@ -200,6 +201,7 @@ def train_all(
     the order of ``models``; the first fit that fails stops the run (after the fits already running
     have ended)."""
     waiting, records, running = dependency_order(models), {}, {}
+    progress = Progress(len(models), "models trained or reused")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         while waiting or running:
             for name in [n for n in waiting if models[n].init_from in (None, *records)]:
@@ -219,4 +221,5 @@ def train_all(
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 records[running.pop(future)] = future.result()
+                progress.advance()
     return {n: records[n] for n in models}
