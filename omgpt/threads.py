@@ -3,7 +3,7 @@
 The models here are small (the demo's: 4 layers, 64 dims), so every parallel region is short, and a
 thread that waits for the others at its end decides what a second process does to us. With OpenMP's
 default wait (spin, then sleep) two threads on a 2-core machine collapse beside one busy process:
-each region waits for a thread that the other process has descheduled (issue 32: the demo fell from
+each region waits for a thread that the other process has descheduled (the demo fell from
 ~17 to 0.65-2.4 steps/s). With a passive wait -- a waiting thread sleeps at once and leaves its core
 to whoever needs it -- they do not: measured by ``benchmarks/threads.py`` on the shared 2-core
 machine, two passive threads trained the demo and a T = 100 fit 6-9x faster than two default ones,

@@ -37,6 +37,7 @@ DECLARED = {"claims": {"alg_star_beaten": []}, "selection": {"runs": 10, "seed":
 def _experiment(
     tmp_path, monkeypatch, models: dict, panels: list | None = None, name: str = "dep", settings: dict | None = None
 ) -> str:
+    kind = "beyond-alg-star" if name == "beyond-alg-star" else "curves"  # the kind the config names
     """An experiment config of these models in a scratch config folder (the real ones untouched)."""
     from omgpt.commands.experiment import config
 
@@ -44,7 +45,9 @@ def _experiment(
     folder.mkdir(exist_ok=True)
     panels = panels or [{"title": "p", "model": next(iter(models)), "policies": ["omgpt", "erm"]}]
     (folder / f"{name}.yaml").write_text(
-        yaml.safe_dump({"title": "t", "horizon": 6, "models": models, "panels": panels, "settings": settings or {}})
+        yaml.safe_dump(
+            {"title": "t", "kind": kind, "horizon": 6, "models": models, "panels": panels, "settings": settings or {}}
+        )
     )
     monkeypatch.setattr(config, "EXPERIMENTS", folder)
     return name

@@ -259,7 +259,11 @@ def _panel(title, task, benchmarks, **finals):
 
 
 def check_claim(result: dict) -> list:
-    return kind_of(result).claims(result)
+    """The claims of ``result`` as its experiment's kind reports them (the kind of the same name, else curves)."""
+    from omgpt.commands.experiment import all_kinds
+
+    kind = result["name"] if result["name"] in all_kinds() else "curves"
+    return kind_of({"kind": kind, **result}).claims(result)
 
 
 def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_numbers():
@@ -326,6 +330,7 @@ def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_num
     assert check_claim({"name": "main-results", "panels": []}) == []  # the per-panel verdict is the whole claim
     result = {
         "name": "prior-benefit",
+        "kind": "prior-benefit",
         "title": "t",
         "source": "",
         "claim": "",
@@ -642,16 +647,18 @@ def test_every_experiment_has_a_kind_and_the_registry_refuses_a_name_twice_or_an
     assert type(all_kinds()["curves"]).__name__ == "Curves"  # the first one stays
     with pytest.raises(OMGPTError, match="no experiment kind 'pie'"):
         kind_of({"name": "x", "kind": "pie"})
+    # the config's (or the report's) kind alone decides: a kind registered under the experiment's name
+    # does not take over
+    assert type(kind_of({"name": "prior-benefit", "kind": "curves"})).__name__ == "Curves"
+    assert type(kind_of({"name": "model-size", "kind": "curves"})).__name__ == "Curves"
+    assert {load_experiment(n, "cpu").kind for n in available()} <= set(KIND_NAMES)
     # an experiment.json names its kind; one written before the rename names it `figure`
     assert (
         type(kind_of({"name": "x", "kind": "advantage"})).__name__
         == type(kind_of({"name": "x", "figure": "advantage"})).__name__
         == "Advantage"
     )
-    assert (
-        type(kind_of({"name": "x"})).__name__ == "Curves"
-        and type(kind_of({"name": "model-size", "kind": "curves"})).__name__ == "ModelSize"
-    )
+    assert type(kind_of({"name": "x"})).__name__ == "Curves"  # a report that names none: the default
 
 
 def test_every_committed_report_renders_again_byte_for_byte_from_its_experiment_json():

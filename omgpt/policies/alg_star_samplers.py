@@ -31,7 +31,7 @@ median, sampling) are the same code for every sampler.
 
 Measured on 1,000 test episodes each (``benchmarks/alg_star_vs_commit.py``, ``benchmarks/RESULTS.md``):
 6.0x (newsvendor) and 7.5x (pricing) less CPU than the resample-move particles (``"smc"``), 13.0x and
-20.0x less than fc4ae5b's ``alg-star``, at lower regret on both (4,096 resample-move particles are not
+20.0x less than the earlier ``alg-star`` that ``benchmarks/alg_star_vs_commit.py`` takes as its yardstick, at lower regret on both (4,096 resample-move particles are not
 yet the exact posterior there). ``"auto"``, the default, plays them where they apply.
 """
 

@@ -29,7 +29,11 @@ from omgpt.tuning import setting_key
 
 EXPERIMENTS = CONFIGS / "experiments"
 SCALES = {"cpu": CONFIGS / "scale" / "cpu.yaml", "paper": CONFIGS / "scale" / "paper.yaml"}
-KindName = Literal["curves", "advantage", "alg-star-match", "demand-prediction"]  # what a config's ``kind:`` may name
+# what a config's ``kind:`` may name: every registered kind
+KindName = Literal[
+    "curves", "prior-benefit", "advantage", "model-size", "alg-star-match", "demand-prediction", "real-demand",
+    "beyond-alg-star",
+]  # fmt: skip
 KIND_NAMES = KindName.__args__
 
 
@@ -74,8 +78,8 @@ class PanelSpec:
 @dataclass
 class ExperimentSpec:
     """``configs/experiments/NAME.yaml`` at one scale. ``kind``: the experiment kind that evaluates and
-    reports it, where none is registered under the experiment's own name
-    (:func:`omgpt.commands.experiment.registry.kind_of`); also the figure file of panels that name none.
+    reports it (:func:`omgpt.commands.experiment.registry.kind_of`: this field alone chooses it); also
+    the figure file of panels that name none.
     ``settings``: what the kind is told before the run and never derives from test numbers -- which
     panels each claim is about, a model-selection rule (the keys its :attr:`Kind.settings` names)."""
 

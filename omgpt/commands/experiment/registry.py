@@ -12,9 +12,9 @@ A kind reads the resolved experiment's records (:class:`~omgpt.commands.experime
 ``experiment.json`` (:class:`~omgpt.commands.experiment.results.PanelResult` and its kind's extension of
 it: JSON mappings, checked against the kind's :attr:`Kind.panel_schema` before a redraw).
 
-An experiment runs the kind registered under its own name (``configs/experiments/NAME.yaml``), else
-the one its config's ``kind:`` names (``curves`` by default): :func:`kind_of`. The same lookup on the
-``name`` and ``kind`` of an ``experiment.json`` redraws and re-renders a finished report.
+An experiment runs the kind its config's ``kind:`` names (``curves`` by default), and nothing else
+chooses it: :func:`kind_of`. The same lookup on the ``kind`` of an ``experiment.json`` redraws and
+re-renders a finished report.
 """
 
 from __future__ import annotations
@@ -154,15 +154,14 @@ def all_kinds() -> dict[str, Kind]:
 
 
 def kind_of(experiment: Experiment | ExperimentResult) -> Kind:
-    """The kind of an experiment -- a resolved config or an ``experiment.json``: the kind registered
-    under its name, else the one its ``kind`` names (an ``experiment.json`` written before the rename:
-    its ``figure``)."""
+    """The kind of an experiment -- a resolved config or an ``experiment.json``: the one its ``kind``
+    names (an ``experiment.json`` written before the rename: its ``figure``)."""
     registered = all_kinds()
     if isinstance(experiment, Experiment):
         name, chosen = experiment.name, experiment.kind
     else:
         name, chosen = experiment["name"], kind_name(experiment)
-    kind = registered.get(name) or registered.get(chosen)
+    kind = registered.get(chosen)
     if kind is None:
         raise OMGPTError(
             f"experiment {name!r}: no experiment kind {chosen!r} (registered: {', '.join(sorted(registered))})"

@@ -123,7 +123,7 @@ class ExperimentResult(TypedDict):
 
 def kind_name(result: ExperimentResult) -> str:
     """The kind a report names (``kind``; ``figure`` in one written before the rename; ``curves`` in
-    neither). The kind registered under the experiment's name still comes first (``registry.kind_of``)."""
+    neither): what ``registry.kind_of`` reads."""
     return result.get("kind") or result.get("figure") or "curves"
 
 
