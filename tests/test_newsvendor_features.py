@@ -287,3 +287,17 @@ def test_rolling_origins_pool_into_one_cost_and_one_cluster_interval():
     )
     ratio = pooled["costs"]["omgpt"]["ratio_to"]["gbm"]
     assert ratio["mean"] == pytest.approx(2 / 3) and ratio["ci90"] == pytest.approx([2 / 3, 2 / 3])  # paired draws
+
+
+def test_a_tuned_variant_at_the_default_constants_plays_as_its_base(promo_table, tmp_path, monkeypatch):
+    """The evaluation reuses the base's rollout where the tuned constants are the defaults
+    (omgpt.policies.tuned.plays_as_base reads every tunable constant as an attribute)."""
+    from omgpt.policies.tuned import plays_as_base
+
+    task = task_of(promo_table, part="test", critical_ratio=0.75, group="shop", test_share=0.34, validation_share=0.33)
+    for method in METHODS:
+        cls = type(make_policy(method, task, task.horizon))
+        tuned = type(f"{cls.__name__}Tuned", (cls,), {})
+        policy = tuned(task)
+        policy.constants = {k: getattr(policy, k) for k in cls.tunable}
+        assert plays_as_base(policy), method

@@ -351,6 +351,8 @@ class FeatureNewsvendor(PastDemand):
             )
         self.max_rows = None if max_rows is None else checks.number("max_rows", max_rows, integer=True, low=10)
         self.values = constants
+        for name, value in constants.items():  # as attributes too: a -tuned variant compares them (plays_as_base)
+            setattr(self, name, value)
 
     def key(self) -> tuple:
         return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.task.options().items()))
