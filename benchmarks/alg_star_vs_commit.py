@@ -134,7 +134,7 @@ def compare(a: argparse.Namespace) -> None:
             old_tree.mkdir()
             archive = subprocess.run(["git", "archive", a.rev, "omgpt"], cwd=ROOT, check=True, capture_output=True)
             subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
-        a.rev = a.rev_path or a.rev
+        a.rev = str(a.rev_path or a.rev)
         print(
             f"alg-star of {a.rev} vs this tree; {a.runs} runs, T = {a.horizon}, batches of {a.batch}, one thread each"
         )

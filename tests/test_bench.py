@@ -72,8 +72,10 @@ def test_bench_rejects_a_bad_option(capsys):
 @pytest.mark.slow
 def test_benchmark_scripts_run_standalone(script, args, expect, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [script, *args])
-    runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
+    with pytest.raises(SystemExit) as ended:  # a script ends with sys.exit(main()): its exit code
+        runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
     printed = capsys.readouterr().out
+    assert ended.value.code == 0, capsys.readouterr().err
     assert expect in printed, printed
     if script == "kv_cache.py":  # identical actions, cached or not, at both sizes
         diffs = [float(l.rsplit(" ", 1)[-1]) for l in printed.splitlines() if "max|a_cached - a_full|" in l]
