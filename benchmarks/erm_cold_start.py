@@ -26,7 +26,6 @@ from omgpt.entry import Integer, Numbers, Real, Seed, entry_point, script_parser
 
 
 @entry_point
-@entry_point
 def main(argv: list[str] | None = None) -> None:
     p = script_parser(__file__, __doc__)
     p.add_argument("--runs", type=Integer(1, 1_000_000), default=200)

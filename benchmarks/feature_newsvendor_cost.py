@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from omgpt.entry import Integer, Name, Names, Real, entry_point, script_parser
+
 METHODS = ("wsaa-rf", "wsaa-knn", "wsaa-tree", "wsaa-kernel", "erm-linear", "dnn-newsvendor", "gbm")
 
 
@@ -68,13 +70,14 @@ def measure(method: str, split_seed: int, q: float) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split-seed", type=int, default=0)
-    parser.add_argument("--q", type=float, default=0.75)
-    parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one method, JSON on stdout
-    args = parser.parse_args()
+@entry_point
+def main(argv: list[str] | None = None) -> None:
+    parser = script_parser(__file__, __doc__)
+    parser.add_argument("--split-seed", type=Integer(0, 4), default=0, help="the series split (0-4)")
+    parser.add_argument("--q", type=Real(0, 1, low_open=True, high_open=True), default=0.75, help="the critical ratio")
+    parser.add_argument("--methods", type=Names(METHODS), default=",".join(METHODS))
+    parser.add_argument("--one", type=Name(METHODS), help=argparse.SUPPRESS)  # the child: one method, JSON on stdout
+    args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure(args.one, args.split_seed, args.q)))
         return
@@ -98,4 +101,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

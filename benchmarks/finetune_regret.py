@@ -149,7 +149,6 @@ def gradients(ckpt: str, batch: int, feedbacks: list[float]) -> None:
 
 
 @entry_point
-@entry_point
 def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     parser = script_parser(__file__, __doc__)

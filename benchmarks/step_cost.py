@@ -97,7 +97,6 @@ def demo_step(cfg: dict, batch_size: int, variant: str = "fp32"):
 
 
 @entry_point
-@entry_point
 def main(argv: list[str] | None = None) -> None:
     p = script_parser(__file__, __doc__)
     p.add_argument("--batches", type=Numbers(Integer(1, 100_000)), default="32,64", help="batch sizes, comma-separated")

@@ -81,7 +81,6 @@ def seconds_per_step(module, batch: dict, steps: int, device: str, precision: st
 
 
 @entry_point
-@entry_point
 def main(argv: list[str] | None = None) -> None:
     from omgpt.datamodules.history import HistoryStream
     from omgpt.module import OMGPTModule
