@@ -26,7 +26,6 @@ SERIES_MODELS = {  # the real-demand experiment's models of the series split (re
 
 def main() -> None:
     from omgpt.analysis.real_demand import cluster_bootstrap, plot_series_orders, window_cells
-    from omgpt.commands.evaluate import omgpt_options
     from omgpt.evaluation import evaluate_policies
     from omgpt.model import load_model
     from omgpt.seeding import check_test_seed
@@ -45,7 +44,7 @@ def main() -> None:
     options = {"dataset": "bakery", "split_seed": args.split_seed, "part": "test", "critical_ratio": args.q}
     task = make_task("newsvendor-data", **options)
     model = load_model(ckpt, map_location="cpu").model
-    specs = {"omgpt": omgpt_options(task, {"part": "test", "critical_ratio": args.q}, model, task.horizon)}
+    specs = {"omgpt": {"model": model, "window": None}}  # the model plays the horizon it was trained for
     specs |= {p: {} for p in POLICIES if p != "omgpt"}
     histories = {
         name: evaluate_policies(task, {name: o}, task.windows, task.horizon, args.seed, progress=False)[name]

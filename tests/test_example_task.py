@@ -19,6 +19,7 @@ from omgpt.commands.cli import cli_main
 from omgpt.commands.evaluate import run_evaluation
 from omgpt.policies import make_policy, policies_for
 from omgpt.rollout import replay, rollout
+from omgpt.seeding import EXPERIMENT_SEED
 from omgpt.tasks import TASKS, make_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +110,7 @@ def test_it_trains_tiny_and_evaluates_against_oracle_random_and_alg_star(tmp_pat
         runs=16,
         horizon=12,
         window=None,
-        seed=0,
+        seed=EXPERIMENT_SEED,
         out=str(tmp_path / "eval"),
         progress=False,
     )

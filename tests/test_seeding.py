@@ -35,6 +35,7 @@ DOMAIN_KEYS = {
     Stream.REGRET_ENVS: [SEEDS, SMALL, SMALL],
     Stream.REGRET_TASK: [SEEDS, SMALL, SMALL],
     Stream.REGRET_HEAD: [SEEDS, SMALL, SMALL, SMALL],
+    Stream.POSTERIOR_TARGETS: [SEEDS, SMALL, SMALL, SMALL],
 }
 # the domains keyed by one evaluation or validation seed, or by such a seed and a chunk: injective in
 # torch's bits over every test and validation seed
