@@ -756,10 +756,8 @@ def test_a_kind_written_in_one_class_runs_end_to_end_through_the_registry(tmp_pa
     monkeypatch.setattr(registry, "_KINDS", dict(registry.all_kinds()))  # the toy kind is gone after the test
     experiments = tmp_path / "experiments"
     experiments.mkdir()
-    config = (ROOT / "configs/experiments/horizon-generalisation.yaml").read_text()
-    (experiments / "toy.yaml").write_text(
-        config.replace("\nkind: curves\n", "\nkind: toy\n")
-    )  # the kind the config names
+    text = (ROOT / "configs/experiments/horizon-generalisation.yaml").read_text()
+    (experiments / "toy.yaml").write_text(text.replace("\nkind: curves\n", "\nkind: toy\n"))  # the kind it names
     monkeypatch.setattr(config, "EXPERIMENTS", experiments)
 
     @registry.register
