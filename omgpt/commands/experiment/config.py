@@ -212,9 +212,16 @@ def parse_experiment(data: dict, source: str = "experiment") -> ExperimentSpec:
     parser = _parser()
     try:
         config = parser.parse_object({"experiment": data})
-        return parser.instantiate_classes(config).experiment
+        spec = parser.instantiate_classes(config).experiment
     except Exception as e:  # jsonargparse's ArgumentError / a constructor's TypeError
         raise OMGPTError(f"{source}: {one_line(str(e)).replace('experiment.', '')}") from None
+    from omgpt.commands.experiment.registry import all_kinds  # (the registry imports this module)
+
+    if spec.kind not in all_kinds():
+        raise OMGPTError(
+            f"{source}: kind: no experiment kind {spec.kind!r} (registered: {', '.join(sorted(all_kinds()))})"
+        )
+    return spec
 
 
 def load_experiment(name: str, scale: str, *, horizon: int | None = None) -> Experiment:
