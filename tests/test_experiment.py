@@ -99,7 +99,6 @@ def test_scale_overrides_resolve_at_every_depth():
         ({"title": "t", "models": {"m": {"task": "mab", "horizn": 3}}, "panels": []}, "horizn"),
         ({"title": "t", "models": {"m": {"task": "mab", "horizon": 0}}, "panels": []}, "models.horizon"),
         ({"title": "t", "models": {"m": {"task": "mab"}}, "panels": [{"title": "p"}]}, "model"),
-        ({"title": "t", "models": {}, "panels": [], "kind": "pie"}, "kind"),
         ({"models": {}, "panels": []}, "title"),
     ],
 )
