@@ -54,15 +54,15 @@ def generate_histories(
     policy_options: dict,
     generator: torch.Generator,
     chunk: int = 4096,
-    mean_observations: bool = False,
+    with_means: bool = False,
 ) -> dict[str, torch.Tensor]:
     """``n`` histories of ``horizon`` steps played by ``policy`` (a model-free one), as training tensors
-    (with their expected observations where ``mean_observations``)."""
+    (with their expected observations where ``with_means``)."""
     played = make_policy(policy, task, **policy_options)
     parts = [
         history_batch(
             rollout(task, task.sample_envs(min(chunk, n - lo), generator), played, horizon, generator),
-            task if mean_observations else None,
+            task if with_means else None,
         )
         for lo in range(0, n, chunk)
     ]
@@ -100,14 +100,14 @@ class HistoryStream(IterableDataset):
         policy_options: dict | None = None,
         source: dict[str, torch.Tensor] | None = None,
         skip: int = 0,
-        mean_observations: bool = False,
+        with_means: bool = False,
     ):
         self.task, self.batch_size, self.n_batches, self.horizon = task, batch_size, n_batches, horizon
         self.policy, self.policy_options = policy, policy_options or {}
         self.seed, self.epoch, self.rank, self.chunk = seed, epoch, rank, max(1, chunk)
         self.source = source
         self.skip = skip  # batches of this epoch already trained on (a run resumed mid-epoch)
-        self.mean_of = task if mean_observations else None
+        self.mean_of = task if with_means else None
 
     def __len__(self) -> int:
         return self.n_batches
@@ -265,7 +265,7 @@ class HistoryDataModule(L.LightningDataModule):
                 hp.data_policy,
                 hp.data_policy_options or {},
                 g,
-                mean_observations=hp.obs_target == "mean",
+                with_means=hp.obs_target == "mean",
             )
             self.pool["self_rollout"] = torch.zeros(hp.history_pool, dtype=torch.bool)
 
@@ -300,7 +300,7 @@ class HistoryDataModule(L.LightningDataModule):
             hp.data_policy_options,
             source,
             skip=self._skip(epoch),
-            mean_observations=hp.obs_target == "mean",
+            with_means=hp.obs_target == "mean",
         )
         return DataLoader(
             stream,
@@ -348,7 +348,7 @@ class HistoryDataModule(L.LightningDataModule):
                 hp.data_policy,
                 hp.data_policy_options or {},
                 g,
-                mean_observations=hp.obs_target == "mean",
+                with_means=hp.obs_target == "mean",
             )
         fresh["self_rollout"] = torch.zeros(n_fresh, dtype=torch.bool)
         return {k: torch.cat([fresh[k], own[k]]) for k in own}

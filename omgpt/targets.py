@@ -39,7 +39,7 @@ def posterior_targets(
     candidates, weights = [], []
     for t in range(horizon):
         x = contexts[:, t]
-        policy.act(t, x)  # records X_t; a structured sampler weighs its particles for it
+        policy.weigh(t, x)  # records X_t; a structured sampler weighs its particles for it (no decision)
         candidates.append(policy.candidate_actions(t, x))
         weights.append(policy.posterior().to(x.dtype))
         policy.observe(t, actions[:, t], observations[:, t])

@@ -271,10 +271,20 @@ class AlgStar(HistoryPolicy):
             self.batch, self.n, -1
         )
 
-    def decide(self, t: int, x: Tensor) -> Tensor:
-        task, b, n = self.task, self.batch, self.n
+    def weigh(self, t: int, x: Tensor) -> None:
+        """Record ``X_t`` and bring the weighted candidates to it: after this, :meth:`candidate_actions`
+        and :meth:`posterior` are the posterior over ``a*_t`` given the history (what :meth:`decide`
+        reads; the posterior-weighted training targets read it without deciding)."""
+        self.xs[:, t] = x
         if self.structured is not None:  # the structured sampler's weighted candidates given the history
             self.candidates, self.log_w = self.structured.posterior(x)
+
+    def act(self, t: int, x: Tensor) -> Tensor:
+        self.weigh(t, x)
+        return self.decide(t, x)
+
+    def decide(self, t: int, x: Tensor) -> Tensor:
+        task, b, n = self.task, self.batch, self.n
         if self.decision == "sample":
             pick = torch.multinomial(self.posterior(), 1, generator=self.generator)[:, 0]  # (B,)
             rows = torch.arange(b, device=self.device) * n + pick

@@ -1,4 +1,4 @@
-"""``real-demand``: OMGPT on real demand (issues 27 and 31, docs/real-demand.md): the data-driven newsvendor on ddop's bakery
+"""``real-demand``: OMGPT on real demand (docs/real-demand.md): the data-driven newsvendor on ddop's bakery
 table, every test window of the held-out part played once by OMGPT (pre-trained on the training
 windows on its own cost, no oracle), the practitioner's benchmarks tuned on the validation windows, and
 the hindsight-best linear rule as a yardstick.
