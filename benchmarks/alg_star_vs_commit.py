@@ -1,9 +1,9 @@
 """``alg-star`` of this tree against ``alg-star`` of an older commit: CPU seconds and paired regret.
 
-    python benchmarks/alg_star_vs_commit.py [--rev fc4ae5b] [--tasks newsvendor,pricing] [--runs 1000]
+    python benchmarks/alg_star_vs_commit.py [--rev REV] [--tasks newsvendor,pricing] [--runs 1000]
         [--horizon 100] [--batch 50] [--seed 0] [--arm NAME=KEY=VALUE,...] [--rev-path DIR] [--json FILE]
 
-The issue's yardstick is the code of a commit, not an option of today's code, so each side runs in
+The yardstick is the code of a commit, not an option of today's code, so each side runs in
 its own single-threaded subprocess: ``--rev``'s ``omgpt`` package (``git archive``, put first on the
 ``PYTHONPATH``) plays its default ``alg-star``, and this tree plays each ``--arm`` (options of
 ``alg-star``, e.g. ``--arm fast=sampler=gaussian``; default: one arm ``now`` with today's defaults).
@@ -15,7 +15,10 @@ alone on one thread (``OMP_NUM_THREADS=1``); the time is the process's CPU time 
 Prints per task: each side's CPU seconds per 100 episodes, its speed-up over ``--rev``, its mean
 cumulative regret at the horizon and the 90% interval of the paired difference side - ``--rev``.
 ``--json FILE`` writes the same numbers. ``--rev-path DIR`` takes the yardstick's ``omgpt`` package from
-``DIR`` instead of a commit (an installed release, another checkout).
+``DIR`` instead of a commit (an installed release, another checkout). Without either, the yardstick is
+the commit recorded as ``rev`` in ``benchmarks/alg_star_vs_history_replay.json``, the one of the table in
+``benchmarks/RESULTS.md``: the code before ``alg-star``'s likelihood statistics (4,096 resample-move
+particles, the history replayed in float32 at every move).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+RECORDED = ROOT / "benchmarks" / "alg_star_vs_history_replay.json"  # its "rev": the default yardstick
 
 
 def worker(spec_path: str) -> None:
@@ -96,7 +100,12 @@ def parser():
     from omgpt.tasks import TASKS
 
     p = script_parser(__file__, __doc__)
-    p.add_argument("--rev", type=Text(), default="fc4ae5b", help="the commit whose alg-star is the yardstick")
+    p.add_argument(
+        "--rev",
+        type=Text(),
+        default=None,
+        help=f"the commit whose alg-star is the yardstick (default: {RECORDED.name}'s)",
+    )
     p.add_argument(
         "--rev-path",
         type=InputFolder(),
@@ -126,6 +135,8 @@ def compare(a: argparse.Namespace) -> None:
     from omgpt.tasks import make_task
 
     arms = a.arms
+    if a.rev is None and not a.rev_path:  # the yardstick of the recorded table
+        a.rev = json.loads(RECORDED.read_text())["rev"]
     report = {"rev": a.rev, "runs": a.runs, "horizon": a.horizon, "seed": a.seed, "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

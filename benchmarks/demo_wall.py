@@ -3,7 +3,7 @@
     python benchmarks/demo_wall.py [--repeats 1] [--busy matmul|spin] [--session same|own]
         [--max-steps N --runs N] [--json FILE] [--keep DIR]
 
-Issue 32's target: the demo within 3 minutes on an idle 2-core machine, and within 1.5x that beside
+The target it checks: the demo within 3 minutes on an idle 2-core machine, and within 1.5x that beside
 one busy process. Each run is the README's command, ``omgpt demo`` (its own thread choice:
 :mod:`omgpt.threads`), into a temporary folder, timed from the process start to its exit (imports,
 training, the evaluation against every benchmark). The busy process is ``benchmarks/threads.py``'s

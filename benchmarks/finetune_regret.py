@@ -1,4 +1,4 @@
-"""Fine-tuning on regret (docs/finetune.md): the measurements behind issue 33's first attempt.
+"""Fine-tuning on regret: the measurements of docs/finetune.md ("First measured attempt").
 
     python -m benchmarks.finetune_regret compare CKPT [CKPT ...] --policies alg-star lints-tuned [--runs 256] [--seed 10002]
         [--versus CKPT_OR_POLICY ...]

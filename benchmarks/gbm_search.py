@@ -1,5 +1,5 @@
 """The global gradient-boosted quantile model (``gbm``) at its strongest, and scikit-learn's histogram
-boosting against LightGBM's quantile objective at equal tuning (issue 31, item 3):
+boosting against LightGBM's quantile objective at equal tuning (the numbers: benchmarks/RESULTS.md):
 
     OMP_NUM_THREADS=1 python -m benchmarks.gbm_search [--split series|time] [--split-seed 0] [--q 0.75 ...]
 

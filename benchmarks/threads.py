@@ -3,9 +3,9 @@
     python benchmarks/threads.py [--quick] [--seconds 15] [--repeats 2] [--workloads demo,fit]
         [--configs 1,2,2-passive,2-active] [--json FILE]
 
-Why: on a 2-core machine two intra-op threads stall whenever anything else runs (issue 32: the demo
-fell from ~17 to 0.65-2.4 steps/s beside another job). This script measures it, so that the default
-thread choice (:mod:`omgpt.threads`) rests on a number.
+Why: on a 2-core machine two intra-op threads at libgomp's default (spinning) wait stall whenever
+anything else runs (the demo: ~17 steps/s alone, 0.65-2.4 steps/s beside another job). This script
+measures it, so that the default thread choice (:mod:`omgpt.threads`) rests on a number.
 
 Workloads (each a real training loop: histories generated in the process, forward, loss, backward,
 AdamW, under a Lightning Trainer with validation, logger and checkpoints off):

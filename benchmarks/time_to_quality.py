@@ -10,8 +10,9 @@ What a user waits for is not steps per second but a good model. Each ARM is one 
 overrides, e.g. ``--arm "bf16=configs/demo.yaml --trainer.precision=bf16-mixed"``; three benchmark knobs
 may sit among the overrides: ``--compile`` (``torch.compile`` the network before training),
 ``--sdpa=math`` (attention through PyTorch's reference path, not the fused kernel) and ``--threads=N``
-(this arm's intra-op threads; default ``--threads``). Without ``--arm`` the run compares
-the demo's recipe at fc4ae5b (``benchmarks/demo_fc4ae5b.yaml``, frozen) with today's ``configs/demo.yaml``.
+(this arm's intra-op threads; default ``--threads``). Without ``--arm`` the run compares the demo's
+earlier recipe, four heads and 3,000 steps at a peak learning rate of 1e-3
+(``benchmarks/demo_3000_steps_lr1e-3.yaml``), with ``configs/demo.yaml``.
 
 Every arm trains in its own process, one after the other (never two at once: the numbers are CPU
 time, but two trainings would still slow each other's caches), through the same LightningCLI as
@@ -76,7 +77,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The resample-move particles: the sampler every figure of benchmarks/RESULTS.md's "Time to quality" was
 # measured with (the 1.25x threshold and the paired ratios); alg-star's default is "auto" since 2026-11-28.
 ALG_STAR = {"sampler": "smc"}
-DEFAULT_ARMS = ["fc4ae5b=benchmarks/demo_fc4ae5b.yaml", "demo=configs/demo.yaml"]
+DEFAULT_ARMS = ["3000-steps=benchmarks/demo_3000_steps_lr1e-3.yaml", "demo=configs/demo.yaml"]
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -414,7 +415,7 @@ def parser() -> ScriptParser:
         "--arm",
         action="append",
         type=Text(),
-        help="NAME=CONFIG [OVERRIDE ...] (repeatable; default: fc4ae5b's demo and today's)",
+        help="NAME=CONFIG [OVERRIDE ...] (repeatable; default: the demo's earlier 3,000-step recipe and configs/demo.yaml)",
     )
     p.add_argument(
         "--budgets",
