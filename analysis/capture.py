@@ -11,7 +11,7 @@ puts the feature token of decision step ``t`` (1-based, the paper's ``X_t``) at 
 the action token ``a_t`` at ``2t-1``; the one-token layouts (``compact``, ``transition``) put step ``t``'s
 token at ``t-1``. The paper probes the feature token of ``X_100``: :func:`feature_position` ``(100)``.
 
-Everything the probes, t-SNE figures and the ``EmbeddingProbe`` callback need goes through
+Everything the probes, t-SNE figures and the ``EmbeddingProbe`` callback (callbacks/probing.py) need goes through
 :func:`collect`: draw environments, play them with a policy through the one rollout loop, run one
 teacher-forced pass and keep the hidden states of one feature token together with the labels
 (demand type, environment parameters, the optimal action, the model's own prediction).
@@ -183,7 +183,7 @@ def collect(
     the histories it meets at test time; any other registered policy name works too (``random``,
     ``noisy-oracle``, ``alg-star``, …). The environments and the streams are seeded by ``seed`` alone,
     so two calls with the same seed see the same environments and contexts. The model is put in eval
-    mode and left in it; the caller restores training mode (see ``omgpt.analysis.embedding_probe.EmbeddingProbe``).
+    mode and left in it; the caller restores training mode (see ``omgpt.callbacks.EmbeddingProbe``).
     """
     if n < 1:
         raise OMGPTError(f"the number of histories must be a positive integer, got {n}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omgpt.analysis.demand_prediction import draw_demand_errors
+from omgpt.analysis.observation_head import draw_demand_errors
 from omgpt.analysis.report import draw_curves, final_demand_errors
 from omgpt.files import save_figure
 

@@ -37,7 +37,7 @@ from omgpt.errors import OMGPTError
 from omgpt.files import save_figure
 
 RIDGE_ALPHAS = np.logspace(-3, 4, 15)
-TARGETS = ("type", "params", "action", "demand_at_x")
+PROBE_TARGETS = ("type", "params", "action", "demand_at_x")
 TARGET_LABELS = {
     "type": "demand type (logistic)",
     "params": "demand parameters (ridge)",

@@ -25,7 +25,7 @@ SERIES_MODELS = {  # the real-demand experiment's models of the series split (re
 
 
 def main() -> None:
-    from omgpt.analysis.real_demand import cluster_bootstrap, plot_series_orders, window_cells
+    from omgpt.analysis.newsvendor_data import cluster_bootstrap, plot_series_orders, window_cells
     from omgpt.evaluation import evaluate_policies
     from omgpt.model import load_model
     from omgpt.seeding import check_test_seed

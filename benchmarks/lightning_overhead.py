@@ -53,7 +53,7 @@ def under_trainer(data: list[dict], device: str, horizon: int | None) -> float:
 
 def bare_loop(data: list[dict], device: str, horizon: int | None, warmup: int = 2) -> float:
     m = demo_module(horizon).to(device).train()
-    hp = m.hparams
+    hp = m.optim
     opt = torch.optim.AdamW(m.model.optimizer_groups(hp.weight_decay), lr=hp.lr, betas=tuple(hp.betas))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
     ends = []

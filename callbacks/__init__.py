@@ -1,8 +1,10 @@
-"""Lightning callbacks: Lightning's ModelCheckpoint with ``last.ckpt`` at every validation. (Algorithm 1's
-horizon curriculum and mixed phase are the datamodule's schedule, :mod:`omgpt.datamodules.algorithm1`;
-the probing callback, which runs the analysis, is ``omgpt.analysis.embedding_probe.EmbeddingProbe``: it
-sits above.)"""
+"""Lightning callbacks: the parts of Algorithm 1 (the horizon curriculum, the mixed phase's self-rollout
+refreshes), the probing analyses during a fit, and the checkpoint rule with ``last.ckpt`` at every
+validation. Each is named once in ``configs/trainer/callback/``."""
 
-from omgpt.callbacks.checkpoint import ModelCheckpoint
+from omgpt.callbacks.checkpoint import ResumableCheckpoint
+from omgpt.callbacks.curriculum import Curriculum
+from omgpt.callbacks.probing import EmbeddingProbe
+from omgpt.callbacks.self_rollout import SelfRolloutRefresh
 
-__all__ = ["ModelCheckpoint"]
+__all__ = ["Curriculum", "EmbeddingProbe", "ResumableCheckpoint", "SelfRolloutRefresh"]

@@ -1,4 +1,4 @@
-"""Lightning's ModelCheckpoint with ``last.ckpt`` written at every validation again.
+"""ResumableCheckpoint: Lightning's ModelCheckpoint with ``last.ckpt`` written at every validation again.
 
 Since Lightning 2.6 ``save_last=True`` writes ``last.ckpt`` only at a step where a top-k checkpoint was
 also saved. With ``monitor`` and ``save_top_k=1`` (configs/trainer/callback/checkpoint.yaml: the
@@ -11,11 +11,17 @@ Lightning's."""
 from __future__ import annotations
 
 import lightning.pytorch as pl
-from lightning.pytorch.callbacks import ModelCheckpoint as _LightningModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 
-class ModelCheckpoint(_LightningModelCheckpoint):
+class ResumableCheckpoint(ModelCheckpoint):
     """``lightning.pytorch.callbacks.ModelCheckpoint``, with ``save_last`` meaning the latest state."""
+
+    @property
+    def state_key(self) -> str:
+        # Lightning's own key (the class name is in it), so a checkpoint keeps its best score across
+        # this subclass's name
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)

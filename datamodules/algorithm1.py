@@ -1,16 +1,21 @@
 """Algorithm 1 of the paper (appendix B.2) in one place: what every epoch of a fit trains on.
 
-One schedule, configured in one YAML block (``data.algorithm1``) and owned by
-:class:`~omgpt.datamodules.HistoryDataModule`, answers two questions for the epoch the datamodule builds a
-training loader for:
+One schedule, configured in one YAML block (``data.algorithm1``, layered field by field like any
+setting), answers two questions for the epoch the datamodule builds a training loader for:
 
 * :meth:`Algorithm1Schedule.horizon_at` -- the horizon ``T~`` its histories are truncated to (the horizon
   curriculum, :class:`HorizonCurriculum`; none: the whole horizon);
 * :meth:`Algorithm1Schedule.mix_at` -- whether the epoch is in the mixed phase (:class:`MixedPhase`: the
   model's own rollouts mixed with data-policy histories), and how.
 
-Both are pure functions of the epoch, so a resumed fit trains on its epoch's stage and mix with no state
-to restore but the weights the epoch's self-rollouts were played with (the datamodule keeps those).
+Each part is applied by a Lightning callback (``omgpt.callbacks.Curriculum``,
+``omgpt.callbacks.SelfRolloutRefresh``), named once in ``configs/trainer/callback/`` and listed in a
+config's ``trainer.callbacks``. A part configured without its callback, or a callback whose part is
+null, is refused (:func:`applying_callbacks`), so a config whose callbacks list replaces another's cannot
+drop a part of Algorithm 1 unnoticed.
+
+Both parts are pure functions of the epoch, so a resumed fit trains on its epoch's stage and mix with no
+state to restore but the weights the epoch's self-rollouts were played with (the datamodule keeps those).
 :func:`play_self_rollouts` plays them: the one rollout loop, the model in eval mode, with its KV cache.
 
 The paper's schedule (``configs/base.yaml``)::
@@ -20,7 +25,13 @@ The paper's schedule (``configs/base.yaml``)::
         curriculum: {stage_epochs: 10, restart_epochs: [50], full_from_epoch: 100}
         mixed: {start_epoch: 50, rollouts: 640, kappa: 0.3333333333, batches_per_epoch: 50}
 
-A later config layers on it field by field; ``curriculum: null`` or ``mixed: null`` turns a part off.
+    trainer:
+      callbacks:
+        - trainer/callback/curriculum.yaml    # applies data.algorithm1.curriculum
+        - trainer/callback/self_rollout.yaml  # applies data.algorithm1.mixed
+
+A later config layers on it field by field; ``curriculum: null`` or ``mixed: null``, with its callback
+left out of the list, turns a part off.
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+
+from collections.abc import Iterable
 
 from omgpt import checks
 from omgpt.errors import OMGPTError
@@ -181,3 +194,35 @@ def play_self_rollouts(
     model.clear_cache()
     model.train(was_training)
     return played
+
+
+# The callback that applies each part: its class (an ``algorithm1_part`` attribute names the part it
+# applies) and the config that names it once.
+PART_CALLBACKS = {
+    "curriculum": ("omgpt.callbacks.Curriculum", "trainer/callback/curriculum.yaml"),
+    "mixed": ("omgpt.callbacks.SelfRolloutRefresh", "trainer/callback/self_rollout.yaml"),
+}
+
+
+def applying_callbacks(schedule: Algorithm1Schedule, callbacks: Iterable) -> dict:
+    """Part name -> the callback among ``callbacks`` that applies it, for each part ``schedule`` has.
+    A part without its callback, a callback whose part is null, or one listed twice is one
+    :class:`OMGPTError` line naming the fix."""
+    applied = {}
+    for part, (name, config) in PART_CALLBACKS.items():
+        found = [c for c in callbacks if getattr(c, "algorithm1_part", None) == part]
+        if len(found) > 1:
+            raise OMGPTError(f"trainer.callbacks lists {name} {len(found)} times; list it once")
+        if getattr(schedule, part) is not None and not found:
+            raise OMGPTError(
+                f"data.algorithm1.{part} is set but trainer.callbacks has no {name} to apply it: "
+                f"list `- {config}` in the config's callbacks, or set data.algorithm1.{part}: null"
+            )
+        if found and getattr(schedule, part) is None:
+            raise OMGPTError(
+                f"trainer.callbacks has {name} but data.algorithm1.{part} is null: "
+                f"remove the callback, or give data.algorithm1.{part} its settings"
+            )
+        if found:
+            applied[part] = found[0]
+    return applied

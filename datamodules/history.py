@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from omgpt import checks
-from omgpt.datamodules.algorithm1 import Algorithm1Schedule, MixedPhase, play_self_rollouts
+from omgpt.datamodules.algorithm1 import Algorithm1Schedule, MixedPhase, applying_callbacks
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations, rollout
@@ -163,10 +163,12 @@ class ValidationEnvIndices(Dataset):
 
 class HistoryDataModule(L.LightningDataModule):
     """Pre-training data for OMGPT: the paper's Algorithm 1, on the schedule ``algorithm1``
-    (:mod:`omgpt.datamodules.algorithm1`) asked for each epoch when Lightning builds its training loader
-    -- the one moment the epoch number is right in every case: Lightning builds epoch 0's loader inside
-    ``configure_optimizers`` (``estimated_stepping_batches``) before ``on_fit_start``, prefetches a batch
-    before ``on_train_epoch_start``, and on resume restores ``current_epoch`` only after ``on_fit_start``.
+    (:mod:`omgpt.datamodules.algorithm1`), whose parts the trainer's callbacks apply
+    (``omgpt.callbacks.Curriculum``, ``omgpt.callbacks.SelfRolloutRefresh``). They are asked for each
+    epoch when Lightning builds its training loader -- the one moment the epoch number is right in
+    every case: Lightning builds epoch 0's loader inside ``configure_optimizers``
+    (``estimated_stepping_batches``) before ``on_fit_start``, prefetches a batch before
+    ``on_train_epoch_start``, and on resume restores ``current_epoch`` only after ``on_fit_start``.
 
     * Early phase: fresh ``f~`` histories every batch (streaming, the default), or batches drawn from
       a pool of ``history_pool`` pre-generated histories (the paper's 10^6). The pool comes from one
@@ -282,9 +284,11 @@ class HistoryDataModule(L.LightningDataModule):
                 "HistoryDataModule needs trainer.reload_dataloaders_every_n_epochs=1 (set in configs/base.yaml)"
             )
         hp, epoch = self.hparams, self._epoch()
-        self.current_horizon = self.schedule.horizon_at(epoch, self.horizon)
+        applied = self._applied()
+        curriculum, refresh = applied.get("curriculum"), applied.get("mixed")
+        self.current_horizon = curriculum.horizon_at(self, epoch) if curriculum else self.horizon
         source, n_batches = self.pool, hp.batches_per_epoch
-        phase = self.schedule.mix_at(epoch)
+        phase = refresh.mix_at(self, epoch) if refresh else None
         if phase is not None:
             source, n_batches = self._mix(phase, epoch), phase.batches_per_epoch or n_batches
         stream = HistoryStream(
@@ -310,24 +314,22 @@ class HistoryDataModule(L.LightningDataModule):
             generator=self._loader_generator(epoch),
         )
 
+    def _applied(self) -> dict:
+        """Part name -> the trainer's callback that applies it (a part without its callback, or the
+        reverse, is refused: :func:`~omgpt.datamodules.algorithm1.applying_callbacks`)."""
+        return applying_callbacks(self.schedule, getattr(self.trainer, "callbacks", None) or [])
+
     def _self_rollouts(self, phase: MixedPhase, epoch: int) -> dict[str, torch.Tensor]:
         """The epoch's self-rollouts as training tensors: played now with the model's current weights,
         or, resumed mid-epoch, with the weights the epoch's were played with."""
         if self._played is not None and self._played[0] == epoch:
             return self._played[1]
-        module = self.trainer.lightning_module
         replay = self._played_with[1] if self._played_with is not None and self._played_with[0] == epoch else None
         if replay is None:
-            weights = {k: v.detach().to("cpu", copy=True) for k, v in module.model.state_dict().items()}
+            model = self.trainer.lightning_module.model
+            weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             self._played_with = (epoch, weights)
-        g = torch.Generator(device=module.device).manual_seed(
-            stream_seed(Stream.SELF_ROLLOUT, self.hparams.seed, epoch, self._rank())
-        )
-        played = play_self_rollouts(
-            module.model, module.task, phase, self.horizon, g, module.hparams.get("window"), replay
-        )
-        mean_of = module.task if self.hparams.obs_target == "mean" else None
-        self._played = (epoch, concat([history_batch(h, mean_of) for h in played]))
+        self._played = (epoch, self._applied()["mixed"].refresh(self, phase, epoch, replay))
         return self._played[1]
 
     def _mix(self, phase: MixedPhase, epoch: int) -> dict[str, torch.Tensor]:

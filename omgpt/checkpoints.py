@@ -91,10 +91,15 @@ def changed_settings(trained: dict, settings: dict, keys=None) -> str:
     return shown + (", ..." if len(changed) > 3 else "")
 
 
+GROUPS = ("network", "optim", "finetune")  # the module's grouped settings (omgpt.model.GROUPS)
+
+
 def _flat(settings: dict) -> dict:
-    """The module's arguments with the network's settings one level up: ``network.n_layer``, ..."""
-    network = settings.get("network") or {}
-    return {**{k: v for k, v in settings.items() if k != "network"}, **{f"network.{k}": v for k, v in network.items()}}
+    """The module's arguments with the groups' settings one level up: ``network.n_layer``, ``optim.lr``, ..."""
+    out = {k: v for k, v in settings.items() if k not in GROUPS}
+    for group in GROUPS:
+        out.update({f"{group}.{k}": v for k, v in (settings.get(group) or {}).items()})
+    return out
 
 
 def check_weights(checkpoint: dict, module: torch.nn.Module, path: str | None = None) -> None:

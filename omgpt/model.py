@@ -59,6 +59,7 @@ from torch import Tensor, nn
 from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.checkpoints import read_checkpoint
+from omgpt.settings import FinetuneConfig, OptimConfig, read_group
 from omgpt.tasks import make_episode_task
 from omgpt.tasks.base import Scaling, Task
 
@@ -128,14 +129,7 @@ class NetworkConfig:
     def of(cls, network: "NetworkConfig | dict | None") -> "NetworkConfig":
         """``network`` as a config: a dict (a checkpoint's hyper-parameters, a Python caller's) is read
         into one, naming any field this version does not have; ``None`` is the defaults."""
-        if network is None or isinstance(network, cls):
-            return network or cls()
-        if not isinstance(network, dict):
-            raise OMGPTError(f"model.network must be a mapping of network settings, got {type(network).__name__}")
-        unknown = sorted(set(network) - {f.name for f in fields(cls)})
-        if unknown:
-            raise OMGPTError(f"model.network has settings this version does not take: {', '.join(unknown)}")
-        return cls(**network)
+        return read_group(cls, network, "network")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -550,54 +544,39 @@ class LSTM(SequenceModel):
 # -------------------------------------------------------------------------------------------------
 # Loading a trained network without Lightning.
 # A checkpoint's hyper-parameters are OMGPTModule's arguments, by what they decide: the network's
-# architecture (``network``, a NetworkConfig as a dict), the episode, and training (read by nobody
-# here). A name in none of them is refused: it may be a setting this version does not know that changes
-# what the network computes (tests/test_agent.py keeps the groups equal to OMGPTModule's signature).
+# architecture (``network``, a NetworkConfig as a dict), the episode, and training (the ``optim`` and
+# ``finetune`` groups and the rest; read by nobody here). A name in none of them is refused: it may be a
+# setting this version does not know that changes what the network computes (tests/test_agent.py keeps
+# the groups equal to OMGPTModule's signature).
 EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
-TRAINING_HPARAMS = (
-    "lr",
-    "weight_decay",
-    "betas",
-    "warmup_steps",
-    "schedule",
-    "min_lr_ratio",
-    "val_seed",
-    "obs_loss_weight",
-    "target",
-    "obs_target",
-    # the regret objective (fine-tuning, docs/finetune.md)
-    "objective",
-    "init_from",
-    "estimator",
-    "feedback_grad",
-    "rollout_envs",
-    "group_size",
-    "explore_std",
-    "imitation_weight",
-    "trust_radius",
-)
+TRAINING_HPARAMS = ("optim", "finetune", "val_seed", "obs_loss_weight", "target", "obs_target")
 HPARAMS = ("network", *EPISODE_HPARAMS, *TRAINING_HPARAMS)
-# Checkpoints written before the network's settings were grouped hold these at the top level.
-FLAT_NETWORK_HPARAMS = ("n_layer", "n_head", "n_embd", "dropout", "backbone", "obs_head", "layout", "pos_encoding")
+# The grouped settings; checkpoints written before a group existed hold its settings at the top level.
+GROUPS = {"network": NetworkConfig, "optim": OptimConfig, "finetune": FinetuneConfig}
 
 
 def checkpoint_hparams(checkpoint: dict, path: str | os.PathLike | None = None) -> dict:
-    """A checkpoint's hyper-parameters in this version's form: Lightning's private entries dropped, the
-    network's settings one complete ``network`` dict (a checkpoint from before ``model.network`` holds
-    them at the top level; an absent one had its default), each network setting checked. A name
+    """A checkpoint's hyper-parameters in this version's form: Lightning's private entries dropped, each
+    group (``network``, ``optim``, ``finetune``) one complete dict (a checkpoint from before a group holds
+    its settings at the top level; an absent one had its default), each setting checked. A name
     OMGPTModule does not take is one :class:`OMGPTError`."""
     name = f"checkpoint {path}" if path else "the checkpoint"
     hparams = {k: v for k, v in (checkpoint.get("hyper_parameters") or {}).items() if not k.startswith("_")}
-    flat = {k: hparams.pop(k) for k in FLAT_NETWORK_HPARAMS if k in hparams}
+    flat = {
+        group: {f.name: hparams.pop(f.name) for f in fields(cls) if f.name in hparams} for group, cls in GROUPS.items()
+    }
     unknown = sorted(set(hparams) - set(HPARAMS))
     if unknown:
         raise OMGPTError(f"{name} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
-    if flat and "network" in hparams:
-        raise OMGPTError(f"{name} has network settings both in network and at the top level ({', '.join(flat)})")
-    try:
-        hparams["network"] = asdict(NetworkConfig.of(hparams.get("network", flat)))
-    except OMGPTError as e:
-        raise OMGPTError(f"{name}: {e}") from None
+    for group, cls in GROUPS.items():
+        if flat[group] and group in hparams:
+            raise OMGPTError(
+                f"{name} has {group} settings both in {group} and at the top level ({', '.join(flat[group])})"
+            )
+        try:
+            hparams[group] = asdict(cls.of(hparams.get(group, flat[group])))
+        except OMGPTError as e:
+            raise OMGPTError(f"{name}: {e}") from None
     return hparams
 
 

@@ -27,13 +27,14 @@ from omgpt.checkpoints import (
 from omgpt.errors import OMGPTError
 from omgpt.metrics import MeanCurve
 from omgpt.model import ModelConfig, NetworkConfig, build_model, checkpoint_hparams, load_model
+from omgpt.settings import FinetuneConfig, OptimConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations, restarted, rollout
 from omgpt.tasks import make_episode_task
 from omgpt.targets import posterior_loss, posterior_targets
 from omgpt.tasks.base import Task
 
-POSITIVE_INT, UNIT = dict(integer=True, low=1), dict(low=0, high=1, high_open=True)  # bounds for checks.number
+POSITIVE_INT = dict(integer=True, low=1)  # bounds for checks.number
 
 
 def validation_envs(task: Task, runs: int, val_seed: int) -> dict[str, Tensor]:
@@ -70,10 +71,11 @@ class OMGPTModule(L.LightningModule):
             heads, width, dropout, token layout, position encoding, observation head; a dict works
             too). In YAML ``model: {network: {n_layer: 8}}``, on the command line
             ``--model.network.n_layer 8``.
-        lr, weight_decay, betas: AdamW (paper: 1e-4, 1e-4).
-        warmup_steps: linear learning-rate warm-up from 0.
-        schedule: ``constant`` (paper) or ``cosine`` decay to ``min_lr_ratio · lr`` at the last step.
-        min_lr_ratio: floor of the cosine schedule.
+        optim: the optimiser (:class:`~omgpt.settings.OptimConfig`: AdamW's ``lr``, ``weight_decay``,
+            ``betas``; ``warmup_steps``, ``schedule``, ``min_lr_ratio``). ``--model.optim.lr 1e-3``.
+        finetune: fine-tuning on regret (:class:`~omgpt.settings.FinetuneConfig`: ``objective``,
+            ``init_from``, the gradient's ``estimator`` and its settings, the trust region; docs/finetune.md,
+            ``configs/finetune/regret.yaml`` layers them on a supervised config). ``--model.finetune.objective regret``.
         val_seed: seed of the validation environments and their context/noise streams.
         obs_loss_weight: with ``network.obs_head`` (the observation ``O_t`` predicted too, paper §3.5.3),
             train on ``l + w·l'``, ``l'`` the squared error of the observation in the feature scaling of
@@ -94,32 +96,6 @@ class OMGPTModule(L.LightningModule):
             ``E[O_t | γ, X_t, a_t]``, the task's ``mean_observation``: the same minimiser without the
             noise's variance in the loss).
 
-    Fine-tuning on regret (docs/finetune.md; ``configs/finetune/regret.yaml`` layers these on a
-    supervised config):
-
-    Args:
-        objective: ``imitation`` (the supervised pre-training above) or ``regret`` (minimise the mean
-            cumulative regret of the model's own rollouts, :meth:`regret_loss`).
-        init_from: a supervised checkpoint to start from, weights only (a fresh optimizer and step
-            count); its task and network settings must be this run's.
-        estimator: the regret's gradient: ``pathwise`` (through the whole differentiable rollout;
-            continuous actions) or ``score`` (REINFORCE; discrete or rounded actions).
-        feedback_grad: ``pathwise``: the share of the gradient that flows back through each context,
-            action and observation the model reads for its later decisions (1: the whole pathwise
-            gradient; 0: myopic; in between, a path through ``k`` reads weighs ``feedback_grad^k``). Measured
-            on the 100-environment linear bandit (``python -m benchmarks.finetune_regret gradients``): the whole gradient through
-            100 decisions is heavy-tailed (norms 750-6,300 on three batches of 32, cosine similarities
-            -0.41 to 0.19); at 0.5 it is consistent (0.94-0.97) and still carries part of the value of
-            exploration.
-        rollout_envs: environments from the training prior (or pool) rolled out per training step.
-        group_size: ``score``: rollouts of each environment on common random numbers, each one's
-            baseline the mean of the others (at least 2).
-        explore_std: ``score`` on continuous actions: the stochastic head plays
-            ``N(prediction, (explore_std · action_scale)²)``; discrete tasks sample their softmax.
-        imitation_weight: the trust region's soft part: the supervised loss on the data's batch,
-            added to the regret with this weight.
-        trust_radius: the trust region's hard part: after every step the weights are pulled back
-            within ``‖θ - θ₀‖ ≤ trust_radius · ‖θ₀‖`` of the ``init_from`` weights ``θ₀``. ``None``: no bound.
     """
 
     def __init__(
@@ -128,56 +104,38 @@ class OMGPTModule(L.LightningModule):
         task_options: dict | None = None,
         horizon: int = 100,
         network: NetworkConfig = NetworkConfig(),
-        lr: float = 1e-4,
-        weight_decay: float = 1e-4,
-        betas: tuple[float, float] = (0.9, 0.999),
-        warmup_steps: int = 0,
-        schedule: str = "constant",
-        min_lr_ratio: float = 0.1,
+        optim: OptimConfig = OptimConfig(),
+        finetune: FinetuneConfig = FinetuneConfig(),
         val_seed: int = 10_000,
         obs_loss_weight: float = 1.0,
         window: int | None = None,
         target: str | None = None,
         obs_target: str = "observation",
-        objective: str = "imitation",
-        init_from: str | None = None,
-        estimator: str = "pathwise",
-        feedback_grad: float = 0.5,
-        rollout_envs: int = 32,
-        group_size: int = 4,
-        explore_std: float = 0.5,
-        imitation_weight: float = 0.0,
-        trust_radius: float | None = None,
     ):
         super().__init__()
         for name, value, bounds in (
-            ("horizon", horizon, POSITIVE_INT), ("window", window, dict(POSITIVE_INT, none=True)),
-            ("warmup_steps", warmup_steps, dict(integer=True, low=0)), ("lr", lr, dict(low=0, low_open=True)),
-            ("weight_decay", weight_decay, dict(low=0)), ("min_lr_ratio", min_lr_ratio, dict(low=0, high=1)),
-            ("obs_loss_weight", obs_loss_weight, dict(low=0)), *((f"betas[{i}]", b, UNIT) for i, b in enumerate(betas)),
-            ("feedback_grad", feedback_grad, dict(low=0, high=1)), ("rollout_envs", rollout_envs, POSITIVE_INT), ("group_size", group_size, dict(integer=True, low=2)),
-            ("explore_std", explore_std, dict(low=0, low_open=True)), ("imitation_weight", imitation_weight, dict(low=0)),
-            ("trust_radius", trust_radius, dict(low=0, none=True)),
-        ):  # fmt: skip
+            ("horizon", horizon, POSITIVE_INT),
+            ("window", window, dict(POSITIVE_INT, none=True)),
+            ("obs_loss_weight", obs_loss_weight, dict(low=0)),
+        ):
             checks.number(f"model.{name}", value, **bounds)
         seeding.check_validation_seed(checks.seed("model.val_seed", val_seed), "model.val_seed")
         if window is not None and window > horizon:  # a window is a slice of the training histories
             raise OMGPTError(
                 f"model.window ({window}) must not exceed model.horizon ({horizon}): the model never sees more than the horizon"
             )
-        if schedule not in ("constant", "cosine"):
-            raise OMGPTError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-        net = NetworkConfig.of(network)
+        net, self.optim, self.finetune = NetworkConfig.of(network), OptimConfig.of(optim), FinetuneConfig.of(finetune)
         if net.backbone == "gpt":  # its positional table holds 2·T·n_embd weights, with AdamW's two moments 3x that
             checks.memory(
                 3 * 4 * 2 * (window or horizon) * net.n_embd, f"a GPT for histories of {window or horizon} steps"
             )
-        network = asdict(net)  # what save_hyperparameters records (it reads the arguments' local names): plain data
+        # what save_hyperparameters records (it reads the arguments' local names): plain data
+        network, optim, finetune = asdict(net), asdict(self.optim), asdict(self.finetune)
         self.save_hyperparameters()
         self.task = make_episode_task(task, task_options, horizon)
         self.target = check_target(self.task, target, window)
         check_obs_target(self.task, obs_target, net.obs_head)
-        check_finetuning(self.task, objective, estimator, window, init_from, trust_radius)
+        check_finetuning(self.task, self.finetune, window)
         try:
             cfg = ModelConfig.build(net, self.task, max_steps=window or horizon)
         except ValueError as e:  # an impossible combination of options: one line for the user
@@ -268,7 +226,7 @@ class OMGPTModule(L.LightningModule):
         return sliced
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        if self.hparams.objective == "regret":
+        if self.finetune.objective == "regret":
             return self.finetuning_step(batch, batch_idx)
         horizon = batch["features"].shape[1]
         batch = self.window_slice(self.with_targets(batch, batch_idx), batch_idx)
@@ -293,8 +251,8 @@ class OMGPTModule(L.LightningModule):
     def setup(self, stage: str) -> None:
         # Weights only, before Lightning restores a --ckpt_path (which then replaces them: a resumed
         # fine-tuning run continues from its own checkpoint); θ₀ is re-read from the same file.
-        if stage == "fit" and self.hparams.init_from is not None:
-            self._anchor = load_init_weights(self, self.hparams.init_from)
+        if stage == "fit" and self.finetune.init_from is not None:
+            self._anchor = load_init_weights(self, self.finetune.init_from)
 
     def regret_loss(self) -> tuple[Tensor, Tensor]:
         """The regret objective on one batch of the model's own rollouts: ``(loss, regret)``, the loss
@@ -314,21 +272,21 @@ class OMGPTModule(L.LightningModule):
           random numbers), apart only in the stochastic head's draws; :func:`score_function_loss`
           weighs each draw's log-probability by its regret to go less the other rollouts' mean.
         """
-        hp, task = self.hparams, self.task
+        hp, ft, task = self.hparams, self.finetune, self.task
         keys = (torch.initial_seed(), self.global_step, self.global_rank)
         envs_gen = torch.Generator().manual_seed(stream_seed(Stream.REGRET_ENVS, *keys))
-        envs = {k: v.to(self.device) for k, v in task.sample_envs(hp.rollout_envs, envs_gen).items()}
+        envs = {k: v.to(self.device) for k, v in task.sample_envs(ft.rollout_envs, envs_gen).items()}
 
         def task_noise() -> torch.Generator:  # the same contexts and noise for every rollout of the group
             return torch.Generator(device=self.device).manual_seed(stream_seed(Stream.REGRET_TASK, *keys))
 
-        if hp.estimator == "pathwise":
-            policy = make_policy("omgpt", task, model=self.model, differentiable=True, feedback_grad=hp.feedback_grad)
+        if ft.estimator == "pathwise":
+            policy = make_policy("omgpt", task, model=self.model, differentiable=True, feedback_grad=ft.feedback_grad)
             regret = rollout(task, envs, policy, hp.horizon, task_noise(), differentiable=True).regrets.sum(1).mean()
             return regret, regret.detach()
         regrets, log_probs = [], []
-        for k in range(hp.group_size):
-            policy = make_policy("omgpt", task, model=self.model, explore_std=None if task.discrete else hp.explore_std)
+        for k in range(ft.group_size):
+            policy = make_policy("omgpt", task, model=self.model, explore_std=None if task.discrete else ft.explore_std)
             own = torch.Generator(device=self.device).manual_seed(stream_seed(Stream.REGRET_HEAD, *keys, k))
             history = rollout(task, envs, policy, hp.horizon, task_noise(), policy_generator=own)
             regrets.append(history.regrets)
@@ -344,18 +302,18 @@ class OMGPTModule(L.LightningModule):
         out = self.model(*history.tokens())
         if self.task.discrete:
             return (torch.log_softmax(out, -1) * history.actions).sum(-1)
-        return -0.5 * ((samples - out) / (self.hparams.explore_std * self.model.action_scale)).pow(2).sum(-1)
+        return -0.5 * ((samples - out) / (self.finetune.explore_std * self.model.action_scale)).pow(2).sum(-1)
 
     def finetuning_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """The regret objective plus, as the trust region's soft part, ``imitation_weight`` times the
         supervised loss on the data's batch."""
         loss, regret = self.regret_loss()
         self.log("train/regret", regret, prog_bar=True)
-        if self.hparams.imitation_weight > 0:
+        if self.finetune.imitation_weight > 0:
             batch = self.with_targets(batch, batch_idx)
             imitation = self.target_loss(self.model(batch["features"], batch["actions"]), batch)
             self.log("train/imitation_loss", imitation)
-            loss = loss + self.hparams.imitation_weight * imitation
+            loss = loss + self.finetune.imitation_weight * imitation
         if self._anchor is not None:
             self.log("train/trust_distance", self.trust_distance())
         self._loss_finite = bool(torch.isfinite(loss))
@@ -374,15 +332,15 @@ class OMGPTModule(L.LightningModule):
         """Pull the weights back along the line to ``θ₀`` onto the ball ``‖θ - θ₀‖ ≤ trust_radius · ‖θ₀‖``
         when a step has left it (one ball over all weights)."""
         distance = float(self.trust_distance())
-        if distance > self.hparams.trust_radius:
-            shrink = self.hparams.trust_radius / distance
+        if distance > self.finetune.trust_radius:
+            shrink = self.finetune.trust_radius / distance
             for p, a in zip(self.model.parameters(), self._anchor):
                 a = a.to(p.device)
                 p.copy_(a + (p - a) * shrink)
 
     # The guard against a diverging fit: no update with a non-finite gradient reaches the weights, and
     # no non-finite weight reaches a checkpoint. A finite loss does not make a finite update (at
-    # --model.lr 1e5 the gradients overflow while the loss is still finite), so the gradients are
+    # --model.optim.lr 1e5 the gradients overflow while the loss is still finite), so the gradients are
     # checked before every optimizer step -- after DDP's all-reduce, so every rank decides alike --
     # and the weights right after it, before any hook or checkpoint callback sees them. Either
     # stops the fit (FloatingPointError: one line from the CLI), leaving every checkpoint as it was.
@@ -395,7 +353,7 @@ class OMGPTModule(L.LightningModule):
 
     def optimizer_step(self, *args, **kwargs) -> None:
         super().optimizer_step(*args, **kwargs)
-        if self.hparams.trust_radius is not None:
+        if self.finetune.trust_radius is not None:
             self.keep_in_trust_region()
         if not all_finite(self.parameters()):
             raise FloatingPointError(f"non-finite weights after the update at step {self.global_step}")
@@ -450,7 +408,7 @@ class OMGPTModule(L.LightningModule):
             # whatever else shares the machine (what the recipe study plots against)
             self.log("time/cpu_minutes", cpu, sync_dist=True)
         if self.val_obs is not None:
-            # after T-1 samples, as demand prediction's report reads it (analysis.demand_prediction)
+            # after T-1 samples, as demand prediction's report reads it (analysis.observation_head)
             self.log("val/obs_mse", self.val_obs.compute()[-1], sync_dist=True)
             self.val_obs.reset()
         self.val_regret.reset()
@@ -484,7 +442,7 @@ class OMGPTModule(L.LightningModule):
                 torch.cuda.set_rng_state(rng["cuda"])
 
     def configure_optimizers(self):
-        hp = self.hparams
+        hp = self.optim
         opt = torch.optim.AdamW(self.model.optimizer_groups(hp.weight_decay), lr=hp.lr, betas=tuple(hp.betas))
         total = max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1
 
@@ -500,9 +458,8 @@ class OMGPTModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-TARGETS = ("optimal_action", "posterior", "cost")
+ACTION_TARGETS = ("optimal_action", "posterior", "cost")
 OBS_TARGETS = ("observation", "mean")
-OBJECTIVES, ESTIMATORS = ("imitation", "regret"), ("pathwise", "score")
 
 
 def score_function_loss(regrets: Tensor, log_probs: Tensor) -> Tensor:
@@ -520,24 +477,14 @@ def score_function_loss(regrets: Tensor, log_probs: Tensor) -> Tensor:
     return ((to_go - baseline).detach() * log_probs).sum(-1).mean()
 
 
-def check_finetuning(
-    task: Task, objective: str, estimator: str, window: int | None, init_from: str | None, trust_radius: float | None
-) -> None:
-    """The regret objective's settings, or one line saying what does not fit."""
-    if objective not in OBJECTIVES:
-        raise OMGPTError(f"model.objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    if estimator not in ESTIMATORS:
-        raise OMGPTError(f"model.estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
-    if objective == "regret" and estimator == "pathwise" and task.discrete:
+def check_finetuning(task: Task, finetune: FinetuneConfig, window: int | None) -> None:
+    """The regret objective's settings on ``task``, or one line saying what does not fit."""
+    if finetune.objective == "regret" and finetune.estimator == "pathwise" and task.discrete:
         raise OMGPTError(
-            f"task {task.name!r} has discrete actions, which carry no pathwise gradient; use model.estimator score"
+            f"task {task.name!r} has discrete actions, which carry no pathwise gradient; use model.finetune.estimator score"
         )
-    if objective == "regret" and window is not None:
+    if finetune.objective == "regret" and window is not None:
         raise OMGPTError("the regret objective plays whole histories: it needs model.window null")
-    if trust_radius is not None and init_from is None:
-        raise OMGPTError(
-            "model.trust_radius bounds the distance to the model.init_from weights: name a checkpoint in model.init_from"
-        )
 
 
 # The settings a checkpoint's weights are only meaningful with: fine-tuning must start from a model of
@@ -557,11 +504,11 @@ def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
     changed = changed_settings(trained, dict(module.hparams), keys=[*INIT_SETTINGS, *network])
     if changed:
         raise OMGPTError(
-            f"model.init_from {path} was trained with {changed}; fine-tune with the settings it was trained with"
+            f"model.finetune.init_from {path} was trained with {changed}; fine-tune with the settings it was trained with"
         )
     check_weights(ckpt, module, path)
     if not all_finite(ckpt["state_dict"].values()):
-        raise OMGPTError(f"model.init_from {path} has non-finite weights: its fit diverged")
+        raise OMGPTError(f"model.finetune.init_from {path} has non-finite weights: its fit diverged")
     module.load_state_dict(ckpt["state_dict"])
     return [p.detach().clone() for p in module.model.parameters()]
 
@@ -570,8 +517,8 @@ def check_target(task: Task, target: str | None, window: int | None = None) -> s
     """The pre-training target for ``task`` (``None``: the task's default), or one line saying why the
     task cannot be trained on it."""
     target = task.default_target if target is None else target
-    if target not in TARGETS:
-        raise OMGPTError(f"model.target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if target not in ACTION_TARGETS:
+        raise OMGPTError(f"model.target must be one of {', '.join(ACTION_TARGETS)}, got {target!r}")
     if target == "posterior" and not (task.has_likelihood and task.has_optimal_action):
         raise OMGPTError(
             f"task {task.name!r} has no posterior over its environments (no observation likelihood or no optimal "

@@ -134,7 +134,10 @@ def test_a_checkpoint_from_before_the_network_group_loads_as_it_was_trained(tmp_
     features, actions = torch.randn(2, 6, old_model.cfg.feature_dim), torch.randn(2, 6, 1)
     assert torch.equal(old_model(features, actions), load_module(str(tmp_path / "old.ckpt")).model(features, actions))
     module = OMGPTModule(
-        task="newsvendor", horizon=6, network={**network, "dropout": 0.0}, init_from=str(tmp_path / "old.ckpt")
+        task="newsvendor",
+        horizon=6,
+        network={**network, "dropout": 0.0},
+        finetune={"init_from": str(tmp_path / "old.ckpt")},
     )
     module.setup("fit")  # fine-tuning's start: the old checkpoint's settings are this run's (dropout aside)
     assert torch.equal(module.model.eval()(features, actions), old_model(features, actions))

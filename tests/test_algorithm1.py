@@ -9,6 +9,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
+from omgpt.callbacks import Curriculum, SelfRolloutRefresh
 from omgpt.datamodules import Algorithm1Schedule, HistoryDataModule, HorizonCurriculum, MixedPhase
 from omgpt.errors import OMGPTError
 from omgpt.module import OMGPTModule
@@ -16,10 +17,20 @@ from omgpt.module import OMGPTModule
 T = 12
 
 
+def applying(dm: HistoryDataModule) -> list:
+    """The callbacks that apply the parts of ``dm``'s schedule (as a config lists them)."""
+    parts = (("curriculum", Curriculum()), ("mixed", SelfRolloutRefresh()))
+    return [callback for part, callback in parts if getattr(dm.schedule, part) is not None]
+
+
 def datamodule(rank: int = 0, epoch: int = 0, module=None, **kw) -> HistoryDataModule:
     dm = HistoryDataModule(task="pricing", horizon=T, batch_size=32, batches_per_epoch=50, seed=3, **kw)
     dm.trainer = SimpleNamespace(
-        global_rank=rank, current_epoch=epoch, reload_dataloaders_every_n_epochs=1, lightning_module=module
+        global_rank=rank,
+        current_epoch=epoch,
+        reload_dataloaders_every_n_epochs=1,
+        lightning_module=module,
+        callbacks=applying(dm),
     )
     return dm
 
@@ -132,6 +143,8 @@ def fit(tmp, max_epochs: int, ckpt_path=None):
         num_sanity_val_steps=0,
         callbacks=[
             ModelCheckpoint(dirpath=tmp, save_last=True),
+            Curriculum(),
+            SelfRolloutRefresh(),
             end,
         ],
         logger=False,

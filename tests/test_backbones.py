@@ -153,7 +153,9 @@ def test_trained_with_a_window_acts_beyond_its_training_horizon(tmp_path):
     """A GPT trained with W = 8 on 16-step histories sees 8-step windows in training, validates at
     T = 16, and plays T = 24 with the window -- cached and re-encoded decisions agree beyond W."""
     L.seed_everything(0, verbose=False)
-    module = OMGPTModule(task="pricing", horizon=16, window=8, network=dict(n_layer=2, n_head=2, n_embd=16), lr=1e-3)
+    module = OMGPTModule(
+        task="pricing", horizon=16, window=8, network=dict(n_layer=2, n_head=2, n_embd=16), optim={"lr": 1e-3}
+    )
     data = HistoryDataModule(
         task="pricing", horizon=16, batch_size=8, batches_per_epoch=3, val_runs=8, val_batch_size=8
     )
@@ -321,7 +323,7 @@ def test_demand_prediction_needs_an_obs_head_and_a_scalar_observation(tmp_path, 
 def test_ridge_baseline_recovers_linear_demand():
     """Noise-free linear demand with d = 2: after enough samples ridge (λ = 0.1) predicts it closely,
     and matches the closed form (ZᵀZ + λI)⁻¹Zᵀy."""
-    from omgpt.analysis.demand_prediction import ridge_predictions
+    from omgpt.analysis.observation_head import ridge_predictions
 
     rng = np.random.default_rng(0)
     x, a = rng.uniform(0, 2.5, (3, 30, 2)), rng.uniform(0, 3, (3, 30, 1))

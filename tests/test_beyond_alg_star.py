@@ -127,8 +127,8 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
         )
     (first, args, info), (second, _, _) = fits
     assert first == second == tmp_path / "models" / keys["linear-bandit-100-rl"]
-    assert args[-2:] == ["--model.init_from", str(tmp_path / "a" / "model.ckpt")]
-    assert info["init_from"] == keys["linear-bandit-100"] and "--model.init_from" in info["command"]
+    assert args[-2:] == ["--model.finetune.init_from", str(tmp_path / "a" / "model.ckpt")]
+    assert info["init_from"] == keys["linear-bandit-100"] and "--model.finetune.init_from" in info["command"]
     assert model_key(child, "cpu", []) != keys["linear-bandit-100-rl"]  # without its parent: another run
     # a shipped reference model as the parent: the child starts from pretrained/NAME/model.ckpt
     reference = store.pretrained_model("queueing", exp.models["queueing"])
@@ -141,7 +141,10 @@ def test_a_childs_key_covers_its_parents_key_and_no_machine_path(tmp_path, monke
         parent=reference,
     )
     folder, args, info = fits[-1]
-    assert folder.name == keys["queueing-rl"] and args[-2:] == ["--model.init_from", "pretrained/queueing/model.ckpt"]
+    assert folder.name == keys["queueing-rl"] and args[-2:] == [
+        "--model.finetune.init_from",
+        "pretrained/queueing/model.ckpt",
+    ]
     assert info["init_from"] == "pretrained/queueing"
 
 
@@ -384,7 +387,7 @@ def test_beyond_alg_star_runs_end_to_end_from_the_parents_weights(tmp_path, monk
 
     # the child started from its parent's kept weights
     parent, child = result["models"]["linear-bandit-100"], result["models"]["linear-bandit-100-rl"]
-    assert child["init_from"] == parent["key"] and f"--model.init_from {parent['ckpt']}" in child["command"]
+    assert child["init_from"] == parent["key"] and f"--model.finetune.init_from {parent['ckpt']}" in child["command"]
     theta0, theta = (read_checkpoint(models_dir / r["key"] / "model.ckpt")["state_dict"] for r in (parent, child))
     moved = max(float((theta[k] - theta0[k]).abs().max()) for k in theta0)
     assert child["steps"] == 2 and 0 < moved < 5e-4

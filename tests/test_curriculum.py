@@ -12,6 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
+from omgpt.callbacks import Curriculum
 from omgpt.datamodules import HistoryDataModule, HorizonCurriculum
 from omgpt.commands.cli import cli_main
 from omgpt.module import OMGPTModule
@@ -60,6 +61,7 @@ def test_cli_fit_trains_on_the_scheduled_horizons(tmp_path, monkeypatch):
         "  callbacks:\n"
         "    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
         f"      init_args: {{dirpath: {tmp_path / 'ckpt'}, save_last: true}}\n"
+        "    - class_path: omgpt.callbacks.Curriculum\n"
     )
     rc = cli_main(
         [
@@ -126,7 +128,7 @@ def fit(ckpt_dir: Path, max_epochs: int, validate: bool, ckpt_path: str | None =
         reload_dataloaders_every_n_epochs=1,
         limit_val_batches=1 if validate else 0,
         num_sanity_val_steps=0,
-        callbacks=[recorder, ModelCheckpoint(dirpath=ckpt_dir, save_last=True)],
+        callbacks=[recorder, Curriculum(), ModelCheckpoint(dirpath=ckpt_dir, save_last=True)],
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,

@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import omgpt.datamodules.history as history_mod
+from omgpt.callbacks import Curriculum
 from omgpt.datamodules import HistoryDataModule, HistoryStream
 from omgpt.errors import OMGPTError
 from omgpt.tasks import make_task
@@ -121,7 +122,9 @@ def test_datamodule_passes_epoch_rank_and_horizon_to_the_stream():
         chunk=2,
         algorithm1={"curriculum": curriculum},
     )
-    dm.trainer = SimpleNamespace(global_rank=1, current_epoch=3, reload_dataloaders_every_n_epochs=1)
+    dm.trainer = SimpleNamespace(
+        global_rank=1, current_epoch=3, reload_dataloaders_every_n_epochs=1, callbacks=[Curriculum()]
+    )
     got = list(dm.train_dataloader())
     expected = list(HistoryStream(dm.task, B, 3, 7, 5, 3, 1, 2))
     assert len(got) == 3 and got[0]["features"].shape == (B, 7, 1 + 6)

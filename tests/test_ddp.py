@@ -135,13 +135,13 @@ def test_ddp_regret_fine_tuning_rolls_out_per_rank_and_keeps_one_model(tmp_path)
     run = tmp_path / "finetune"
     command = ddp_command(
         run,
-        "--model.objective",
+        "--model.finetune.objective",
         "regret",
-        "--model.init_from",
+        "--model.finetune.init_from",
         str(init),
-        "--model.rollout_envs",
+        "--model.finetune.rollout_envs",
         "4",
-        "--model.lr",
+        "--model.optim.lr",
         "0.01",
         "--trainer.max_epochs",
         "1",

@@ -435,7 +435,7 @@ def test_every_model_fit_command_parses(scale, capsys):
         for label, model in exp.models.items():
             # a fine-tuning starts from its parent's weights (a file the parse does not read)
             commands[keys[label]] = fit_arguments(model, scale, []) + (
-                ["--model.init_from", "parent/model.ckpt"] if model.init_from else []
+                ["--model.finetune.init_from", "parent/model.ckpt"] if model.init_from else []
             )
     for args in commands.values():
         try:

@@ -196,7 +196,7 @@ def test_a_resumed_fit_refuses_settings_that_conflict_with_the_checkpoint(ckpt, 
 def test_a_finite_loss_with_a_non_finite_update_never_reaches_the_weights_or_a_checkpoint(
     tmp_path, capsys, monkeypatch
 ):
-    """At --model.lr 1e5 the gradients overflow while the loss is still finite (measured: step 2).
+    """At --model.optim.lr 1e5 the gradients overflow while the loss is still finite (measured: step 2).
     With a checkpoint after every step, every checkpoint on disk holds finite weights and last.ckpt is
     the state before the refused update."""
     monkeypatch.setattr(sys, "argv", ["omgpt"])
@@ -213,9 +213,9 @@ def test_a_finite_loss_with_a_non_finite_update_never_reaches_the_weights_or_a_c
                 tmp_path / "runs",
                 "--config",
                 str(every_step),
-                "--model.lr",
+                "--model.optim.lr",
                 "1e5",
-                "--model.warmup_steps",
+                "--model.optim.warmup_steps",
                 "0",
                 "--trainer.gradient_clip_val",
                 "null",
@@ -451,8 +451,8 @@ BAD_INPUTS = {
     "max_epochs -5": (["FIT", "--trainer.max_epochs", "-5"], "max_epochs"),
     "devices 0": (["FIT", "--trainer.devices", "0"], "devices"),
     "num_workers -1": (["FIT", "--data.num_workers", "-1"], "data.num_workers must be a non-negative integer"),
-    "lr -1": (["FIT", "--model.lr", "-1"], "model.lr must be a positive number"),
-    "lr NaN": (["FIT", "--model.lr", ".nan"], "model.lr must be a positive number"),
+    "lr -1": (["FIT", "--model.optim.lr", "-1"], "model.optim.lr must be a positive number"),
+    "lr NaN": (["FIT", "--model.optim.lr", ".nan"], "model.optim.lr must be a positive number"),
     "seed_everything -1": (["FIT", "--seed_everything", "-1"], "seed_everything must be an integer"),
     "data seed -1": (["FIT", "--data.seed", "-1"], "data.seed must be an integer"),
     "--ckpt_path best in a new process": (["FIT", "--ckpt_path", "best"], 'ckpt_path="best"'),

@@ -5,6 +5,8 @@ fine-tuned checkpoint plays like any other, and a fine-tuning run killed with SI
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -21,15 +23,15 @@ def float64():
     torch.set_default_dtype(old)
 
 
-def regret_module(**kw) -> OMGPTModule:
-    options = dict(
+def regret_module(lr: float | None = None, **finetune) -> OMGPTModule:
+    """A tiny linear-bandit module fine-tuned on regret; ``finetune`` overrides model.finetune's settings."""
+    return OMGPTModule(
         task="linear-bandit",
         horizon=5,
         network=dict(n_layer=1, n_head=2, n_embd=8, dropout=0.0),
-        objective="regret",
-        rollout_envs=3,
+        optim={} if lr is None else {"lr": lr},
+        finetune={"objective": "regret", "rollout_envs": 3, **finetune},
     )
-    return OMGPTModule(**{**options, **kw})
 
 
 def test_the_pathwise_gradient_is_the_derivative_of_the_rollouts_regret(float64):
@@ -47,7 +49,7 @@ def test_the_pathwise_gradient_is_the_derivative_of_the_rollouts_regret(float64)
     assert params[0].dtype == torch.float64
 
     def gradient(feedback: float) -> torch.Tensor:
-        module.hparams.feedback_grad = feedback
+        module.finetune = dataclasses.replace(module.finetune, feedback_grad=feedback)
         loss, _ = module.regret_loss()
         return torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)])
 
@@ -78,7 +80,7 @@ def test_the_score_function_estimator_is_unbiased_on_a_two_armed_bandit():
     The module's REINFORCE estimate (groups on common random numbers, leave-one-out baseline, log-
     probabilities from the teacher-forced pass), averaged over 200 independent steps, matches it."""
     T = 5
-    module = OMGPTModule(task="mab", task_options={"n_arms": 2, "pool_size": 1}, horizon=T, network=dict(n_layer=1, n_head=2, n_embd=8, dropout=0.0), objective="regret", estimator="score", rollout_envs=64, group_size=2)  # fmt: skip
+    module = OMGPTModule(task="mab", task_options={"n_arms": 2, "pool_size": 1}, horizon=T, network=dict(n_layer=1, n_head=2, n_embd=8, dropout=0.0), finetune=dict(objective="regret", estimator="score", rollout_envs=64, group_size=2))  # fmt: skip
     bias = torch.tensor([0.0, 0.7])
     with torch.no_grad():
         for p in module.model.parameters():
@@ -133,7 +135,7 @@ def test_the_trust_region_keeps_the_fine_tuned_weights_within_their_bound(tmp_pa
     saved = tmp_path / "finetuned.ckpt"
     trainer.save_checkpoint(saved)
     model, task, hparams = load_model(saved)
-    assert hparams["objective"] == "regret"
+    assert hparams["finetune"]["objective"] == "regret"
     history = rollout(task, task.sample_envs(3, torch.Generator().manual_seed(1)), make_policy("omgpt", task, model=model), 5,
                       torch.Generator().manual_seed(2))  # fmt: skip
     assert torch.isfinite(history.regrets).all()
@@ -141,13 +143,15 @@ def test_the_trust_region_keeps_the_fine_tuned_weights_within_their_bound(tmp_pa
 
 def test_bad_fine_tuning_settings_are_one_line():
     with pytest.raises(OMGPTError, match="discrete actions"):
-        OMGPTModule(task="mab", horizon=5, objective="regret", estimator="pathwise")
+        OMGPTModule(task="mab", horizon=5, finetune={"objective": "regret", "estimator": "pathwise"})
     with pytest.raises(OMGPTError, match="init_from"):
         regret_module(trust_radius=0.1)
     with pytest.raises(OMGPTError, match="objective"):
         regret_module(objective="reward")
     with pytest.raises(OMGPTError, match="group_size"):
         regret_module(group_size=1)
+    with pytest.raises(OMGPTError, match="model.finetune has settings this version does not take: lr"):
+        OMGPTModule(task="linear-bandit", horizon=5, finetune={"lr": 0.1})  # an optimiser setting in the wrong group
 
 
 def test_init_from_a_model_of_other_settings_is_one_line(tmp_path):
@@ -178,13 +182,13 @@ def test_fine_tuning_killed_with_sigkill_resumes_exactly(tmp_path):
         network=dict(n_layer=2, n_head=2, n_embd=16, dropout=0.05),
     )
     torch.save({"hyper_parameters": dict(supervised.hparams), "state_dict": supervised.state_dict()}, init)
-    finetune = ("--model.objective", "regret", "--model.init_from", str(init), "--model.rollout_envs", "4",
-                "--model.trust_radius", "0.05", "--model.imitation_weight", "0.5", "--model.lr", "0.01")  # fmt: skip
+    finetune = ("--model.finetune.objective", "regret", "--model.finetune.init_from", str(init), "--model.finetune.rollout_envs", "4",
+                "--model.finetune.trust_radius", "0.05", "--model.finetune.imitation_weight", "0.5", "--model.optim.lr", "0.01")  # fmt: skip
 
     reference = start(fit_command(tmp_path, "reference", *finetune), tmp_path / "reference.log")
     killed = kill_at(tmp_path, "killed", 2, *finetune)
     ckpt = torch.load(killed, map_location="cpu", weights_only=True)
-    assert ckpt["global_step"] == 2 and ckpt["hyper_parameters"]["objective"] == "regret"
+    assert ckpt["global_step"] == 2 and ckpt["hyper_parameters"]["finetune"]["objective"] == "regret"
     resumed = start(fit_command(tmp_path, "resumed", *finetune, "--ckpt_path", str(killed)), tmp_path / "resumed.log")
     for name, proc in (("reference", reference), ("resumed", resumed)):
         assert proc.wait(timeout=300) == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
@@ -196,4 +200,4 @@ def test_fine_tuning_killed_with_sigkill_resumes_exactly(tmp_path):
     first = probe(tmp_path, "killed")
     assert first["param_hash"] != ref["param_hash"]  # the weights did move after step 2
     model, _, hparams = load_model(next((tmp_path / "resumed" / "runs").rglob("last.ckpt")))
-    assert hparams["init_from"] == str(init)
+    assert hparams["finetune"]["init_from"] == str(init)

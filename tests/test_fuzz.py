@@ -584,7 +584,7 @@ def check_command_case(case: Case, tmp: Path) -> str | None:
 
 
 FIT_KNOWN = {  # LightningCLI settings whose domain the fuzzer knows (the rest: by their Python type)
-    "model.init_from": "checkpoint",
+    "model.finetune.init_from": "checkpoint",
     "ckpt_path": "checkpoint",
 }
 
@@ -714,8 +714,8 @@ PROBED = [  # the rows of the probe that found the scripts and the new options s
     ("python -m tools.reference_models", "--runs", "negative"),
     ("omgpt evaluate", "--jobs", "thousand"),
     ("omgpt evaluate", "--alg-star-sampler", "empty"),
-    ("omgpt fit", "--model.init_from", "text file"),
-    ("omgpt fit", "--model.init_from", "nothing"),
+    ("omgpt fit", "--model.finetune.init_from", "text file"),
+    ("omgpt fit", "--model.finetune.init_from", "nothing"),
 ]
 
 

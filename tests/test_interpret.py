@@ -246,11 +246,40 @@ def test_commands_reject_bad_input(args, message, pricing_ckpt, nonperishable_ck
 
 
 # --------------------------------------------------------------------------------------------------
+def test_the_probing_config_writes_figures_and_accuracies_into_the_run_folder(tmp_path, monkeypatch):
+    """The shipped layer ``configs/trainer/callback/probing.yaml``, appended to a tiny fit as its comment
+    says, probes every 5 epochs: the run folder gets the t-SNE grid, the probes' figure and their held-out
+    errors per layer, and metrics.csv the same errors."""
+    import csv
+
+    monkeypatch.setattr("sys.argv", ["omgpt"])  # LightningCLI warns when both args and sys.argv are given
+    configs = ROOT / "configs"
+    args = [
+        "fit", "--config", str(configs / "newsvendor.yaml"), "--config", str(configs / "scale/tiny.yaml"),
+        "--trainer.callbacks+", str(configs / "trainer/callback/probing.yaml"),
+        "--trainer.max_epochs", "5", "--model.horizon", "12", "--trainer.enable_progress_bar", "false",
+        "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.logger.init_args.name", "run",
+    ]  # fmt: skip
+    assert cli_main(args) == 0
+    run = tmp_path / "run" / "version_0"
+    assert sorted(p.name for p in (run / "probes").iterdir()) == ["epoch004"]  # every 5 epochs
+    folder = run / "probes" / "epoch004"
+    assert {"tsne.png", "probe.png", "probe.json"} <= {p.name for p in folder.iterdir()}
+    result = json.loads((folder / "probe.json").read_text())
+    n_layers = 2 + 1  # the embedding and each of tiny's two blocks
+    assert result["n_train"] == 256 and result["n_test"] == 128 and result["epoch"] == 4
+    assert set(result["errors"]) == {"params", "action"}  # the newsvendor's hidden parameters and a*
+    assert all(len(curve) == n_layers and all(np.isfinite(curve)) for curve in result["errors"].values())
+    with open(run / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("probe/action/layer0")]
+    assert len(rows) == 1 and float(rows[0]["probe/action/layer0"]) == pytest.approx(result["errors"]["action"][0])
+
+
 def test_embedding_probe_callback_logs_and_saves(tmp_path):
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
 
-    from omgpt.analysis.embedding_probe import EmbeddingProbe
+    from omgpt.callbacks.probing import EmbeddingProbe
     from omgpt.datamodules import HistoryDataModule
     from omgpt.module import OMGPTModule
 
@@ -310,7 +339,7 @@ DDP_SCRIPT = """
 import sys
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger
-from omgpt.analysis.embedding_probe import EmbeddingProbe
+from omgpt.callbacks.probing import EmbeddingProbe
 from omgpt.datamodules import HistoryDataModule
 from omgpt.module import OMGPTModule
 
@@ -378,3 +407,5 @@ def test_notebook_runs(pricing_ckpt, nonperishable_ckpt, tmp_path):
                 os.environ[k] = v
     for name in ("probe.png", "probe.json", "tsne.png", "training_ood.png", "manipulation.png"):
         assert (tmp_path / name).is_file(), name
+    probed = tmp_path / "tiny" / "probing"  # section 6: the probing callback's output in its run folder
+    assert {p.name for p in probed.rglob("probes/epoch004/*")} >= {"probe.json", "probe.png", "tsne.png"}

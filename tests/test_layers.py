@@ -1,12 +1,13 @@
 """The import layers, as the folders show them (docs/architecture.md), lowest first:
 
 1. the library, ``omgpt/`` (tasks, policies, rollout, model, module, evaluation, metrics, files, ...);
-2. the data modules and callbacks, ``datamodules/`` and ``callbacks/`` (installed as ``omgpt.datamodules``
-   and ``omgpt.callbacks``);
+2. the data modules, ``datamodules/`` (installed as ``omgpt.datamodules``);
 3. the analysis, ``analysis/`` (``omgpt.analysis``);
-4. the benchmark scripts, ``benchmarks/`` (run by ``omgpt bench`` and by hand);
-5. the commands, ``omgpt/commands/``, and the entry point ``omgpt/__main__.py``;
-6. the maintenance tools, ``tools/`` (``python -m tools.X``; not installed).
+4. the callbacks, ``callbacks/`` (``omgpt.callbacks``: Algorithm 1's parts apply the data modules'
+   schedule, the probing callback runs the analysis);
+5. the benchmark scripts, ``benchmarks/`` (run by ``omgpt bench`` and by hand);
+6. the commands, ``omgpt/commands/``, and the entry point ``omgpt/__main__.py``;
+7. the maintenance tools, ``tools/`` (``python -m tools.X``; not installed).
 
 A module imports its own layer and those below; the command-line helpers are imported by commands
 only; and there is no cycle, counting the benchmark scripts ``omgpt bench`` loads by file name (a
@@ -32,8 +33,9 @@ def within(module: str, prefix: str) -> bool:
 
 LAYERS = [  # lowest first
     ("library", lambda m: within(m, "omgpt")),
-    ("data and callbacks", lambda m: within(m, "omgpt.datamodules") or within(m, "omgpt.callbacks")),
+    ("data modules", lambda m: within(m, "omgpt.datamodules")),
     ("analysis", lambda m: within(m, "omgpt.analysis")),
+    ("callbacks", lambda m: within(m, "omgpt.callbacks")),
     ("benchmark scripts", lambda m: within(m, "benchmarks")),
     ("commands", lambda m: within(m, "omgpt.commands") or m == "omgpt.__main__"),
     ("tools", lambda m: within(m, "tools")),
@@ -87,7 +89,7 @@ def imports() -> dict[str, set[str]]:
 def test_the_folders_hold_what_the_readme_says():
     mods = modules()
     assert not list((ROOT / "results").rglob("*.py")), "results/ holds results, not code"
-    commands = {m for m in mods if layer(m) == 4}
+    commands = {m for m in mods if layer(m) == 5}
     for command in ("cli", "evaluate", "tune", "demo", "experiment", "bench", "interpret", "lightning_cli"):
         assert f"omgpt.commands.{command}" in commands
     # the library holds no command: nothing below omgpt/commands parses arguments or runs as a script
@@ -113,7 +115,7 @@ def test_the_load_benchmark_edges_are_seen():
 def test_the_command_line_helpers_are_imported_by_commands_only():
     graph = imports()
     users = {m for m, deps in graph.items() if deps & CLI_HELPERS}
-    assert all(layer(m) >= 4 for m in users), users
+    assert all(layer(m) >= 5 for m in users), users
     entry = {m for m, deps in graph.items() if "omgpt.commands.cli" in deps}
     assert entry <= {"omgpt.__main__", "tools.interpretability_train"}, (
         "only the entry points import omgpt.commands.cli"

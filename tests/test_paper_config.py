@@ -28,7 +28,7 @@ def checkpoint_monitors(config: dict) -> list[str]:
     return [
         c["init_args"]["monitor"]
         for c in config["trainer"]["callbacks"]
-        if c["class_path"].endswith("ModelCheckpoint") and c["init_args"].get("monitor")
+        if c["class_path"].endswith("Checkpoint") and c["init_args"].get("monitor")
     ]
 
 
@@ -36,8 +36,8 @@ def test_paper_scale_warms_up_clips_and_keeps_the_mean_plus_sd_checkpoint(capsys
     config = resolved(
         capsys, "--config", str(CONFIGS / "newsvendor.yaml"), "--config", str(CONFIGS / "scale/paper.yaml")
     )
-    assert config["model"]["warmup_steps"] == 1000 and config["model"]["schedule"] == "constant"
-    assert config["model"]["lr"] == pytest.approx(1e-4)
+    assert config["model"]["optim"]["warmup_steps"] == 1000 and config["model"]["optim"]["schedule"] == "constant"
+    assert config["model"]["optim"]["lr"] == pytest.approx(1e-4)
     assert config["trainer"]["gradient_clip_val"] == pytest.approx(0.25)
     assert checkpoint_monitors(config) == ["val/regret_ucb"]
 
@@ -45,7 +45,7 @@ def test_paper_scale_warms_up_clips_and_keeps_the_mean_plus_sd_checkpoint(capsys
 @pytest.mark.parametrize("layer", ["scale/cpu.yaml", "demo.yaml"])
 def test_cpu_scale_and_demo_keep_their_measured_schedule(capsys, layer):
     config = resolved(capsys, "--config", str(CONFIGS / "newsvendor.yaml"), "--config", str(CONFIGS / layer))
-    assert config["model"]["warmup_steps"] == 100 and config["model"]["schedule"] == "cosine"
+    assert config["model"]["optim"]["warmup_steps"] == 100 and config["model"]["optim"]["schedule"] == "cosine"
     assert config["trainer"]["gradient_clip_val"] is None
     assert checkpoint_monitors(config) == ["val/regret_ucb"]
 
@@ -56,21 +56,30 @@ PAPER = {"curriculum": {"stage_epochs": 10, "restart_epochs": [50], "full_from_e
 @pytest.mark.parametrize(
     "layers, callbacks, algorithm1",
     [
-        (["newsvendor.yaml"], ["ModelCheckpoint", "LearningRateMonitor"], PAPER),
-        (["newsvendor.yaml", "scale/paper.yaml"], ["ModelCheckpoint", "LearningRateMonitor"], PAPER),
-        (["demo.yaml"], ["ModelCheckpoint", "LearningRateMonitor"], {"curriculum": None, "mixed": None}),
+        (
+            ["newsvendor.yaml"],
+            ["ResumableCheckpoint", "LearningRateMonitor", "Curriculum", "SelfRolloutRefresh"],
+            PAPER,
+        ),
+        (
+            ["newsvendor.yaml", "scale/paper.yaml"],
+            ["ResumableCheckpoint", "LearningRateMonitor", "Curriculum", "SelfRolloutRefresh"],
+            PAPER,
+        ),
+        (["demo.yaml"], ["ResumableCheckpoint", "LearningRateMonitor"], {"curriculum": None, "mixed": None}),
         (
             ["newsvendor.yaml", "scale/cpu.yaml"],
-            ["ModelCheckpoint", "LearningRateMonitor"],
+            ["ResumableCheckpoint", "LearningRateMonitor", "SelfRolloutRefresh"],
             {"curriculum": None, "mixed": 15},
         ),
-        (["pretrained/newsvendor.yaml"], ["ModelCheckpoint"], {"curriculum": None, "mixed": None}),
-        (["pretrained/pricing.yaml"], ["ModelCheckpoint"], {"curriculum": None, "mixed": 20}),
+        (["pretrained/newsvendor.yaml"], ["ResumableCheckpoint"], {"curriculum": None, "mixed": None}),
+        (["pretrained/pricing.yaml"], ["ResumableCheckpoint", "SelfRolloutRefresh"], {"curriculum": None, "mixed": 20}),
     ],
 )
 def test_print_config_shows_each_configs_callbacks_and_algorithm1(capsys, layers, callbacks, algorithm1):
     """The demo, the CPU scale and the reference models replace base.yaml's callbacks with their own, and
-    say their own Algorithm 1 (the paper's curriculum and mixed phase from epoch 50 in base.yaml)."""
+    say their own Algorithm 1 (the paper's curriculum and mixed phase from epoch 50 in base.yaml), each
+    part with the callback that applies it."""
     config = resolved(capsys, *[a for layer in layers for a in ("--config", str(CONFIGS / layer))])
     assert [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]] == callbacks
     assert checkpoint_monitors(config) == ["val/regret_ucb"]
@@ -102,7 +111,10 @@ def test_no_config_folder_shadows_a_project_package():
 
 def test_warm_up_is_linear_over_1000_steps_then_constant():
     module = OMGPTModule(
-        task="newsvendor", horizon=4, network=dict(n_layer=1, n_head=1, n_embd=8), lr=1e-4, warmup_steps=1000
+        task="newsvendor",
+        horizon=4,
+        network=dict(n_layer=1, n_head=1, n_embd=8),
+        optim=dict(lr=1e-4, warmup_steps=1000),
     )
     module.trainer = SimpleNamespace(estimated_stepping_batches=1500)  # what configure_optimizers reads
     opt = module.configure_optimizers()

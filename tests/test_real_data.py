@@ -978,7 +978,7 @@ def test_the_cluster_bootstrap_resamples_stores_not_windows():
     """The scaled cost is total cost over total demand; its interval resamples whole stores (and, on
     the time split, weeks): copying every window of a store ten times -- windows that tell nothing new
     -- leaves every interval exactly as it was, where a bootstrap over windows would shrink it ~3x."""
-    from omgpt.analysis.real_demand import cluster_bootstrap
+    from omgpt.analysis.newsvendor_data import cluster_bootstrap
 
     rng = np.random.default_rng(0)
     W, T = 12, 14

@@ -24,11 +24,13 @@ def test_a_refactored_config_moves_parent_and_child_and_rewrites_their_records(t
     store = tmp_path / "models"
     record(store / parent, "omgpt fit " + " ".join(args))
     record(
-        store / child, f"omgpt fit {' '.join(args)} --model.init_from {store / parent / 'model.ckpt'}", init_from=parent
+        store / child,
+        f"omgpt fit {' '.join(args)} --model.finetune.init_from {store / parent / 'model.ckpt'}",
+        init_from=parent,
     )
     assert rekey_models.new_keys(store) == {}  # the configs as they were: every model where it belongs
 
-    config.write_text("model:\n  network:\n    n_layer: 2\n  lr: 0.001\n")  # another text, another key
+    config.write_text("model:\n  network:\n    n_layer: 2\n  optim:\n    lr: 0.001\n")  # another text, another key
     moved = rekey_models.new_keys(store)
     new_parent = run_key("newsvendor", args)
     assert moved == {parent: new_parent, child: run_key("newsvendor", args + _init_arguments(new_parent))}

@@ -215,13 +215,13 @@ def test_the_training_clocks_continue_across_a_resume():
 def test_last_ckpt_is_the_latest_state_even_when_validation_stops_improving(tmp_path):
     """The checkpoint rule monitors validation regret with one kept file; ``last.ckpt`` must still be
     the latest state to resume from. Lightning 2.6 writes it only beside a new best, so a monitored
-    metric that never improves after epoch 0 left it at step 1 of 3: callbacks.ModelCheckpoint writes
+    metric that never improves after epoch 0 left it at step 1 of 3: callbacks.ResumableCheckpoint writes
     it after every validation."""
     import warnings
 
     import lightning as L
 
-    from omgpt.callbacks import ModelCheckpoint
+    from omgpt.callbacks import ResumableCheckpoint
     from omgpt.datamodules.history import HistoryDataModule
     from omgpt.module import OMGPTModule
 
@@ -233,7 +233,7 @@ def test_last_ckpt_is_the_latest_state_even_when_validation_stops_improving(tmp_
     )
     data = HistoryDataModule(task="pricing", horizon=4, batch_size=4, batches_per_epoch=1, val_runs=4, val_batch_size=4)
     # train/horizon is the same every epoch: the first value stays the best
-    checkpoint = ModelCheckpoint(
+    checkpoint = ResumableCheckpoint(
         dirpath=tmp_path,
         monitor="train/horizon",
         mode="min",

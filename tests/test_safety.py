@@ -179,6 +179,19 @@ CONFIG_ERRORS = {
         "trainer:\n  callbacks:\n    - class_path: omgpt.callbacks.Nope\n",
         "module 'omgpt.callbacks' has no attribute 'Nope'",
     ),
+    # configs/scale/tiny.yaml has both parts of Algorithm 1, each applied by its callback
+    "a list that replaces another drops a part of Algorithm 1": (
+        "trainer:\n  callbacks:\n    - class_path: omgpt.callbacks.Curriculum\n",
+        "data.algorithm1.mixed is set but trainer.callbacks has no omgpt.callbacks.SelfRolloutRefresh to apply it",
+    ),
+    "a callback whose part is off": (
+        "data:\n  algorithm1: {curriculum: null}\n",
+        "trainer.callbacks has omgpt.callbacks.Curriculum but data.algorithm1.curriculum is null",
+    ),
+    "a part's callback listed twice": (
+        "trainer:\n  callbacks+:\n    - class_path: omgpt.callbacks.SelfRolloutRefresh\n",
+        "trainer.callbacks lists omgpt.callbacks.SelfRolloutRefresh 2 times",
+    ),
 }
 
 
@@ -200,7 +213,7 @@ def test_invalid_config_files_are_one_line_exit_2_and_leave_runs_alone(case, tra
         (["--model.network.n_layer", "abc"], "model.network.n_layer: Expected a <class 'int'>. Got value: abc"),
         (["--trainer.max_epochs", "many"], "trainer.max_epochs"),
         (["--data.num_workers", "1.5"], "data.num_workers"),
-        (["--model.schedule", "linear"], "schedule must be 'constant' or 'cosine'"),
+        (["--model.optim.schedule", "linear"], "schedule must be 'constant' or 'cosine'"),
         (["--model.network.n_layer", "0"], "model.network.n_layer must be a positive integer, got 0"),
         (["--model.network.layout", "spiral"], "model.network.layout must be one of paper, compact, transition"),
         (["--data.algorithm1.mixed.kappa", "1.5"], "data.algorithm1.mixed.kappa must be a number in [0, 1), got 1.5"),

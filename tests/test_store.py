@@ -23,8 +23,8 @@ from tools import recipe, reference_models
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = sorted((ROOT / "results" / "models").glob("*/done.json"))
 CARDS = sorted((ROOT / "pretrained").glob("*/card.json"))
-NONSTATIONARY = ROOT / "results/models/newsvendor-nonstationary-92dfdb36cc"  # misspecification's two models
-TWO_TYPES = ROOT / "results/models/newsvendor-b2c6335852"
+NONSTATIONARY = ROOT / "results/models/newsvendor-nonstationary-171e41dcea"  # misspecification's two models
+TWO_TYPES = ROOT / "results/models/newsvendor-6869493698"
 
 
 def one_line_error(capsys) -> str:
@@ -342,8 +342,8 @@ def test_card_with_a_bad_argument_leaves_the_shipped_model_alone(bad, tmp_path, 
 @pytest.mark.parametrize("argv", [
     ["train", "nope"], ["card", "nope"], ["retest", "nope"], ["render", "nope"], ["render", "../results"],
     ["train", "newsvendor", "--runs-dir", "/proc/x"], ["train", "newsvendor", "--minutes", "0", "--runs-dir", "/proc/x"],
-    ["adopt", "x-rl", "no-such-key"], ["adopt", "newsvendor", "linear-bandit-427738b252"], ["adopt", "../x", "linear-bandit-427738b252"], ["adopt", "..", "linear-bandit-427738b252"],
-    ["adopt", "x-rl", "linear-bandit-427738b252", "--runs", "0"], ["adopt", "x-rl", "linear-bandit-427738b252", "--seed", "1"],
+    ["adopt", "x-rl", "no-such-key"], ["adopt", "newsvendor", "linear-bandit-89e7f34ce8"], ["adopt", "../x", "linear-bandit-89e7f34ce8"], ["adopt", "..", "linear-bandit-89e7f34ce8"],
+    ["adopt", "x-rl", "linear-bandit-89e7f34ce8", "--runs", "0"], ["adopt", "x-rl", "linear-bandit-89e7f34ce8", "--seed", "1"],
     ["train", "linear-bandit-100-rl"],
 ])  # fmt: skip
 def test_reference_models_refuses_bad_arguments_with_exit_2(argv, capsys):

@@ -128,6 +128,7 @@ def training_histories(name):
 
 def self_rollouts(name):
     from datamodules.history import HistoryDataModule
+    from omgpt.callbacks import SelfRolloutRefresh
 
     module = tiny_model(name)
     schedule = dict(mixed=dict(start_epoch=0, rollouts=3, rollout_batch=3, batches_per_epoch=1))
@@ -135,7 +136,11 @@ def self_rollouts(name):
         task=name, task_options=REAL.get(name), horizon=HORIZON, batch_size=2, batches_per_epoch=1, algorithm1=schedule
     )
     dm.trainer = SimpleNamespace(
-        lightning_module=module, global_rank=0, current_epoch=0, reload_dataloaders_every_n_epochs=1
+        lightning_module=module,
+        global_rank=0,
+        current_epoch=0,
+        reload_dataloaders_every_n_epochs=1,
+        callbacks=[SelfRolloutRefresh()],
     )
     dm.setup("fit")
     next(iter(dm.train_dataloader()))
@@ -171,10 +176,12 @@ def regret_finetuning(name):
         task_options=REAL.get(name),
         horizon=HORIZON,
         network=dict(n_layer=1, n_head=1, n_embd=8),
-        objective="regret",
-        estimator="score" if task.discrete or name in ("queueing", "revenue") else "pathwise",
-        rollout_envs=RUNS,
-        group_size=2,
+        finetune=dict(
+            objective="regret",
+            estimator="score" if task.discrete or name in ("queueing", "revenue") else "pathwise",
+            rollout_envs=RUNS,
+            group_size=2,
+        ),
     )
     module.regret_loss()
 

@@ -34,9 +34,10 @@ def record_key(record: dict, parent_key: str | None) -> str:
     """The key the fit ``record`` describes under today's configs: its command's arguments (less the
     starting checkpoint's path, whose parent the key names by ``parent_key`` instead)."""
     args = shlex.split(record["command"])[2:]  # after "omgpt fit"
-    if "--model.init_from" in args:
-        i = args.index("--model.init_from")
-        del args[i : i + 2]
+    for flag in ("--model.init_from", "--model.finetune.init_from"):  # the flag before and after model.finetune
+        if flag in args:
+            i = args.index(flag)
+            del args[i : i + 2]
     args = [
         str(ROOT / a) if i and args[i - 1] == "--config" and not Path(a).is_absolute() else a
         for i, a in enumerate(args)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from omgpt.analysis.demand_prediction import DEMAND_FILES, demand_report, ridge_predictions
-from omgpt.analysis.real_demand import evaluation_costs, format_costs
+from omgpt.analysis.observation_head import DEMAND_FILES, demand_report, ridge_predictions
+from omgpt.analysis.newsvendor_data import evaluation_costs, format_costs
 from omgpt.analysis.report import BOOTSTRAP_SAMPLES, REPORT_FILES, write_report
 from omgpt import checks, seeding
 from omgpt.errors import OMGPTError
@@ -187,7 +187,7 @@ def run_demand_prediction(
     model itself) on fresh pricing environments, then compare the model's observation-head prediction
     of the demand at the played price after ``n`` samples with ridge regression on the same samples,
     per ``n``. Writes ``demand_prediction.json`` / ``.png`` into ``out`` (see
-    :mod:`analysis.demand_prediction`). Needs a pricing checkpoint trained with ``obs_head``;
+    :mod:`analysis.observation_head`). Needs a pricing checkpoint trained with ``obs_head``;
     ``task_name``, if given, must be the checkpoint's task (``task_options`` override its options, e.g.
     ``demand_types=square`` for a mixed-demand checkpoint)."""
     if ckpt is None:

@@ -21,6 +21,7 @@ from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.checkpoint_io import SafeCheckpointIO
 from omgpt.checkpoints import check_resumable, read_checkpoint
+from omgpt.datamodules.algorithm1 import applying_callbacks
 from omgpt.locks import holding
 from omgpt.model import checkpoint_hparams
 from omgpt.records import read_text
@@ -56,7 +57,7 @@ class OMGPTCLI(LightningCLI):
         _refuse_non_finite(config.as_dict().get("trainer"), "trainer")  # (the module and the data check their own)
         if config.get("seed_everything") not in (None, True, False):  # Lightning's own check ends in a traceback
             checks.seed("seed_everything", config.get("seed_everything"))
-        init_from = (config.get("model") or {}).get("init_from")
+        init_from = ((config.get("model") or {}).get("finetune") or {}).get("init_from")
         if command == "fit" and init_from is not None:  # a readable checkpoint, before the trainer is built
             _init_checkpoint(init_from)
         ckpt = config.get("ckpt_path")
@@ -91,7 +92,10 @@ class OMGPTCLI(LightningCLI):
                 "omgpt fit saves and loads checkpoints with its own CheckpointIO; remove the --trainer.plugins checkpoint IO"
             )
         self.trainer.strategy.checkpoint_io = SafeCheckpointIO()
-        init_from = getattr(self.model.hparams, "init_from", None)
+        schedule = getattr(self.datamodule, "schedule", None)
+        if schedule is not None:  # Algorithm 1's parts and their callbacks agree, before anything is written
+            applying_callbacks(schedule, self.trainer.callbacks)
+        init_from = self.model.finetune.init_from if hasattr(self.model, "finetune") else None
         if self.subcommand == "fit" and init_from is not None:
             # Checked now, before the fit's first hook writes config.yaml into the run folder (a refusal
             # there would leave a version_N that the retry is then told to resume). The weights are
@@ -101,7 +105,9 @@ class OMGPTCLI(LightningCLI):
             try:
                 load_init_weights(self.model, init_from)
             except OMGPTError as e:
-                raise OMGPTError(e if str(e).startswith("model.init_from") else f"model.init_from: {e}") from None
+                raise OMGPTError(
+                    e if str(e).startswith("model.finetune.init_from") else f"model.finetune.init_from: {e}"
+                ) from None
 
     # LightningCLI runs a subcommand through the CLI's method of that name when there is one.
     def fit(self, **kwargs) -> None:
@@ -148,13 +154,13 @@ def _refuse_a_used_run_folder(trainer) -> None:
 
 
 def _init_checkpoint(path: str) -> None:
-    """``model.init_from`` names a checkpoint that reads (weights only) and holds a model's settings (a
+    """``model.finetune.init_from`` names a checkpoint that reads (weights only) and holds a model's settings (a
     folder: its ``model.ckpt``); that the settings are the run's is checked once the module is built."""
     try:
         file = os.path.join(path, "model.ckpt") if os.path.isdir(path) else path
         checkpoint_hparams(read_checkpoint(file, mmap=True), file)
     except OMGPTError as e:
-        raise OMGPTError(f"model.init_from: {e}") from None
+        raise OMGPTError(f"model.finetune.init_from: {e}") from None
 
 
 def _refuse_non_finite(config, key: str = "") -> None:

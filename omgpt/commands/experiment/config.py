@@ -43,7 +43,7 @@ class ModelSpec:
     names a shipped reference model (``pretrained/NAME``, trained with the CPU recipe) that stands in
     for the run: its task, options and horizon must be the spec's. Quick runs (``--horizon``,
     ``--fit-config``) train as usual. ``init_from`` names another model of the experiment (of the same
-    task, options and horizon) whose kept weights this fit starts from (``--model.init_from``: the
+    task, options and horizon) whose kept weights this fit starts from (``--model.finetune.init_from``: the
     regret fine-tuning of docs/finetune.md); that model is trained first."""
 
     task: str

@@ -11,7 +11,7 @@ to keep, so a store of finished models can be committed and carried to another m
 task than its key's, is refused (:func:`omgpt.commands.store.read_record`).
 
 A model may start from another's weights (``init_from``: the regret fine-tuning of docs/finetune.md):
-it is fitted with ``--model.init_from`` its parent's kept ``model.ckpt``, after the parent, and its key
+it is fitted with ``--model.finetune.init_from`` its parent's kept ``model.ckpt``, after the parent, and its key
 covers the parent's key (a shipped reference model's with its weights' checksum), so a parent that
 changes trains new children; the key holds no machine path.
 """
@@ -67,19 +67,30 @@ def run_key(task: str, args: list[str]) -> str:
     return f"{task}-{h.hexdigest()[:10]}"
 
 
+GROUPS = ("network", "optim", "finetune")  # OMGPTModule's grouped settings
+
+
 def _key_form(setting):
-    """A fit argument or a parsed config as keys hash it: the network's settings at the model's top
-    level (``--model.network.n_layer`` hashed as ``--model.n_layer``, ``model: {network: {n_layer: ...}}``
-    as ``model: {n_layer: ...}``), where they were before ``model.network`` grouped them, so that every
-    model trained before keeps its key (tests/test_experiment.py checks the keys of the stored models).
-    Only the hash keeps the old form: the stored records' commands use today's flags."""
+    """A fit argument or a parsed config as keys hash it: the grouped settings (``model.network``,
+    ``model.optim``, ``model.finetune``) at the model's top level (``--model.optim.lr`` hashed as
+    ``--model.lr``, ``model: {network: {n_layer: ...}}`` as ``model: {n_layer: ...}``), where they were
+    before the groups, so that every model trained before keeps its key (tests/test_experiment.py checks
+    the keys of the stored models). Only the hash keeps the old form: the stored records' commands use
+    today's flags."""
     if isinstance(setting, str):
-        return setting.replace("--model.network.", "--model.", 1) if setting.startswith("--model.network.") else setting
+        for group in GROUPS:
+            if setting.startswith(f"--model.{group}."):
+                return setting.replace(f"--model.{group}.", "--model.", 1)
+        return setting
     model = setting.get("model") if isinstance(setting, dict) else None
-    if not isinstance(model, dict) or not isinstance(model.get("network"), dict):
+    if not isinstance(model, dict) or not any(isinstance(model.get(g), dict) for g in GROUPS):
         return setting
     model = dict(model)
-    return {**setting, "model": {**model.pop("network"), **model}}
+    grouped = {}
+    for group in GROUPS:
+        if isinstance(model.get(group), dict):
+            grouped.update(model.pop(group))
+    return {**setting, "model": {**grouped, **model}}
 
 
 def model_key(model: Model, scale: str, extra_configs: list[str], parent_key: str | None = None) -> str:
@@ -98,8 +109,8 @@ def _init_arguments(parent_key: str | None) -> list[str]:
     if parent_key is None:
         return []
     if parent_key.startswith("pretrained/"):
-        return ["--model.init_from", f"{parent_key}@{read_card(ROOT / parent_key)['checksum']}"]
-    return ["--model.init_from", parent_key]
+        return ["--model.finetune.init_from", f"{parent_key}@{read_card(ROOT / parent_key)['checksum']}"]
+    return ["--model.finetune.init_from", parent_key]
 
 
 def experiment_keys(exp: Experiment, extra_configs: list[str]) -> dict[str, str]:
@@ -162,7 +173,7 @@ def train_model(
     args = fit_arguments(model, scale, extra_configs)
     info = {"model": name, "key": key}
     if parent is not None:  # relative to the repository where it is inside (fits run from there): no machine path
-        args += ["--model.init_from", _shown(Path(parent["ckpt"]))]
+        args += ["--model.finetune.init_from", _shown(Path(parent["ckpt"]))]
         info["init_from"] = parent["key"]
     folder = models_dir / key
     if (folder / "done.json").exists():

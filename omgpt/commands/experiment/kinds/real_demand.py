@@ -7,7 +7,7 @@ The headline metric is the **scaled pinball loss**: total cost over total demand
 windows, in the series' own units -- cost per unit demanded, as M5-style scaled metrics do. The mean
 cost per day in units of each window's level stays as a secondary column (a few windows whose level is
 tiny, a series reopening after a closure, rule it). Every interval is a 90% **cluster bootstrap**
-(:func:`omgpt.analysis.real_demand.cluster_bootstrap`): held-out stores resample stores; later dates
+(:func:`omgpt.analysis.newsvendor_data.cluster_bootstrap`): held-out stores resample stores; later dates
 resample series and weeks. Every ratio (to SAA, and OMGPT's to each benchmark) is paired on the same
 draws. The series split is repeated over several split seeds, each with its own model; the report
 gives the mean and range across seeds beside each seed's clustered interval. The time split is
@@ -43,7 +43,7 @@ SPLIT_TITLE = re.compile(r"(.*) \((split|origin) (\d+)\), (q = .*)")
 class RealDemandPanel(RegretPanel):
     """A regret panel played once on every test window, with the windows' costs: per policy the scaled
     cost, the cost per day and the ratios, with their cluster-bootstrap intervals
-    (:func:`omgpt.analysis.real_demand.cluster_bootstrap`), and one held-out series' orders."""
+    (:func:`omgpt.analysis.newsvendor_data.cluster_bootstrap`), and one held-out series' orders."""
 
     windows: int
     played: int
@@ -64,7 +64,7 @@ class RealDemand(Kind):
     def evaluate(
         self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
     ) -> RealDemandPanel:
-        from omgpt.analysis.real_demand import cluster_bootstrap, series_orders, window_cells
+        from omgpt.analysis.newsvendor_data import cluster_bootstrap, series_orders, window_cells
 
         task = panel.episode_task()
         numbers, histories = self.rollout(
@@ -92,7 +92,7 @@ class RealDemand(Kind):
         setting and ratio (panels are evaluated in order, so the last origin's panel holds them all),
         the date blocks counted as calendar weeks so that a week is one cluster whichever origin played
         it; ``None`` for other panels."""
-        from omgpt.analysis.real_demand import BLOCK_DAYS
+        from omgpt.analysis.newsvendor_data import BLOCK_DAYS
 
         m = SPLIT_TITLE.fullmatch(title)
         if not m or m.group(2) != "origin":
@@ -107,7 +107,7 @@ class RealDemand(Kind):
         return pool_origins(earlier, seed)
 
     def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
-        from omgpt.analysis.real_demand import draw_series_orders
+        from omgpt.analysis.newsvendor_data import draw_series_orders
 
         first = result["panels"][0]
         title = f"{first['title']}: one held-out window (level {first['series']['level']:.1f})"
@@ -185,11 +185,11 @@ def versus_best_benchmark(panel: RealDemandPanel) -> tuple[str, float, bool]:
 
 
 def pool_origins(origins: list[dict], seed: int) -> dict:
-    """Rolling origins' window cells (:func:`omgpt.analysis.real_demand.window_cells`, each with its
+    """Rolling origins' window cells (:func:`omgpt.analysis.newsvendor_data.window_cells`, each with its
     ``origin`` and its date blocks as calendar weeks) pooled: the policies every origin played, their
     cost per unit demanded over all the windows and its cluster interval (stores and weeks resampled
     across the origins at once; a store's windows of every origin move together)."""
-    from omgpt.analysis.real_demand import cluster_bootstrap
+    from omgpt.analysis.newsvendor_data import cluster_bootstrap
 
     labels = [k for k in origins[-1]["cost"] if all(k in c["cost"] for c in origins)]
     pooled = {
