@@ -12,8 +12,8 @@
 #    each epoch validated by the KV-cached rollout: the whole Trainer path on a GPU;
 # 5. the shipped newsvendor model evaluated on the GPU on the card's test seed, to set beside its card
 #    (computed on a CPU);
-# 6. alg-star's particle filter on the GPU (4096 particles x 50 episodes a batch: issue 32's slowest
-#    policy), then its structured samplers (sampler="gaussian" / "collapsed", a few hundred particles;
+# 6. alg-star's particle filter on the GPU (4096 particles x 50 episodes a batch: the slowest policy
+#    of the demo's evaluation), then its structured samplers (sampler="gaussian" / "collapsed", a few hundred particles;
 #    each against itself with 8x the particles; not run on a GPU yet).
 # Each step has its own time limit, so one that hangs costs only its own numbers. Everything lands in
 # $OUT: gpu.log (all output) and one JSON / CSV per step.
