@@ -230,13 +230,17 @@ def device(name: str, what: str = "--device") -> torch.device:
     return dev
 
 
-def memory(nbytes: float, what: str, dev: torch.device | str = "cpu") -> None:
+def memory(
+    nbytes: float,
+    what: str,
+    dev: torch.device | str = "cpu",
+    advice: str = "use fewer runs, a shorter horizon or a smaller batch",
+) -> None:
     """Refuse, before allocating, work estimated to need more memory than ``dev`` has free."""
     free = free_memory(dev)
     if free is not None and nbytes > free:
         raise OMGPTError(
-            f"{what} needs about {_size(nbytes)} of memory on {dev}, more than the {_size(free)} free; "
-            f"use fewer runs, a shorter horizon or a smaller batch"
+            f"{what} needs about {_size(nbytes)} of memory on {dev}, more than the {_size(free)} free; {advice}"
         )
 
 

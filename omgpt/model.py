@@ -176,8 +176,23 @@ class ModelConfig(NetworkConfig):
 
 
 def build_model(cfg: ModelConfig, scaling: Scaling | None = None) -> "SequenceModel":
-    """The network ``cfg.backbone`` names."""
+    """The network ``cfg.backbone`` names, refused in one line when its weights alone would not fit in
+    memory (a config's or a checkpoint's ``n_layer: 1e12`` is not allocated until the machine gives out)."""
+    check_network_memory(cfg, copies=1, what="its weights")
     return (GPT if cfg.backbone == "gpt" else LSTM)(cfg, scaling)
+
+
+def check_network_memory(network: NetworkConfig, copies: int, what: str) -> None:
+    """Refuse a network whose blocks' weights, ``copies`` times (training: with their gradients and
+    AdamW's two moments, 4), need more memory than is free."""
+    per_layer = (
+        12 if network.backbone == "gpt" else 8
+    ) * network.n_embd**2  # a block's (an LSTM layer's) float32 weights
+    checks.memory(
+        4.0 * copies * network.n_layer * per_layer,
+        f"a network of {network.n_layer} layers x {network.n_embd} dims ({what})",
+        advice="use fewer layers (model.network.n_layer) or a narrower network (model.network.n_embd)",
+    )
 
 
 class SequenceModel(nn.Module):

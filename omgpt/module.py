@@ -26,7 +26,7 @@ from omgpt.checkpoints import (
 )
 from omgpt.errors import OMGPTError
 from omgpt.metrics import MeanCurve
-from omgpt.model import ModelConfig, NetworkConfig, build_model, checkpoint_hparams, load_model
+from omgpt.model import ModelConfig, NetworkConfig, build_model, check_network_memory, checkpoint_hparams, load_model
 from omgpt.settings import FinetuneConfig, OptimConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations, restarted, rollout
@@ -125,6 +125,7 @@ class OMGPTModule(L.LightningModule):
                 f"model.window ({window}) must not exceed model.horizon ({horizon}): the model never sees more than the horizon"
             )
         net, self.optim, self.finetune = NetworkConfig.of(network), OptimConfig.of(optim), FinetuneConfig.of(finetune)
+        check_network_memory(net, copies=4, what="its weights, their gradients and AdamW's two moments")
         if net.backbone == "gpt":  # its positional table holds 2·T·n_embd weights, with AdamW's two moments 3x that
             checks.memory(
                 3 * 4 * 2 * (window or horizon) * net.n_embd, f"a GPT for histories of {window or horizon} steps"

@@ -215,6 +215,8 @@ def test_invalid_config_files_are_one_line_exit_2_and_leave_runs_alone(case, tra
         (["--data.num_workers", "1.5"], "data.num_workers"),
         (["--model.optim.schedule", "linear"], "schedule must be 'constant' or 'cosine'"),
         (["--model.network.n_layer", "0"], "model.network.n_layer must be a positive integer, got 0"),
+        # refused from the estimate, before a block is allocated (it once took every byte of the machine)
+        (["--model.network.n_layer", "1000000000000"], "a network of 1000000000000 layers x 16 dims"),
         (["--model.network.layout", "spiral"], "model.network.layout must be one of paper, compact, transition"),
         (["--data.algorithm1.mixed.kappa", "1.5"], "data.algorithm1.mixed.kappa must be a number in [0, 1), got 1.5"),
         (

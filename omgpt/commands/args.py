@@ -54,6 +54,23 @@ def _readable_checkpoint(value: str) -> str:
 
 
 CheckpointPath = _checked_type("CheckpointPath", str, _readable_checkpoint)
+
+
+# A folder the command writes later (its --out): not empty, not a file, under a folder this process may
+# write -- refused while parsing, not when the work is done and the folder is made.
+def _writable_folder(value: str) -> str:
+    import argparse
+
+    from omgpt.entry import OutputFolder
+
+    try:
+        OutputFolder()(value)
+    except argparse.ArgumentTypeError as e:
+        raise OMGPTError(str(e)) from None
+    return value
+
+
+OutputDir = _checked_type("OutputDir", str, _writable_folder)
 # Processes at once: capped at the cores this process may use, with one line saying so (more would
 # only take turns on the same cores: 40 workers on a 2-core machine).
 Jobs = _checked_type("Jobs", int, lambda v: cap_jobs(checks.number("value", v, integer=True, low=1)))

@@ -25,6 +25,7 @@ from omgpt.commands.args import (
     CheckpointPath,
     Device,
     Jobs,
+    OutputDir,
     PositiveInt,
     Seed,
     command,
@@ -48,7 +49,7 @@ def evaluate(
     horizon: Optional[PositiveInt] = None,
     window: Optional[PositiveInt] = None,
     seed: Seed = EXPERIMENT_SEED,
-    out: str = "runs/evaluate",
+    out: OutputDir = "runs/evaluate",
     batch_size: PositiveInt = 50,
     device: Device = "cpu",
     no_progress: bool = False,
@@ -107,7 +108,7 @@ def demand_prediction(
     horizon: Optional[PositiveInt] = None,
     window: Optional[PositiveInt] = None,
     seed: Seed = EXPERIMENT_SEED,
-    out: str = "runs/demand-prediction",
+    out: OutputDir = "runs/demand-prediction",
     batch_size: PositiveInt = 50,
     device: Device = "cpu",
     no_progress: bool = False,
@@ -153,7 +154,10 @@ def demand_prediction(
 
 
 def demo(
-    out: str = "runs/demo", max_steps: Optional[PositiveInt] = None, runs: PositiveInt = 100, seed: Seed = DEMO_SEED
+    out: OutputDir = "runs/demo",
+    max_steps: Optional[PositiveInt] = None,
+    runs: PositiveInt = 100,
+    seed: Seed = DEMO_SEED,
 ) -> int:
     """The embedded default: pre-train a small OMGPT on CPU and show it beating the benchmarks.
 
@@ -230,7 +234,7 @@ def experiment(
     list_experiments: bool = False,
     all_experiments: bool = False,
     scale: Literal["cpu", "paper"] = "cpu",
-    out: Optional[str] = None,
+    out: Optional[OutputDir] = None,
     models_dir: Optional[str] = None,
     jobs: Jobs = 1,
     runs: Optional[PositiveInt] = None,

@@ -21,7 +21,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from omgpt.commands.args import CheckpointPath, Device, Number, PositiveFloat, PositiveInt, Seed, task_options
+from omgpt.commands.args import (
+    CheckpointPath,
+    Device,
+    Number,
+    OutputDir,
+    PositiveFloat,
+    PositiveInt,
+    Seed,
+    task_options,
+)
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json
 
@@ -76,7 +85,7 @@ def probe_command(
     option: Optional[list[str]] = None,
     seed: Seed = 0,
     device: Device = "cpu",
-    out: str = "runs/probe",
+    out: OutputDir = "runs/probe",
 ) -> int:
     """Linear probes of every layer's embedding (paper §5.3).
 
@@ -134,7 +143,7 @@ def tsne_command(
     option: Optional[list[str]] = None,
     seed: Seed = 0,
     device: Device = "cpu",
-    out: str = "runs/tsne",
+    out: OutputDir = "runs/tsne",
 ) -> int:
     """t-SNE of every layer's embedding (paper §5.3); across checkpoints: omgpt tsne-training.
 
@@ -223,7 +232,7 @@ def tsne_training_command(
     option: Optional[list[str]] = None,
     seed: Seed = 0,
     device: Device = "cpu",
-    out: str = "runs/tsne-training",
+    out: OutputDir = "runs/tsne-training",
 ) -> int:
     """t-SNE of the histories played by several checkpoints of one training, against Alg*'s (appendix B).
 
@@ -280,7 +289,7 @@ def manipulate_command(
     option: Optional[list[str]] = None,
     seed: Seed = 0,
     device: Device = "cpu",
-    out: str = "runs/manipulate",
+    out: OutputDir = "runs/manipulate",
 ) -> int:
     """Context manipulation: optimal decision inference (paper §5.3.2).
 
