@@ -1,9 +1,10 @@
-"""Which decision rule plays queueing best: ``alg-star``'s three (posterior mean / median / sampling of
-the candidates' optimal rates) against certainty equivalence (``ce``)?
+"""Which decision rule plays queueing best: ``alg-star``'s four (posterior mean / median / sampling of
+the candidates' optimal rates, and the rate of highest posterior-expected value) against certainty
+equivalence (``ce``)?
 
     python benchmarks/queueing_decisions.py [--runs 1000] [--seed 10002] [--horizon 100]
 
-All four play the same validation environments with common random numbers (``evaluate_policies``);
+All five play the same validation environments with common random numbers (``evaluate_policies``);
 the script prints each one's mean final regret and its paired difference to ``ce`` with a standard
 error. The default seed is a validation seed: this study informed no reported number, only the
 reading of one (main-results' queueing panel).
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         "alg-star mean": ("alg-star", {"decision": "mean"}),
         "alg-star median": ("alg-star", {"decision": "median"}),
         "alg-star sampling": ("alg-star", {"decision": "sample"}),
+        "alg-star value": ("alg-star", {"decision": "value"}),  # model.target: bayes_action's decision
         "ce": ("ce", {}),
     }
     final = {}

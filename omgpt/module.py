@@ -31,7 +31,7 @@ from omgpt.settings import FinetuneConfig, OptimConfig
 from omgpt.policies import make_policy
 from omgpt.rollout import History, mean_observations, restarted, rollout
 from omgpt.tasks import make_episode_task
-from omgpt.targets import posterior_loss, posterior_targets
+from omgpt.targets import bayes_action_targets, posterior_loss, posterior_targets
 from omgpt.tasks.base import Task
 
 POSITIVE_INT = dict(integer=True, low=1)  # bounds for checks.number
@@ -86,7 +86,10 @@ class OMGPTModule(L.LightningModule):
         target: what the network is trained to predict: ``optimal_action`` (the paper's: ``a*`` under the
             task's loss), ``posterior`` (the same loss averaged over the posterior of the environment given
             the history, :mod:`omgpt.targets`: the same minimiser, a gradient of lower variance; tasks
-            with a likelihood, whole histories) or ``cost`` (learning without an oracle: the task's own
+            with a likelihood, whole histories), ``bayes_action`` (the grid action of highest
+            posterior-expected value given the history, where the task values its grid actions: the
+            queue's service rate, whose squared loss's Bayes decision -- the posterior mean of ``a*``,
+            rounded -- is not the best rate) or ``cost`` (learning without an oracle: the task's own
             cost of the predicted action against the realised outcome,
             :meth:`~omgpt.tasks.base.Task.cost_loss`; for tasks whose reward is a known function of the
             action and an exogenous outcome). ``None``: the task's
@@ -163,13 +166,16 @@ class OMGPTModule(L.LightningModule):
         """``batch`` with what its loss needs beyond the histories: with ``target: posterior`` the
         candidates' optimal actions and their posterior weights at every step (:mod:`omgpt.targets`),
         the particles seeded by (global seed, step, batch index, rank) so a resumed run draws alike."""
-        if self.target != "posterior":
+        if self.target not in ("posterior", "bayes_action"):
             return batch
         g = torch.Generator(device=self.device).manual_seed(
             stream_seed(Stream.POSTERIOR_TARGETS, torch.initial_seed(), self.global_step, batch_idx, self.global_rank)
         )
         contexts = batch["features"][..., self.task.obs_dim :]
-        return {**batch, **posterior_targets(self.task, contexts, batch["actions"], batch["observations"], g)}
+        played = (self.task, contexts, batch["actions"], batch["observations"], g)
+        if self.target == "bayes_action":  # the best grid action under the posterior replaces a*
+            return {**batch, "targets": bayes_action_targets(*played)}
+        return {**batch, **posterior_targets(*played)}
 
     def target_loss(self, pred: Tensor, batch: dict[str, Tensor]) -> Tensor:
         """The pre-training loss of the predicted actions ``(B, T, action_dim)`` of ``batch``: :meth:`loss`
@@ -459,7 +465,7 @@ class OMGPTModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-ACTION_TARGETS = ("optimal_action", "posterior", "cost")
+ACTION_TARGETS = ("optimal_action", "posterior", "bayes_action", "cost")
 OBS_TARGETS = ("observation", "mean")
 
 
@@ -525,9 +531,14 @@ def check_target(task: Task, target: str | None, window: int | None = None) -> s
             f"task {task.name!r} has no posterior over its environments (no observation likelihood or no optimal "
             "action); use model.target optimal_action"
         )
-    if target == "posterior" and window is not None:
+    if target == "bayes_action" and not (task.has_likelihood and task.has_action_values):
         raise OMGPTError(
-            "model.target posterior weighs the whole history, a windowed model sees the last model.window steps: "
+            f"task {task.name!r} has no grid of actions it can value under a posterior (action_values); "
+            "use model.target posterior or optimal_action"
+        )
+    if target in ("posterior", "bayes_action") and window is not None:
+        raise OMGPTError(
+            f"model.target {target} weighs the whole history, a windowed model sees the last model.window steps: "
             "use model.window null"
         )
     if target == "cost" and not task.has_outcome_cost:

@@ -1,4 +1,4 @@
-"""Posterior-weighted pre-training targets (``model.target: posterior``).
+"""Posterior-weighted pre-training targets (``model.target: posterior`` and ``bayes_action``).
 
 The paper trains on ``ℓ(f(H_t), a*(γ))``, ``γ`` the environment that generated the history: given the
 history, one draw from the posterior ``P(γ | H_t)``. Its expectation over that posterior,
@@ -30,21 +30,50 @@ def posterior_targets(
     ``candidates (B, T, N, action_dim)``, and their posterior weights given the steps before ``t``,
     ``posterior (B, T, N)`` (rows sum to 1), from ``alg-star`` replayed along the histories
     ``(B, T, ·)``. ``generator`` drives the particles (unused over a pool)."""
+    steps = _replayed(
+        task,
+        contexts,
+        actions,
+        observations,
+        generator,
+        lambda policy, t, x: (policy.candidate_actions(t, x), policy.posterior().to(x.dtype)),
+    )
+    return {"candidates": torch.stack([c for c, _ in steps], 1), "posterior": torch.stack([w for _, w in steps], 1)}
+
+
+@torch.no_grad()
+def bayes_action_targets(
+    task: Task, contexts: Tensor, actions: Tensor, observations: Tensor, generator: torch.Generator
+) -> Tensor:
+    """``model.target: bayes_action``: at every step the action of the task's grid with the highest
+    posterior-expected value given the steps before, ``argmax_a Σ_k w_k Q_t^{γ_k}(X_t, a)`` (each candidate
+    valued with its own optimal policy after the step: :meth:`~omgpt.tasks.base.Task.action_values`),
+    ``(B, T, action_dim)``. Under a squared loss the Bayes decision of the single-draw target ``a*(γ)`` is
+    the posterior mean of ``a*``, which the grid then rounds; this target's is the best grid action."""
+    return torch.stack(
+        _replayed(task, contexts, actions, observations, generator, lambda policy, t, x: policy.best_valued(t, x)), 1
+    )
+
+
+def _replayed(
+    task: Task, contexts: Tensor, actions: Tensor, observations: Tensor, generator: torch.Generator, read
+) -> list:
+    """``read(policy, t, X_t)`` at every step of ``alg-star`` replayed along the histories ``(B, T, ·)``
+    (the posterior given the steps before ``t``)."""
     from omgpt.policies.alg_star import AlgStar
 
     b, horizon = contexts.shape[:2]
     policy = AlgStar(task, particles=None if task.pool is not None else POSTERIOR_PARTICLES)
     # the replay reads the batch size alone from the environments: the histories carry none
     policy.reset({"batch": torch.zeros(b, device=contexts.device)}, horizon, generator)
-    candidates, weights = [], []
+    out = []
     for t in range(horizon):
         x = contexts[:, t]
         policy.weigh(t, x)  # records X_t; a structured sampler weighs its particles for it (no decision)
-        candidates.append(policy.candidate_actions(t, x))
-        weights.append(policy.posterior().to(x.dtype))
+        out.append(read(policy, t, x))
         policy.observe(t, actions[:, t], observations[:, t])
     policy.close()
-    return {"candidates": torch.stack(candidates, 1), "posterior": torch.stack(weights, 1)}
+    return out
 
 
 def posterior_loss(task: Task, pred: Tensor, candidates: Tensor, posterior: Tensor, action_scale: Tensor) -> Tensor:

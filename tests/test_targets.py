@@ -1,6 +1,7 @@
-"""The posterior-weighted action target (``model.target: posterior``) and the noise-free observation
-target (``model.obs_target: mean``): what they compute, against hand computations and Monte Carlo, why
-they help (a gradient of lower variance), and the settings they refuse."""
+"""The posterior-weighted action target (``model.target: posterior``), the best grid action under the
+posterior (``model.target: bayes_action``) and the noise-free observation target (``model.obs_target:
+mean``): what they compute, against hand computations and Monte Carlo, why they help (a gradient of
+lower variance; a better decision than the rounded posterior mean), and the settings they refuse."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from omgpt.commands.cli import cli_main
 from omgpt.datamodules.history import HistoryDataModule
 from omgpt.errors import OMGPTError
 from omgpt.module import OMGPTModule
-from omgpt.targets import posterior_loss, posterior_targets
+from omgpt.targets import bayes_action_targets, posterior_loss, posterior_targets
+from omgpt.tasks import make_task
 
 HORIZON = 6
 TINY = dict(n_layer=1, n_head=1, n_embd=16)
@@ -30,6 +32,25 @@ def pool_batch(task_name: str, seed: int = 0, batch_size: int = 16) -> tuple:
     )
     dm.setup("fit")
     return dm.task, next(iter(dm.train_dataloader()))
+
+
+def queue_batch(pool_size: int | None, seed: int = 0, horizon: int = 12) -> tuple:
+    """A batch of random-rate queueing histories (the full prior of 36 environments, or a pool)."""
+    dm = HistoryDataModule(
+        task="queueing",
+        task_options={"pool_size": pool_size} if pool_size else None,
+        horizon=horizon,
+        batch_size=64,
+        batches_per_epoch=1,
+        seed=seed,
+        data_policy="random",
+    )
+    dm.setup("fit")
+    return dm.task, next(iter(dm.train_dataloader()))
+
+
+def played(task, batch) -> tuple:
+    return task, batch["features"][..., task.obs_dim :], batch["actions"], batch["observations"], torch.Generator()
 
 
 def targets_of(task, batch, seed: int = 0) -> dict:
@@ -124,6 +145,8 @@ def test_the_mean_observation_target_is_the_noise_free_observation():
     [
         (dict(task="revenue", target="posterior"), "task 'revenue' has no posterior over its environments"),
         (dict(task="newsvendor", target="posterior", window=4), "use model.window null"),
+        (dict(task="pricing", target="bayes_action"), "task 'pricing' has no grid of actions it can value"),
+        (dict(task="queueing", target="bayes_action", window=4), "use model.window null"),
         (dict(task="pricing", obs_target="mean"), "set model.network.obs_head true"),
         (dict(task="pricing", obs_target="noise-free", network={**TINY, "obs_head": True}), "must be one of"),
         (dict(task="revenue", obs_target="mean", network={**TINY, "obs_head": True}), "has no expected observation"),
@@ -148,3 +171,58 @@ def test_the_cli_refuses_the_posterior_target_on_real_demand(capsys, tmp_path):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "has no posterior over its environments" in err[0], err
+
+
+def test_the_queue_values_its_rates_and_the_greedy_rate_is_the_optimal_one():
+    """``Q_t(s, a) = -(s + c a²) + Σ P_a[s, s'] V_{t+1}(s')`` by hand at the last step (``V_T = 0``: the
+    reward alone), and at every step and queue length of every environment its argmax is the DP's ``a*``."""
+    task = make_task("queueing", horizon=20)
+    envs = task.sample_prior(64, torch.Generator().manual_seed(0))
+    for t in range(20):
+        for s in range(5):
+            x = torch.stack([torch.full((64,), float(s)), envs["c"].float()], -1)
+            q = task.action_values(envs, x, t)
+            assert torch.equal(task.grid_actions()[q.argmax(-1)], task.optimal_action(envs, x, t))
+    rates = task.grid_actions()[:, 0].double()
+    assert torch.allclose(q, -(4 + envs["c"].double()[:, None] * rates**2))  # t = T - 1, s = 4
+
+
+def test_the_bayes_action_is_the_best_rate_under_the_posterior_and_not_the_rounded_mean():
+    """Replayed along random-rate histories of the 36-environment prior, the target at every step is the
+    rate of highest posterior-expected value (the posterior and the candidates' values recomputed here);
+    somewhere it is not the rounded posterior mean of ``a*`` (the squared loss's Bayes decision), and
+    there it is worth more. With one environment the posterior is certain: the target is ``a*``."""
+    task, batch = queue_batch(None)
+    targets = bayes_action_targets(*played(task, batch))
+    posterior = targets_of(task, batch)
+    contexts = batch["features"][..., task.obs_dim :]
+    b, horizon, n = posterior["posterior"].shape
+    lam = torch.tensor((0.1, 0.26, 0.42, 0.58, 0.74, 0.9), dtype=torch.float64).repeat(b)
+    differs = 0
+    for t in range(horizon):
+        x = contexts[:, t].repeat_interleave(n, 0)
+        values = task.action_values({"lam": lam, "c": x[:, 1].double()}, x, t).reshape(b, n, -1)
+        expected = (posterior["posterior"][:, t, :, None].double() * values).sum(1)  # (B, 6)
+        best = task.grid_actions()[expected.argmax(-1)]
+        assert torch.equal(targets[:, t], best)
+        rounded = task.project((posterior["posterior"][:, t, :, None] * posterior["candidates"][:, t]).sum(1))
+        index = lambda a: (a[:, 0] * 5).round().long()  # noqa: E731
+        worth = expected.gather(1, index(best)[:, None]) - expected.gather(1, index(rounded)[:, None])
+        assert (worth >= -1e-9).all()
+        differs += int((worth > 1e-9).sum())
+    assert differs > 0
+    task, batch = queue_batch(1)
+    assert torch.equal(bayes_action_targets(*played(task, batch)), batch["targets"])
+
+
+def test_alg_star_decides_by_value_where_asked():
+    from omgpt.evaluation import evaluate_policies
+
+    task = make_task("queueing", horizon=10)
+    regrets = {
+        d: evaluate_policies(task, {"alg-star": {"decision": d}}, 64, 10, seed=10_001, progress=False)["alg-star"]
+        for d in ("mean", "value")
+    }
+    assert not torch.equal(regrets["mean"].actions, regrets["value"].actions)
+    with pytest.raises(OMGPTError, match="needs a task that values its grid actions"):
+        evaluate_policies(make_task("pricing"), {"alg-star": {"decision": "value"}}, 4, 4, seed=10_001, progress=False)

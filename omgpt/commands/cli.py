@@ -235,7 +235,7 @@ def experiment(
     all_experiments: bool = False,
     scale: Literal["cpu", "paper"] = "cpu",
     out: Optional[OutputDir] = None,
-    models_dir: Optional[str] = None,
+    models_dir: Optional[OutputDir] = None,
     jobs: Jobs = 1,
     runs: Optional[PositiveInt] = None,
     horizon: Optional[PositiveInt] = None,

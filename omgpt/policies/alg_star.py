@@ -111,7 +111,7 @@ from omgpt.tasks.base import Envs, Task
 # loss of the action -- the mean (squared loss), the median (absolute loss); under cross-entropy over
 # discrete actions, the paper's posterior sampling of the best action.
 DECISION_OF_LOSS = {"mse": "mean", "l1": "median", "ce": "sample"}
-DECISIONS = ("sample", "median", "mean")
+DECISIONS = ("sample", "median", "mean", "value")
 SAMPLERS = {s.name: s for s in (GaussianBoxSampler, CollapsedNoiseSampler)}  # besides "smc", the default
 
 
@@ -144,6 +144,9 @@ class AlgStar(HistoryPolicy):
     Args:
         particles: candidates per episode drawn from the prior when the task has no finite pool.
         decision: ``"sample"``, ``"median"`` or ``"mean"``; default: the paper's rule for the task.
+            ``"value"`` (tasks with :meth:`~omgpt.tasks.base.Task.action_values`): the grid action of
+            highest posterior-expected value, each candidate valued with its own optimal policy after
+            the step.
         rejuvenate: resample-move the particles when their effective sample size drops below
             ``ess_threshold · particles`` (plain importance sampling from the prior when false).
         moves: Metropolis-Hastings sweeps per rejuvenation.
@@ -196,6 +199,8 @@ class AlgStar(HistoryPolicy):
         decision = decision or default_decision(task)
         if decision not in DECISIONS:
             raise OMGPTError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}")
+        if decision == "value" and not task.has_action_values:
+            raise OMGPTError(f"decision 'value' needs a task that values its grid actions; task {task.name!r} does not")
         if int(moves) < 0 or not 0.0 <= float(ess_threshold) <= 1.0:
             raise OMGPTError(f"moves must be >= 0 and ess_threshold in [0, 1]; got {moves}, {ess_threshold}")
         if likelihood not in self.LIKELIHOODS:
@@ -290,12 +295,23 @@ class AlgStar(HistoryPolicy):
             rows = torch.arange(b, device=self.device) * n + pick
             chosen = self._seen_at({k: v[rows] for k, v in self.candidates.items()}, x)
             return task.optimal_action(chosen, x, t)
+        if self.decision == "value":
+            return self.best_valued(t, x)
         a_star = self.candidate_actions(t, x)  # (B, N, da)
         if self.decision == "mean":
             p = self.posterior().to(a_star.dtype)
             return task.mean_action((p[..., None] * a_star).sum(1), x)
         median = torch.stack([weighted_median(a_star[..., i], self.log_w) for i in range(a_star.shape[-1])], dim=-1)
         return task.project(median, x)
+
+    def best_valued(self, t: int, x: Tensor) -> Tensor:
+        """The grid action of highest posterior-expected value ``Σ_k w_k Q_t^{γ_k}(X_t, a)``, ``(B, da)``."""
+        x_flat = self._broadcast(x)
+        values = self.task.action_values(self._seen_at(self.candidates, x_flat), x_flat, t).reshape(
+            self.batch, self.n, -1
+        )
+        expected = (self.posterior()[..., None] * values).sum(1)  # (B, G)
+        return self.task.grid_actions(x.device)[expected.argmax(-1)].to(x.dtype)
 
     def observe(self, t: int, actions: Tensor, observations: Tensor) -> None:
         super().observe(t, actions, observations)

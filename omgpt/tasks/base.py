@@ -125,11 +125,14 @@ class Task:
     has_likelihood_stats: ClassVar[bool] = False  # likelihood_stats: alg-star's moves without replaying the history
     has_outcome_cost: ClassVar[bool] = False  # outcome_cost: training with target: cost (no oracle)
     has_mean_observation: ClassVar[bool] = False  # mean_observation: the observation head's prediction target
+    # action_values: each action of a finite grid valued in a known environment (target: bayes_action)
+    has_action_values: ClassVar[bool] = False
     CAPABILITIES: ClassVar[dict[str, str]] = {
         "has_likelihood": "log_likelihood",
         "has_likelihood_stats": "likelihood_stats",
         "has_outcome_cost": "outcome_cost",
         "has_mean_observation": "mean_observation",
+        "has_action_values": "action_values",
     }
 
     def __init_subclass__(cls, **kwargs):
@@ -189,6 +192,18 @@ class Task:
 
     def expected_reward(self, envs: Envs, x: Tensor, a: Tensor, t: int) -> Tensor:
         """``r(X_t, a)``: the reward of ``a`` in expectation over the observation noise, shape ``(B,)``."""
+        raise NotImplementedError
+
+    def grid_actions(self, device=None) -> Tensor:
+        """The finite set of actions :meth:`action_values` values, ``(G, action_dim)``."""
+        raise NotImplementedError
+
+    def action_values(self, envs: Envs, x: Tensor, t: int) -> Tensor:
+        """``Q_t(X_t, a)`` of every action of :meth:`grid_actions` in each environment of ``envs``,
+        ``(B, G)``: the expected reward from step ``t`` on when ``a`` is played now and the environment's
+        optimal policy after it (the greedy action of this Q is :meth:`optimal_action`). Averaged over a
+        posterior, its argmax is the decision of ``alg-star``'s ``value`` rule and the target of
+        ``model.target: bayes_action``."""
         raise NotImplementedError
 
     def scaling(self) -> Scaling:

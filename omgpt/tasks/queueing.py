@@ -220,11 +220,40 @@ class Queueing(Task):
     def dp_table(self, device=None) -> Tensor:
         """The optimal service rate for every ``(λ, c)`` of the prior, step and queue length,
         ``(6, 6, T, 5)``: one batched :func:`solve_dp`, computed on first use and kept."""
-        if getattr(self, "_dp_table", None) is None:
+        return self._solved()[0].to(device)
+
+    def value_table(self, device=None) -> Tensor:
+        """The optimal value-to-go ``V_t(s)`` for every ``(λ, c)`` of the prior, ``(6, 6, T + 1, 5)``
+        (float64; ``V_T ≡ 0``), from the same :func:`solve_dp`."""
+        return self._solved()[1].to(device)
+
+    def _solved(self) -> tuple[Tensor, Tensor]:
+        if getattr(self, "_dp_solved", None) is None:
             lam = torch.tensor(LAMBDAS, dtype=torch.float64).repeat_interleave(len(COSTS))
             c = torch.tensor(COSTS, dtype=torch.float64).repeat(len(LAMBDAS))
-            self._dp_table = solve_dp(lam, c, self.horizon)[0].reshape(len(LAMBDAS), len(COSTS), self.horizon, STATES)
-        return self._dp_table.to(device)
+            action, value, _ = solve_dp(lam, c, self.horizon)
+            shape = (len(LAMBDAS), len(COSTS), self.horizon, STATES)
+            value = torch.cat([value.reshape(shape), value.new_zeros(*shape[:2], 1, STATES)], dim=2)
+            self._dp_solved = (action.reshape(shape), value)
+        return self._dp_solved
+
+    def grid_actions(self, device=None) -> Tensor:
+        """The six service rates, ``(6, 1)``."""
+        return action_grid(device)[:, None]
+
+    def action_values(self, envs: Envs, x: Tensor, t: int) -> Tensor:
+        """``Q_t(s, a) = -(s + c a²) + Σ_s' P_a[s, s'] V_{t+1}(s')`` of the six rates at the queue length
+        the context shows, under each environment's ``λ`` (the DP of :meth:`value_table`), ``(B, 6)``
+        (float64)."""
+        self._check_t(envs, t)
+        li, ci = _grid_index(envs["lam"], LAMBDAS), _grid_index(envs["c"], COSTS)
+        v_next = self.value_table(x.device)[li, ci, t + 1]  # (B, 5)
+        queue = x[:, 0].round().long()
+        grid = action_grid(x.device, torch.float64)
+        p = transition_matrix(envs["lam"].double()[:, None], grid[None, :])  # (B, 6, 5, 5)
+        rows = p[torch.arange(queue.shape[0], device=x.device), :, queue]  # (B, 6, 5): P_a[s, ·] for each a
+        reward = -(queue[:, None].double() + envs["c"].double()[:, None] * grid[None, :] ** 2)
+        return reward + (rows @ v_next[..., None])[..., 0]
 
     def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
         """``log P_a[S_t, O_t]`` under each candidate's ``λ`` (``-inf`` for a transition it cannot make)."""
