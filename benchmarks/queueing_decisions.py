@@ -9,10 +9,11 @@ the script prints each one's mean final regret and its paired difference to ``ce
 error. The default seed is a validation seed: this study informed no reported number, only the
 reading of one (main-results' queueing panel).
 
-Measured (2-core CPU, one thread, the default command): alg-star mean 4.59 (paired difference to ce
-+1.02 ± 0.60), median 5.14 (+1.57 ± 0.61), sampling 5.35 (+1.78 ± 0.64), ce 3.57. The squared loss's
-Bayes rule, the posterior mean rounded to the six rates (what OMGPT learns), is the best of alg-star's
-three, and certainty equivalence beats it.
+Measured (2-core CPU, one thread, the default command, 2026-11-28): alg-star mean 5.49 (paired difference
+to ce -0.16 ± 0.50), median 6.39 (+0.74 ± 0.48), sampling 7.64 (+1.99 ± 0.73), value 4.76 (-0.89 ± 0.55),
+ce 5.65. The squared loss's Bayes rule, the posterior mean rounded to the six rates (what OMGPT learns
+with ``model.target: optimal_action``), is level with certainty equivalence; the rate of highest
+posterior-expected value (``model.target: bayes_action``'s decision) is below both.
 """
 
 from __future__ import annotations
