@@ -424,11 +424,11 @@ BAD_INPUTS = {
     ),
     "--out is a file": (
         ["evaluate", "--task", "pricing", "--policies", "oracle", "--out", "{file}"],
-        "exists and is not a folder",
+        "--out: must be a folder to write, not a file",
     ),
     "--out cannot be made": (
         ["evaluate", "--task", "pricing", "--policies", "oracle", "--out", "/proc/omgpt/x"],
-        "cannot write --out",
+        "--out: must be a path this process may write",
     ),
     "runs beyond memory": (
         ["evaluate", "--task", "pricing", "--policies", "oracle", "--runs", "1000000000", "--horizon", "3"],
