@@ -66,13 +66,22 @@ def main(argv: list[str] | None = None) -> None:
         line = f"{label:>16}: {v.mean():6.2f}"
         if label in trained:
             for to in ("ce", "alg-star"):
-                r = paired_ratio(v, final[to])
-                hi = "inf" if r["ci90"][1] is None else f"{r['ci90'][1]:.2f}"
-                line += f"   / {to} {r['mean']:.2f}x [{r['ci90'][0]:.2f}, {hi}]"
+                line += f"   / {to} {ratio(paired_ratio(v, final[to]))}"
             if label != reference:
                 d = paired_difference(v, final[reference])
-                line += f"   - {reference} {d['mean']:+.2f} [{d['ci90'][0]:+.2f}, {d['ci90'][1]:+.2f}]"
+                ci = "" if d["ci90"] is None else f" [{d['ci90'][0]:+.2f}, {d['ci90'][1]:+.2f}]"
+                line += f"   - {reference} {d['mean']:+.2f}{ci}"
         print(line)
+
+
+def ratio(r: dict) -> str:
+    """A paired ratio with its interval; none where the reference's mean regret is not positive."""
+    if r["mean"] is None:
+        return "n/a (its mean regret is not positive)"
+    if r["ci90"] is None:
+        return f"{r['mean']:.2f}x"
+    hi = "inf" if r["ci90"][1] is None else f"{r['ci90'][1]:.2f}"
+    return f"{r['mean']:.2f}x [{r['ci90'][0]:.2f}, {hi}]"
 
 
 if __name__ == "__main__":
