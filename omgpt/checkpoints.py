@@ -25,6 +25,7 @@ import torch
 
 from omgpt.errors import OMGPTError
 from omgpt.files import atomic_write
+from omgpt.settings import GROUPS
 
 
 def read_checkpoint(path: str | Path, map_location: Any = "cpu", mmap: bool = False) -> dict:
@@ -89,9 +90,6 @@ def changed_settings(trained: dict, settings: dict, keys=None) -> str:
     changed = [k for k in (keys or trained) if k in trained and _comparable(trained[k]) != _comparable(settings.get(k))]
     shown = ", ".join(f"model.{k}={trained[k]!r} (this run: {settings.get(k)!r})" for k in changed[:3])
     return shown + (", ..." if len(changed) > 3 else "")
-
-
-GROUPS = ("network", "optim", "finetune")  # the module's grouped settings (omgpt.model.GROUPS)
 
 
 def _flat(settings: dict) -> dict:

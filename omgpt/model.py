@@ -59,7 +59,7 @@ from torch import Tensor, nn
 from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.checkpoints import read_checkpoint
-from omgpt.settings import FinetuneConfig, OptimConfig, read_group
+from omgpt.settings import GROUPS, FinetuneConfig, OptimConfig, read_group
 from omgpt.tasks import make_episode_task
 from omgpt.tasks.base import Scaling, Task
 
@@ -185,9 +185,8 @@ def build_model(cfg: ModelConfig, scaling: Scaling | None = None) -> "SequenceMo
 def check_network_memory(network: NetworkConfig, copies: int, what: str) -> None:
     """Refuse a network whose blocks' weights, ``copies`` times (training: with their gradients and
     AdamW's two moments, 4), need more memory than is free."""
-    per_layer = (
-        12 if network.backbone == "gpt" else 8
-    ) * network.n_embd**2  # a block's (an LSTM layer's) float32 weights
+    # a transformer block's float32 weights (an LSTM layer's): 12 (8) n_embd² of them
+    per_layer = (12 if network.backbone == "gpt" else 8) * network.n_embd**2
     checks.memory(
         4.0 * copies * network.n_layer * per_layer,
         f"a network of {network.n_layer} layers x {network.n_embd} dims ({what})",
@@ -567,7 +566,7 @@ EPISODE_HPARAMS = ("task", "task_options", "horizon", "window")
 TRAINING_HPARAMS = ("optim", "finetune", "val_seed", "obs_loss_weight", "target", "obs_target")
 HPARAMS = ("network", *EPISODE_HPARAMS, *TRAINING_HPARAMS)
 # The grouped settings; checkpoints written before a group existed hold its settings at the top level.
-GROUPS = {"network": NetworkConfig, "optim": OptimConfig, "finetune": FinetuneConfig}
+GROUP_CONFIGS = dict(zip(GROUPS, (NetworkConfig, OptimConfig, FinetuneConfig), strict=True))
 
 
 def checkpoint_hparams(checkpoint: dict, path: str | os.PathLike | None = None) -> dict:
@@ -578,12 +577,13 @@ def checkpoint_hparams(checkpoint: dict, path: str | os.PathLike | None = None) 
     name = f"checkpoint {path}" if path else "the checkpoint"
     hparams = {k: v for k, v in (checkpoint.get("hyper_parameters") or {}).items() if not k.startswith("_")}
     flat = {
-        group: {f.name: hparams.pop(f.name) for f in fields(cls) if f.name in hparams} for group, cls in GROUPS.items()
+        group: {f.name: hparams.pop(f.name) for f in fields(cls) if f.name in hparams}
+        for group, cls in GROUP_CONFIGS.items()
     }
     unknown = sorted(set(hparams) - set(HPARAMS))
     if unknown:
         raise OMGPTError(f"{name} has hyper-parameters OMGPTModule does not take: {', '.join(unknown)}")
-    for group, cls in GROUPS.items():
+    for group, cls in GROUP_CONFIGS.items():
         if flat[group] and group in hparams:
             raise OMGPTError(
                 f"{name} has {group} settings both in {group} and at the top level ({', '.join(flat[group])})"

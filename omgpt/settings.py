@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 from omgpt import checks
 from omgpt.errors import OMGPTError
 
+# OMGPTModule's grouped settings, ``model.<group>`` (the network's is omgpt.model.NetworkConfig)
+GROUPS = ("network", "optim", "finetune")
 SCHEDULES = ("constant", "cosine")
 OBJECTIVES, ESTIMATORS = ("imitation", "regret"), ("pathwise", "score")
 

@@ -12,6 +12,7 @@ A command-line module: the library never imports it.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import re
 import typing
@@ -21,7 +22,7 @@ from jsonargparse import ArgumentError, ArgumentParser
 from jsonargparse.typing import register_type
 
 from omgpt import checks
-from omgpt.entry import cap_jobs
+from omgpt.entry import OutputFolder, cap_jobs
 from omgpt.errors import OMGPTError
 
 
@@ -59,10 +60,6 @@ CheckpointPath = _checked_type("CheckpointPath", str, _readable_checkpoint)
 # A folder the command writes later (its --out): not empty, not a file, under a folder this process may
 # write -- refused while parsing, not when the work is done and the folder is made.
 def _writable_folder(value: str) -> str:
-    import argparse
-
-    from omgpt.entry import OutputFolder
-
     try:
         OutputFolder()(value)
     except argparse.ArgumentTypeError as e:

@@ -92,6 +92,21 @@ def transition_matrix(lam: Tensor, a: Tensor) -> Tensor:
     return torch.stack([torch.stack(row, dim=-1) for row in rows], dim=-2)
 
 
+def stage(lam: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+    """One period of environments ``(lam, c)``, each ``(B,)``, in float64: the transition matrices of the
+    six rates ``(B, 6, 5, 5)`` and the reward ``-(s + c a²)`` of every queue length and rate ``(B, 5, 6)``."""
+    lam, c = lam.double(), c.double()
+    grid = action_grid(lam.device, torch.float64)
+    states = torch.arange(STATES, device=lam.device, dtype=torch.float64)
+    reward = -(states[None, :, None] + c[:, None, None] * grid[None, None, :] ** 2)
+    return transition_matrix(lam[:, None], grid[None, :]), reward
+
+
+def q_values(trans: Tensor, reward: Tensor, v_next: Tensor) -> Tensor:
+    """``Q(s, a) = r(s, a) + Σ_s' P_a[s, s'] V_next(s')`` of every queue length and rate, ``(B, 5, 6)``."""
+    return reward + torch.einsum("basn,bn->bsa", trans, v_next)
+
+
 def solve_dp(lam: Tensor, c: Tensor, horizon: int) -> tuple[Tensor, Tensor, Tensor]:
     """Finite-horizon DP for a batch of environments ``(lam, c)``, each ``(B,)``.
 
@@ -99,17 +114,13 @@ def solve_dp(lam: Tensor, c: Tensor, horizon: int) -> tuple[Tensor, Tensor, Tens
     optimal value-to-go ``V_t(s)`` ``(B, T, 5)`` (float64), and the optimal policy's expected reward at
     step ``t`` started from the empty queue ``(B, T)`` (float64).
     """
-    lam, c = lam.double(), c.double()
     b, device = lam.shape[0], lam.device
-    grid = action_grid(device, torch.float64)
-    trans = transition_matrix(lam[:, None], grid[None, :])  # (B, 6, 5, 5)
-    states = torch.arange(STATES, device=device, dtype=torch.float64)
-    reward = -(states[None, :, None] + c[:, None, None] * grid[None, None, :] ** 2)  # (B, 5, 6)
+    trans, reward = stage(lam, c)
     best = torch.empty(b, horizon, STATES, dtype=torch.long, device=device)
     value = torch.empty(b, horizon, STATES, dtype=torch.float64, device=device)
     v_next = torch.zeros(b, STATES, dtype=torch.float64, device=device)
     for t in reversed(range(horizon)):
-        q = reward + torch.einsum("basn,bn->bsa", trans, v_next)  # (B, 5, 6)
+        q = q_values(trans, reward, v_next)
         v_next, best[:, t] = q.max(dim=-1).values, q.argmax(dim=-1)  # argmax: first maximum (smaller a)
         value[:, t] = v_next
     # Forward: the optimal policy's state distribution from the empty queue, and its expected reward.
@@ -122,7 +133,7 @@ def solve_dp(lam: Tensor, c: Tensor, horizon: int) -> tuple[Tensor, Tensor, Tens
         opt_reward[:, t] = (dist * reward.gather(2, idx[:, :, None])[:, :, 0]).sum(-1)
         step_p = trans[torch.arange(b, device=device)[:, None], idx, rows[None, :]]  # (B, 5, 5): P_{a*(s)}[s, ·]
         dist = torch.einsum("bs,bsn->bn", dist, step_p)
-    return grid.float()[best], value, opt_reward
+    return action_grid(device)[best], value, opt_reward
 
 
 def _grid_index(values: Tensor, grid: tuple[float, ...]) -> Tensor:
@@ -247,13 +258,9 @@ class Queueing(Task):
         (float64)."""
         self._check_t(envs, t)
         li, ci = _grid_index(envs["lam"], LAMBDAS), _grid_index(envs["c"], COSTS)
-        v_next = self.value_table(x.device)[li, ci, t + 1]  # (B, 5)
+        q = q_values(*stage(envs["lam"], envs["c"]), self.value_table(x.device)[li, ci, t + 1])  # (B, 5, 6)
         queue = x[:, 0].round().long()
-        grid = action_grid(x.device, torch.float64)
-        p = transition_matrix(envs["lam"].double()[:, None], grid[None, :])  # (B, 6, 5, 5)
-        rows = p[torch.arange(queue.shape[0], device=x.device), :, queue]  # (B, 6, 5): P_a[s, ·] for each a
-        reward = -(queue[:, None].double() + envs["c"].double()[:, None] * grid[None, :] ** 2)
-        return reward + (rows @ v_next[..., None])[..., 0]
+        return q[torch.arange(queue.shape[0], device=x.device), queue]
 
     def log_likelihood(self, candidates: Envs, x: Tensor, a: Tensor, o: Tensor, t: int) -> Tensor:
         """``log P_a[S_t, O_t]`` under each candidate's ``λ`` (``-inf`` for a transition it cannot make)."""

@@ -28,6 +28,7 @@ import yaml
 
 from omgpt.errors import OMGPTError
 from omgpt.progress import Progress
+from omgpt.settings import GROUPS
 from omgpt.commands.experiment.config import SCALES, Experiment, Model, dependency_order
 from omgpt.commands.experiment.results import ModelRecord
 from omgpt.commands.store import read_card, read_record, train
@@ -67,9 +68,6 @@ def run_key(task: str, args: list[str]) -> str:
     return f"{task}-{h.hexdigest()[:10]}"
 
 
-GROUPS = ("network", "optim", "finetune")  # OMGPTModule's grouped settings
-
-
 def _key_form(setting):
     """A fit argument or a parsed config as keys hash it: the grouped settings (``model.network``,
     ``model.optim``, ``model.finetune``) at the model's top level (``--model.optim.lr`` hashed as
@@ -83,14 +81,11 @@ def _key_form(setting):
                 return setting.replace(f"--model.{group}.", "--model.", 1)
         return setting
     model = setting.get("model") if isinstance(setting, dict) else None
-    if not isinstance(model, dict) or not any(isinstance(model.get(g), dict) for g in GROUPS):
+    groups = [g for g in GROUPS if isinstance(model, dict) and isinstance(model.get(g), dict)]
+    if not groups:
         return setting
-    model = dict(model)
-    grouped = {}
-    for group in GROUPS:
-        if isinstance(model.get(group), dict):
-            grouped.update(model.pop(group))
-    return {**setting, "model": {**grouped, **model}}
+    grouped = {k: v for g in groups for k, v in model[g].items()}
+    return {**setting, "model": {**grouped, **{k: v for k, v in model.items() if k not in groups}}}
 
 
 def model_key(model: Model, scale: str, extra_configs: list[str], parent_key: str | None = None) -> str:
