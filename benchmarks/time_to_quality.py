@@ -1,13 +1,16 @@
-"""Time to quality: CPU-seconds of training until the demo's model is within 1.25x of ``alg-star``.
+"""Time to quality: CPU-seconds of training until a model is within 1.25x (or 2x, 1.5x ...) of ``alg-star``.
 
     python benchmarks/time_to_quality.py [--arm NAME=CONFIG [OVERRIDE ...]] ... [--budgets 2,5,10]
-        [--quick] [--target 1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
+        [--quick] [--target 2,1.5,1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
         [--seed 0] [--holdout-runs 100 --holdout-seed 10003] [--out runs/time_to_quality] [--json FILE]
+        [--plot FILE.png]
     python benchmarks/time_to_quality.py --checkpoint NAME=CKPT ... --holdout-runs 100 --holdout-seed 5
 
 What a user waits for is not steps per second but a good model. Each ARM is one training recipe: an
 ``omgpt fit`` config (``configs/demo.yaml``: the full newsvendor prior at T = 50) and optional fit
-overrides, e.g. ``--arm "bf16=configs/demo.yaml --trainer.precision=bf16-mixed"``; three benchmark knobs
+overrides, e.g. ``--arm "bf16=configs/demo.yaml --trainer.precision=bf16-mixed"`` or, for a recipe that
+names no task, ``--arm "cpu=configs/scale/cpu.yaml --model.task pricing --model.task_options
+{pool_size: 100} --model.horizon 100"`` (every arm trains the same setting); three benchmark knobs
 may sit among the overrides: ``--compile`` (``torch.compile`` the network before training),
 ``--sdpa=math`` (attention through PyTorch's reference path, not the fused kernel) and ``--threads=N``
 (this arm's intra-op threads; default ``--threads``). Without ``--arm`` the run compares the demo's
@@ -26,9 +29,9 @@ validation seed: ``omgpt.seeding.VALIDATION_SEEDS``; the very episodes ``OMGPTMo
 and divides its mean final regret by ``alg-star``'s on the same episodes. ``alg-star`` plays them once;
 its regret is kept in ``--out`` under a key of the environments themselves and reused by later runs.
 
-It prints, per arm: the training CPU-seconds (and wall seconds, steps) at the first evaluation whose
-ratio is at most ``--target``, the ratio after each budget, and the ratio of every arm's time to
-target to the first arm's, all measured in this one run. ``--holdout-runs N`` then plays every arm's
+It prints, per arm: the training CPU-minutes at the first evaluation whose ratio is at most each
+``--target``, the best ratio seen and when, and the ratio after each budget, all measured in this one
+run; ``--plot`` draws the curves. ``--holdout-runs N`` then plays every arm's
 checkpoint (the recipe's checkpoint rule: what ``omgpt demo`` plays) and ``alg-star`` on the same ``N``
 held-out environments of ``--holdout-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
 with paired bootstrap 90% intervals. ``--checkpoint NAME=CKPT`` (repeatable) skips the training and
@@ -240,14 +243,38 @@ def arm_spec(text: str) -> tuple[str, str, list[str]]:
     return name, words[0], words[1:]
 
 
-def settings(config: str) -> dict:
+SETTING = {"--model.task": "task", "--model.task_options": "task_options", "--model.horizon": "horizon"}
+
+
+def arm_setting(config: str, overrides: list[str]) -> dict:
+    """The setting an arm trains (``task``, ``task_options``, ``horizon``): its config's ``model`` block,
+    then any of those three among its overrides (``--model.task pricing`` or ``--model.task=pricing``), so
+    a generic recipe such as ``configs/scale/cpu.yaml`` can be pointed at any task."""
     import yaml
 
     path = Path(config) if Path(config).is_file() else ROOT / config
-    return yaml.safe_load(path.read_text())
+    try:
+        model = (yaml.safe_load(path.read_text()) or {}).get("model") or {}
+    except (OSError, yaml.YAMLError, AttributeError) as err:
+        raise OMGPTError(f"--arm: cannot read {config}: {err}") from None
+    found = {k: model.get(k) for k in SETTING.values()}
+    words = iter(overrides)
+    for word in words:
+        flag, eq, value = word.partition("=")
+        if flag in SETTING:
+            value = value if eq else next(words, None)
+            try:
+                found[SETTING[flag]] = yaml.safe_load(value) if value is not None else None
+            except yaml.YAMLError:
+                raise OMGPTError(f"--arm: {flag} {value!r} does not parse") from None
+    if not found["task"] or not isinstance(found["horizon"], int):
+        raise OMGPTError(
+            f"--arm {config} {' '.join(overrides)}: no model.task and model.horizon (add --model.task and --model.horizon)"
+        )
+    return found
 
 
-def alg_star_regret(config: str, val_runs: int, val_seed: int, val_batch: int, cache_dir: Path) -> float:
+def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, cache_dir: Path) -> float:
     """``alg-star``'s mean final regret on the validation environments, computed once per set of
     episodes (the cache key hashes the environments and the code that seeds their contexts and noise)."""
     import omgpt.seeding
@@ -255,7 +282,6 @@ def alg_star_regret(config: str, val_runs: int, val_seed: int, val_batch: int, c
     from omgpt.policies import make_policy
     from omgpt.tasks import make_episode_task
 
-    model = settings(config)["model"]
     task = make_episode_task(model["task"], model.get("task_options"), model["horizon"]).validation_task()
     envs = validation_envs(task, val_runs, val_seed)
     h = hashlib.sha256(f"{task.name} {model.get('task_options')} {model['horizon']} {val_batch} {val_seed}".encode())
@@ -425,7 +451,10 @@ def parser() -> ScriptParser:
     )
     p.add_argument("--quick", action="store_true", help="budgets 1,2 and --eval-every 5 (a smoke run)")
     p.add_argument(
-        "--target", type=Real(0, 1000, low_open=True), default=1.25, help="the validation ratio to alg-star to reach"
+        "--target",
+        type=Numbers(Real(0, 1000, low_open=True)),
+        default="1.25",
+        help="the validation ratios to alg-star to reach, comma-separated (e.g. 2,1.5,1.25)",
     )
     p.add_argument(
         "--eval-every",
@@ -444,6 +473,7 @@ def parser() -> ScriptParser:
     )
     p.add_argument("--out", type=OutputFolder(), default=ROOT / "runs" / "time_to_quality")
     p.add_argument("--json", type=OutputFile(), help="also write the results here")
+    p.add_argument("--plot", type=OutputFile(), help="draw every arm's curve (ratio against CPU-minutes) here (PNG)")
     p.add_argument(
         "--holdout-runs",
         type=Integer(1, 100_000),
@@ -500,14 +530,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.budgets, args.eval_every = "1,2", 5.0
     budgets = [float(b) * 60 for b in args.budgets.split(",")]
+    targets = sorted((float(t) for t in args.target.split(",")), reverse=True)
     arms = args.arms
+    setting_ = arm_setting(arms[0][1], arms[0][2])
+    for name, config, overrides in arms[1:]:  # alg-star and the ratios are one setting's
+        if arm_setting(config, overrides) != setting_:
+            raise OMGPTError(f"arm {name} trains {arm_setting(config, overrides)}, not {arms[0][0]}'s {setting_}")
     torch.set_num_threads(1)
-    alg_star = alg_star_regret(arms[0][1], args.val_runs, args.val_seed, args.val_batch, args.out)
-    for name, config, _ in arms[1:]:
-        if alg_star_regret(config, args.val_runs, args.val_seed, args.val_batch, args.out) != alg_star:
-            raise OMGPTError(f"arm {name} trains another setting than {arms[0][0]} (its validation episodes differ)")
+    alg_star = alg_star_regret(setting_, args.val_runs, args.val_seed, args.val_batch, args.out)
     print(
-        f"{machine()}; alg-star's validation regret {alg_star:.3f}; target {args.target}x; budgets {args.budgets} CPU-minutes"
+        f"{machine()}; {setting_}; alg-star's validation regret {alg_star:.3f}; targets {args.target}x; "
+        f"budgets {args.budgets} CPU-minutes"
     )
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -533,7 +566,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
         run_fit(cmd, threads)
         run = json.loads(trace.read_text())
-        hit = first_at_most(run["points"], args.target)
+        last = run["points"][-1]
         results.append(
             {
                 "arm": name,
@@ -541,55 +574,81 @@ def main(argv: list[str] | None = None) -> None:
                 "overrides": overrides,
                 "threads": threads,
                 "steps": run["steps"],
-                "to_target": hit,
+                "cpu_ms_per_step": 1000 * last["cpu_s"] / max(1, last["step"]),
+                "to_target": {f"{t:g}": first_at_most(run["points"], t) for t in targets},
+                "best": min(run["points"], key=lambda p: p["ratio"]),
                 "at_budget": {f"{b / 60:g}": at_budget(run["points"], b) for b in budgets},
                 "ckpt": run["ckpt"],
                 "points": run["points"],
             }
         )
-
-    base = results[0]["to_target"]
-    print(
-        f"\ntraining CPU-seconds to {args.target}x alg-star on the validation environments (machine possibly shared; CPU time)"
-    )
-    head = "".join(f"{'ratio @' + format(b / 60, 'g') + ' min':>15}" for b in budgets)
-    print(
-        f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11} {'CPU-s to target':>16} {'wall s':>8} {'at step':>8} {'speed-up':>9} {head}"
-    )
-    for r in results:
-        hit, last = r["to_target"], r["points"][-1]
-        r["cpu_ms_per_step"] = 1000 * last["cpu_s"] / max(1, last["step"])
-        speed = f"{base['cpu_s'] / hit['cpu_s']:.2f}x" if hit and base else "-"
-        reached = (
-            f"{hit['cpu_s']:16.0f} {hit['wall_s']:8.0f} {hit['step']:8d}"
-            if hit
-            else f"{'not reached':>16} {'':8} {'':8}"
-        )
-        cells = "".join(
-            f"{r['at_budget'][k]['ratio']:14.3f}{'*' if r['at_budget'][k]['cpu_s'] < float(k) * 60 else ' '}"
-            for k in r["at_budget"]
-        )
-        print(f"{r['arm']:16} {r['steps']:6d} {r['cpu_ms_per_step']:11.1f} {reached} {speed:>9} {cells}")
-    print(f"speed-up: {results[0]['arm']}'s CPU-seconds to target over the arm's")
-    print("* the recipe ended before this budget: its last evaluation")
+    print_table(results, targets, budgets)
     if args.holdout_runs:
         holdout_ratios(results, args.holdout_runs, args.holdout_seed)
+    record = {
+        "machine": machine(),
+        "setting": setting_,
+        "alg_star": alg_star,
+        "targets": targets,
+        "budgets_min": args.budgets,
+        "eval_every": args.eval_every,
+        "val_runs": args.val_runs,
+        "val_seed": args.val_seed,
+        "seed": args.seed,
+        "command": "python benchmarks/time_to_quality.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "arms": results,
+    }
     if args.json:
-        write_json(
-            {
-                "machine": machine(),
-                "alg_star": alg_star,
-                "target": args.target,
-                "budgets_min": args.budgets,
-                "eval_every": args.eval_every,
-                "val_runs": args.val_runs,
-                "val_seed": args.val_seed,
-                "seed": args.seed,
-                "arms": results,
-            },
-            args.json,
-            indent=1,
+        write_json(record, args.json, indent=1)
+    if args.plot:
+        plot_curves(record, args.plot)
+
+
+def print_table(results: list[dict], targets: list[float], budgets: list[float]) -> None:
+    """Per arm: CPU-minutes to each target (validation environments), the best ratio seen, and the
+    ratio at each budget."""
+    print("\ntraining CPU-minutes to each ratio to alg-star on the validation environments (CPU time)")
+    cols = "".join(f"{'to ' + format(t, 'g') + 'x':>9}" for t in targets)
+    head = "".join(f"{'@' + format(b / 60, 'g') + ' min':>10}" for b in budgets)
+    print(f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11}{cols} {'best':>12} {head}")
+    for r in results:
+        reached = "".join(
+            f"{hit['cpu_s'] / 60:9.1f}" if (hit := r["to_target"][f"{t:g}"]) else f"{'-':>9}" for t in targets
         )
+        best = f"{r['best']['ratio']:.2f}@{r['best']['cpu_s'] / 60:.0f}m"
+        cells = "".join(
+            f"{r['at_budget'][k]['ratio']:9.2f}{'*' if r['at_budget'][k]['cpu_s'] < float(k) * 60 else ' '}"
+            for k in r["at_budget"]
+        )
+        print(f"{r['arm']:16} {r['steps']:6d} {r['cpu_ms_per_step']:11.1f}{reached} {best:>12} {cells}")
+    print("-: not reached within the budget; * the recipe ended before this budget: its last evaluation")
+
+
+def plot_curves(record: dict, path: Path) -> None:
+    """One figure: every arm's validation ratio to alg-star against training CPU-minutes (log scale),
+    the targets as dotted lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for r in record["arms"]:
+        ax.plot([p["cpu_s"] / 60 for p in r["points"]], [p["ratio"] for p in r["points"]], label=r["arm"])
+    for t in record["targets"]:
+        ax.axhline(t, ls=":", lw=0.8, color="grey")
+    s = record["setting"]
+    ax.set(
+        yscale="log",
+        xlabel="training CPU-minutes (one thread)",
+        ylabel="validation regret / alg-star's",
+        title=f"{s['task']} {s['task_options'] or ''}, T = {s['horizon']}",
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"figure: {path}")
 
 
 if __name__ == "__main__":

@@ -128,3 +128,47 @@ def test_bench_runs_from_a_regular_install(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "the four ratios" in done.stdout
+
+
+def test_time_to_quality_reads_an_arms_setting_from_its_config_then_its_overrides(tmp_path):
+    from benchmarks.time_to_quality import arm_setting
+    from omgpt.errors import OMGPTError
+
+    # the demo's config names its setting; flags in either form win over it, option by option
+    demo = arm_setting("configs/demo.yaml", [])
+    assert demo["task"] == "newsvendor" and demo["horizon"] == 50
+    pool = arm_setting(
+        "configs/scale/cpu.yaml",
+        ["--model.task", "pricing", "--model.task_options={pool_size: 100}", "--model.horizon", "100"],
+    )
+    assert pool == {"task": "pricing", "task_options": {"pool_size": 100}, "horizon": 100}
+    assert arm_setting("configs/demo.yaml", ["--model.horizon=20", "--trainer.max_epochs", "3"])["horizon"] == 20
+    with pytest.raises(OMGPTError, match="no model.task"):  # a generic recipe pointed at nothing
+        arm_setting("configs/scale/cpu.yaml", ["--trainer.max_epochs", "3"])
+
+
+def test_time_to_quality_tables_and_draws_several_targets(tmp_path, capsys):
+    from benchmarks.time_to_quality import first_at_most, plot_curves, print_table
+
+    points = [{"cpu_s": 60.0 * m, "step": 100 * m, "ratio": r} for m, r in [(1, 3.0), (2, 1.8), (3, 1.4), (4, 1.6)]]
+    arm = {
+        "arm": "a",
+        "steps": 400,
+        "cpu_ms_per_step": 600.0,
+        "to_target": {f"{t:g}": first_at_most(points, t) for t in (2.0, 1.5, 1.25)},
+        "best": min(points, key=lambda p: p["ratio"]),
+        "at_budget": {"5": points[-1]},
+        "points": points,
+    }
+    assert arm["to_target"]["2"]["cpu_s"] == 120 and arm["to_target"]["1.5"]["cpu_s"] == 180
+    assert arm["to_target"]["1.25"] is None  # never reached: the table says so, not a number
+    print_table([arm], [2.0, 1.5, 1.25], [300.0])
+    row = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("a "))
+    assert row.split()[3:7] == ["2.0", "3.0", "-", "1.40@3m"], row
+    record = {
+        "arms": [arm],
+        "targets": [2.0, 1.5, 1.25],
+        "setting": {"task": "pricing", "task_options": {}, "horizon": 100},
+    }
+    plot_curves(record, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 1000
