@@ -29,19 +29,24 @@ RIDGE_LAMBDA = 0.1  # paper §5.1.6
 
 
 def ridge_predictions(
-    contexts: np.ndarray, actions: np.ndarray, observations: np.ndarray, lam: float = RIDGE_LAMBDA
+    contexts: np.ndarray,
+    actions: np.ndarray,
+    observations: np.ndarray,
+    lam: float = RIDGE_LAMBDA,
+    samples: range | list[int] | None = None,
 ) -> np.ndarray:
-    """Ridge's prediction of ``O_n`` from the first ``n`` samples, for every run and ``n = 1..T-1``.
+    """Ridge's prediction of ``O_n`` from the first ``n`` samples, for every run and ``n = 1..T-1`` (or
+    only the ``n`` in ``samples``: a learning curve's last point needs one fit per run, not ``T - 1``).
 
     ``contexts (B, T, d)``, ``actions (B, T, 1)``, ``observations (B, T, 1)`` -> ``(B, T)`` with column
-    ``n`` the prediction after ``n`` samples (column 0 is NaN: nothing to fit on)."""
+    ``n`` the prediction after ``n`` samples (column 0, and any ``n`` not asked for, is NaN)."""
     from sklearn.linear_model import Ridge
 
     z = np.concatenate([contexts, actions * contexts], axis=-1)  # (B, T, 2d): the linear-demand features
     y = observations[..., 0]
     pred = np.full(y.shape, np.nan)
     for i in range(z.shape[0]):
-        for n in range(1, z.shape[1]):
+        for n in samples or range(1, z.shape[1]):
             fit = Ridge(alpha=lam, fit_intercept=False).fit(z[i, :n], y[i, :n])
             pred[i, n] = fit.predict(z[i, n : n + 1])[0]
     return pred

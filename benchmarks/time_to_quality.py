@@ -3,7 +3,7 @@
     python benchmarks/time_to_quality.py [--arm NAME=CONFIG [OVERRIDE ...]] ... [--budgets 2,5,10]
         [--quick] [--target 2,1.5,1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
         [--seed 0] [--holdout-runs 100 --holdout-seed 10003] [--out runs/time_to_quality] [--json FILE]
-        [--plot FILE.png]
+        [--plot FILE.png] [--metric regret|obs-mse]
     python benchmarks/time_to_quality.py --checkpoint NAME=CKPT ... --holdout-runs 100 --holdout-seed 5
 
 What a user waits for is not steps per second but a good model. Each ARM is one training recipe: an
@@ -31,7 +31,10 @@ its regret is kept in ``--out`` under a key of the environments themselves and r
 
 It prints, per arm: the training CPU-minutes at the first evaluation whose ratio is at most each
 ``--target``, the best ratio seen and when, and the ratio after each budget, all measured in this one
-run; ``--plot`` draws the curves. ``--holdout-runs N`` then plays every arm's
+run; ``--plot`` draws the curves. ``--metric obs-mse`` measures demand prediction instead: the
+observation head's squared error against the expected observation after ``T - 1`` samples, over
+ridge's on the same samples, on the model's own rollouts of the validation environments (the arms
+train with ``--model.network.obs_head true``). ``--holdout-runs N`` then plays every arm's
 checkpoint (the recipe's checkpoint rule: what ``omgpt demo`` plays) and ``alg-star`` on the same ``N``
 held-out environments of ``--holdout-seed`` and prints each arm's ratio to ``alg-star`` and to the first arm,
 with paired bootstrap 90% intervals. ``--checkpoint NAME=CKPT`` (repeatable) skips the training and
@@ -112,6 +115,29 @@ def validation_regret(task, envs: dict, policy_for, horizon: int, val_seed: int,
     return float(torch.cat(finals).mean())
 
 
+def validation_obs_errors(task, envs: dict, model, horizon: int, val_seed: int, batch: int) -> tuple[float, float]:
+    """The observation head's and ridge's mean squared error against the expected observation after
+    ``T - 1`` samples, on the model's own rollouts of the validation environments (both read the same
+    samples): what ``val/obs_mse`` and demand prediction's report call the error after ``T - 1``."""
+    from omgpt.module import validation_rollout
+    from omgpt.policies import make_policy
+    from omgpt.rollout import mean_observations
+
+    from analysis.observation_head import ridge_predictions
+
+    runs, last = next(iter(envs.values())).shape[0], horizon - 1
+    head, ridge = [], []
+    for idx in torch.arange(runs).split(batch):
+        history = validation_rollout(task, envs, idx, make_policy("omgpt", task, model=model), horizon, val_seed)
+        expected = mean_observations(task, history)[:, last, 0].double()
+        head.append(model.predict_observations(*history.tokens())[:, last, 0].double() - expected)
+        fitted = ridge_predictions(
+            *(v.double().numpy() for v in (history.contexts, history.actions, history.observations)), samples=[last]
+        )
+        ridge.append(torch.from_numpy(fitted[:, last]) - expected)
+    return float(torch.cat(head).pow(2).mean()), float(torch.cat(ridge).pow(2).mean())
+
+
 class QualityClock(Callback):
     """Keeps the training CPU clock of one arm (validation excluded), evaluates the network on the
     validation environments every ``eval_every`` CPU-seconds and at every budget, stops the fit after
@@ -120,7 +146,7 @@ class QualityClock(Callback):
     def __init__(
         self,
         out: str,
-        alg_star: float,
+        alg_star: float | None,
         budgets: list[float],
         eval_every: float,
         val_runs: int,
@@ -128,7 +154,9 @@ class QualityClock(Callback):
         val_batch: int,
         compile: bool = False,
         sdpa: str | None = None,
+        metric: str = "regret",
     ):
+        self.metric = metric
         self.out, self.alg_star, self.budgets, self.eval_every = out, alg_star, sorted(budgets), eval_every
         self.val_runs, self.val_seed, self.val_batch, self.compile = val_runs, val_seed, val_batch, compile
         # sdpa="math": attention through PyTorch's reference path instead of the fused (flash) CPU
@@ -201,29 +229,33 @@ class QualityClock(Callback):
         model, was_training = pl_module.model, pl_module.model.training
         model.eval()
         with torch.no_grad():
-            regret = validation_regret(
-                self.task,
-                self.envs,
-                lambda: make_policy("omgpt", self.task, model=model, window=pl_module.hparams.window),
-                pl_module.hparams.horizon,
-                self.val_seed,
-                self.val_batch,
-            )
+            if self.metric == "obs-mse":
+                head, ridge = validation_obs_errors(
+                    self.task, self.envs, model, pl_module.hparams.horizon, self.val_seed, self.val_batch
+                )
+                measured = {"obs_mse": head, "ridge_mse": ridge, "ratio": head / ridge}
+            else:
+                regret = validation_regret(
+                    self.task,
+                    self.envs,
+                    lambda: make_policy("omgpt", self.task, model=model, window=pl_module.hparams.window),
+                    pl_module.hparams.horizon,
+                    self.val_seed,
+                    self.val_batch,
+                )
+                measured = {"regret": regret, "ratio": regret / self.alg_star}
         model.train(was_training)
         eval_cpu = cpu_seconds() - paused[0]
         self.points.append(
-            {
-                "cpu_s": cpu,
-                "wall_s": wall,
-                "step": trainer.global_step,
-                "regret": regret,
-                "ratio": regret / self.alg_star,
-                "eval_cpu_s": eval_cpu,
-            }
+            {"cpu_s": cpu, "wall_s": wall, "step": trainer.global_step, **measured, "eval_cpu_s": eval_cpu}
+        )
+        shown = (
+            f"head MSE {measured['obs_mse']:.4g}  {measured['ratio']:.3f}x ridge's"
+            if self.metric == "obs-mse"
+            else f"val regret {measured['regret']:6.2f}  {measured['ratio']:.3f}x alg-star"
         )
         print(
-            f"  step {trainer.global_step:5d}  {cpu:6.1f} CPU-s  {wall:6.1f} s  val regret {regret:6.2f}  {regret / self.alg_star:.3f}x alg-star"
-            f"  (evaluation {eval_cpu:.1f} CPU-s)",
+            f"  step {trainer.global_step:5d}  {cpu:6.1f} CPU-s  {wall:6.1f} s  {shown}  (evaluation {eval_cpu:.1f} CPU-s)",
             flush=True,
         )
         self.write(trainer)
@@ -352,7 +384,9 @@ def run_fit(cmd: list[str], threads: int) -> None:
     """Run an arm's fit with ``threads`` intra-op threads, this folder importable (the clock's class)."""
     path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONPATH": path}
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    code = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    if code:  # its own error is printed above
+        raise OMGPTError(f"the arm's omgpt fit exited with {code}: {shlex.join(cmd[1:])}")
 
 
 def first_at_most(points: list[dict], target: float) -> dict | None:
@@ -449,6 +483,13 @@ def parser() -> ScriptParser:
         default="2,5,10",
         help="CPU-minute budgets, comma-separated",
     )
+    p.add_argument(
+        "--metric",
+        choices=["regret", "obs-mse"],
+        default="regret",
+        help="the quality: final regret over alg-star's, or the observation head's MSE after T - 1 samples over "
+        "ridge's on the same rollouts (demand prediction; the arms need --model.network.obs_head true)",
+    )
     p.add_argument("--quick", action="store_true", help="budgets 1,2 and --eval-every 5 (a smoke run)")
     p.add_argument(
         "--target",
@@ -510,6 +551,10 @@ def parser() -> ScriptParser:
                     f"--checkpoint: the checkpoints play different settings ({shown}); compare one at a time"
                 )
             return
+        if args.metric == "obs-mse" and args.holdout_runs:
+            raise OMGPTError(
+                "--holdout-runs plays regret; with --metric obs-mse report a checkpoint by omgpt evaluate --demand-prediction"
+            )
         check_validation_seed(args.holdout_seed, "--holdout-seed")
         if args.holdout_seed == args.val_seed:
             raise OMGPTError("--holdout-seed must differ from --val-seed (the curves' own environments)")
@@ -537,11 +582,12 @@ def main(argv: list[str] | None = None) -> None:
         if arm_setting(config, overrides) != setting_:
             raise OMGPTError(f"arm {name} trains {arm_setting(config, overrides)}, not {arms[0][0]}'s {setting_}")
     torch.set_num_threads(1)
-    alg_star = alg_star_regret(setting_, args.val_runs, args.val_seed, args.val_batch, args.out)
-    print(
-        f"{machine()}; {setting_}; alg-star's validation regret {alg_star:.3f}; targets {args.target}x; "
-        f"budgets {args.budgets} CPU-minutes"
-    )
+    if args.metric == "obs-mse":  # the reference, ridge, is fitted on each evaluation's own rollouts
+        alg_star, reference = None, "ridge's head MSE"
+    else:
+        alg_star = alg_star_regret(setting_, args.val_runs, args.val_seed, args.val_batch, args.out)
+        reference = f"alg-star's validation regret {alg_star:.3f}"
+    print(f"{machine()}; {setting_}; {reference}; targets {args.target}x; budgets {args.budgets} CPU-minutes")
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
@@ -561,6 +607,7 @@ def main(argv: list[str] | None = None) -> None:
             "val_batch": args.val_batch,
             "compile": "--compile" in knobs,
             "sdpa": next((k.split("=", 1)[1] for k in knobs if k.startswith("--sdpa=")), None),
+            "metric": args.metric,
         }
         cmd = fit_command(config, fit_overrides, trace, clock, args.seed)
         print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
@@ -582,12 +629,13 @@ def main(argv: list[str] | None = None) -> None:
                 "points": run["points"],
             }
         )
-    print_table(results, targets, budgets)
+    print_table(results, targets, budgets, "ridge" if args.metric == "obs-mse" else "alg-star")
     if args.holdout_runs:
         holdout_ratios(results, args.holdout_runs, args.holdout_seed)
     record = {
         "machine": machine(),
         "setting": setting_,
+        "metric": args.metric,
         "alg_star": alg_star,
         "targets": targets,
         "budgets_min": args.budgets,
@@ -604,10 +652,10 @@ def main(argv: list[str] | None = None) -> None:
         plot_curves(record, args.plot)
 
 
-def print_table(results: list[dict], targets: list[float], budgets: list[float]) -> None:
+def print_table(results: list[dict], targets: list[float], budgets: list[float], reference: str = "alg-star") -> None:
     """Per arm: CPU-minutes to each target (validation environments), the best ratio seen, and the
     ratio at each budget."""
-    print("\ntraining CPU-minutes to each ratio to alg-star on the validation environments (CPU time)")
+    print(f"\ntraining CPU-minutes to each ratio to {reference} on the validation environments (CPU time)")
     cols = "".join(f"{'to ' + format(t, 'g') + 'x':>9}" for t in targets)
     head = "".join(f"{'@' + format(b / 60, 'g') + ' min':>10}" for b in budgets)
     print(f"{'arm':16} {'steps':>6} {'CPU-ms/step':>11}{cols} {'best':>12} {head}")
@@ -641,7 +689,7 @@ def plot_curves(record: dict, path: Path) -> None:
     ax.set(
         yscale="log",
         xlabel="training CPU-minutes (one thread)",
-        ylabel="validation regret / alg-star's",
+        ylabel="head MSE / ridge's" if record.get("metric") == "obs-mse" else "validation regret / alg-star's",
         title=f"{s['task']} {s['task_options'] or ''}, T = {s['horizon']}",
     )
     ax.legend()

@@ -336,3 +336,7 @@ def test_ridge_baseline_recovers_linear_demand():
     n = 3
     w = np.linalg.solve(z[0, :n].T @ z[0, :n] + 0.1 * np.eye(4), z[0, :n].T @ demand[0, :n, 0])
     assert pred[0, n] == pytest.approx(z[0, n] @ w, rel=1e-6)
+    # asked for some sample counts only (time_to_quality's last point), those columns are the same fits
+    some = ridge_predictions(x, a, demand, samples=[3, 29])
+    np.testing.assert_array_equal(some[:, [3, 29]], pred[:, [3, 29]])
+    assert np.isnan(np.delete(some, [3, 29], axis=1)).all()
