@@ -137,3 +137,15 @@ def test_a_card_reports_its_ratio_to_alg_star_with_an_interval_that_replicates(n
     assert again["runs"] == ratio["runs"] and again["seed"] != ratio["seed"] and again["seed"] in TEST_SEEDS
     hi = lambda ci: float("inf") if ci[1] is None else ci[1]  # noqa: E731 -- an interval open above
     assert ratio["ci90"][0] <= hi(again["ci90"]) and again["ci90"][0] <= hi(ratio["ci90"]), (ratio, again)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_card_renders_again_byte_for_byte_from_its_card_json(name, tmp_path):
+    """card.md is written from card.json alone (``render``, ``retest``): a paragraph added to card.md by
+    hand -- the bakery-time card's account of which windows decided it -- would be lost on the next
+    render, so it belongs in card.json (``provenance``)."""
+    from tools.reference_models import write_card
+
+    shipped = ROOT / "pretrained" / name
+    write_card(json.loads((shipped / "card.json").read_text()), tmp_path)
+    assert (tmp_path / "card.md").read_text() == (shipped / "card.md").read_text()

@@ -442,6 +442,8 @@ def write_card(info: dict, out: Path) -> None:
             ratio = "1" if r is None else f"{r['mean']:.2f} {interval(r['ci90'])}"
             lo, hi = c["scaled_cost"]["ci90"]
             lines.append(f"| {pol} | {c['scaled_cost']['mean']:.4f} [{lo:.4f}, {hi:.4f}] | {ratio} |")
+    if info.get("provenance"):  # what chose this model beyond its config (a card's own record, so render keeps it)
+        lines += ["", info["provenance"]]
     rep = info.get("replication")
     if rep and info.get("ratio_to_alg_star"):
         lines += [
