@@ -3,17 +3,19 @@
     python benchmarks/time_to_quality.py [--arm NAME=CONFIG [OVERRIDE ...]] ... [--budgets 2,5,10]
         [--quick] [--target 2,1.5,1.25] [--eval-every 10] [--threads 1] [--val-runs 128] [--val-seed 10000]
         [--seed 0] [--holdout-runs 100 --holdout-seed 10003] [--out runs/time_to_quality] [--json FILE]
-        [--plot FILE.png] [--metric regret|obs-mse]
+        [--plot FILE.png] [--metric regret|obs-mse] [--resume]
     python benchmarks/time_to_quality.py --checkpoint NAME=CKPT ... --holdout-runs 100 --holdout-seed 5
 
 What a user waits for is not steps per second but a good model. Each ARM is one training recipe: an
 ``omgpt fit`` config (``configs/demo.yaml``: the full newsvendor prior at T = 50) and optional fit
 overrides, e.g. ``--arm "bf16=configs/demo.yaml --trainer.precision=bf16-mixed"`` or, for a recipe that
 names no task, ``--arm "cpu=configs/scale/cpu.yaml --model.task pricing --model.task_options
-{pool_size: 100} --model.horizon 100"`` (every arm trains the same setting); three benchmark knobs
+{pool_size: 100} --model.horizon 100"`` (every arm trains the same setting); four benchmark knobs
 may sit among the overrides: ``--compile`` (``torch.compile`` the network before training),
-``--sdpa=math`` (attention through PyTorch's reference path, not the fused kernel) and ``--threads=N``
-(this arm's intra-op threads; default ``--threads``). Without ``--arm`` the run compares the demo's
+``--sdpa=math`` (attention through PyTorch's reference path, not the fused kernel), ``--threads=N``
+(this arm's intra-op threads; default ``--threads``) and ``--from=ARM``: fine-tune from an earlier
+arm's kept checkpoint (``model.finetune.init_from``, e.g. with ``--config configs/finetune/regret.yaml``
+among the overrides), its clock starting where that arm's training ended. Without ``--arm`` the run compares the demo's
 earlier recipe, four heads and 3,000 steps at a peak learning rate of 1e-3
 (``benchmarks/demo_3000_steps_lr1e-3.yaml``), with ``configs/demo.yaml``.
 
@@ -31,7 +33,8 @@ its regret is kept in ``--out`` under a key of the environments themselves and r
 
 It prints, per arm: the training CPU-minutes at the first evaluation whose ratio is at most each
 ``--target``, the best ratio seen and when, and the ratio after each budget, all measured in this one
-run; ``--plot`` draws the curves. ``--metric obs-mse`` measures demand prediction instead: the
+run; ``--plot`` draws the curves. An arm's trace in ``--out`` is named by everything that decides it,
+and ``--resume`` reuses every finished one, so a study longer than a session is run again until done. ``--metric obs-mse`` measures demand prediction instead: the
 observation head's squared error against the expected observation after ``T - 1`` samples, over
 ridge's on the same samples, on the model's own rollouts of the validation environments (the arms
 train with ``--model.network.obs_head true``). ``--holdout-runs N`` then plays every arm's
@@ -275,6 +278,11 @@ def arm_spec(text: str) -> tuple[str, str, list[str]]:
     return name, words[0], words[1:]
 
 
+def parent_arm(overrides: list[str]) -> str | None:
+    """The arm a ``--from=ARM`` arm starts from (fine-tuning: its weights, and its CPU time on the clock)."""
+    return next((o.split("=", 1)[1] for o in overrides if o.startswith("--from=")), None)
+
+
 SETTING = {"--model.task": "task", "--model.task_options": "task_options", "--model.horizon": "horizon"}
 
 
@@ -514,6 +522,11 @@ def parser() -> ScriptParser:
     )
     p.add_argument("--out", type=OutputFolder(), default=ROOT / "runs" / "time_to_quality")
     p.add_argument("--json", type=OutputFile(), help="also write the results here")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse every arm whose trace in --out finished under the same command (a study spread over sessions)",
+    )
     p.add_argument("--plot", type=OutputFile(), help="draw every arm's curve (ratio against CPU-minutes) here (PNG)")
     p.add_argument(
         "--holdout-runs",
@@ -561,6 +574,10 @@ def parser() -> ScriptParser:
         args.arms = [arm_spec(a) for a in (args.arm or DEFAULT_ARMS)]
         if len({a[0] for a in args.arms}) != len(args.arms):
             raise OMGPTError("--arm: the arm names must differ")
+        for i, (name, _, overrides) in enumerate(args.arms):
+            parent = parent_arm(overrides)
+            if parent is not None and parent not in [a[0] for a in args.arms[:i]]:
+                raise OMGPTError(f"--arm {name}: --from={parent} must name an earlier arm")
 
     return p
 
@@ -589,16 +606,15 @@ def main(argv: list[str] | None = None) -> None:
         reference = f"alg-star's validation regret {alg_star:.3f}"
     print(f"{machine()}; {setting_}; {reference}; targets {args.target}x; budgets {args.budgets} CPU-minutes")
 
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
     for name, config, overrides in arms:
         threads = next((int(o.split("=", 1)[1]) for o in overrides if o.startswith("--threads=")), args.threads)
-        knobs = [o for o in overrides if o == "--compile" or o.startswith("--sdpa=")]  # the benchmark's, not the fit's
+        knobs = [o for o in overrides if o == "--compile" or o.startswith(("--sdpa=", "--from="))]  # the benchmark's
         fit_overrides = [o for o in overrides if o not in knobs and not o.startswith("--threads=")]
-        trace = args.out / f"{stamp}-{name}.json"
-        args.out.mkdir(parents=True, exist_ok=True)
+        parent = next((r for r in results if r["arm"] == parent_arm(overrides)), None)
+        if parent is not None:  # fine-tuning: starts from the parent's kept weights, after its training time
+            fit_overrides += ["--model.finetune.init_from", parent["ckpt"]]
         clock = {
-            "out": str(trace),
             "alg_star": alg_star,
             "budgets": budgets,
             "eval_every": args.eval_every,
@@ -609,11 +625,21 @@ def main(argv: list[str] | None = None) -> None:
             "sdpa": next((k.split("=", 1)[1] for k in knobs if k.startswith("--sdpa=")), None),
             "metric": args.metric,
         }
-        cmd = fit_command(config, fit_overrides, trace, clock, args.seed)
-        print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
-        run_fit(cmd, threads)
+        # an arm's trace is named by everything that decides it, so a finished one is reused (--resume)
+        key = json.dumps([name, config, fit_overrides, clock, args.seed, threads], sort_keys=True, default=str)
+        trace = args.out / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+        args.out.mkdir(parents=True, exist_ok=True)
+        if args.resume and trace.is_file() and json.loads(trace.read_text()).get("finished"):
+            print(f"\narm {name}: finished before, reused ({trace})", flush=True)
+        else:
+            cmd = fit_command(config, fit_overrides, trace, {"out": str(trace), **clock}, args.seed)
+            print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
+            run_fit(cmd, threads)
         run = json.loads(trace.read_text())
         last = run["points"][-1]
+        offset = parent["points"][-1]["cpu_s"] if parent else 0.0  # the whole parent run's training CPU
+        for point in run["points"]:
+            point["cpu_s"] += offset
         results.append(
             {
                 "arm": name,
@@ -621,7 +647,8 @@ def main(argv: list[str] | None = None) -> None:
                 "overrides": overrides,
                 "threads": threads,
                 "steps": run["steps"],
-                "cpu_ms_per_step": 1000 * last["cpu_s"] / max(1, last["step"]),
+                "from": parent and parent["arm"],
+                "cpu_ms_per_step": 1000 * (last["cpu_s"] - offset) / max(1, last["step"]),
                 "to_target": {f"{t:g}": first_at_most(run["points"], t) for t in targets},
                 "best": min(run["points"], key=lambda p: p["ratio"]),
                 "at_budget": {f"{b / 60:g}": at_budget(run["points"], b) for b in budgets},

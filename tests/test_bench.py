@@ -172,3 +172,38 @@ def test_time_to_quality_tables_and_draws_several_targets(tmp_path, capsys):
     }
     plot_curves(record, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_time_to_quality_fine_tunes_from_an_earlier_arm_and_resumes_finished_arms(tmp_path, capsys):
+    """``--from=ARM`` starts an arm from that arm's kept weights with its clock after that arm's training;
+    ``--resume`` reuses the finished arms of the same command instead of training them again."""
+    from benchmarks.time_to_quality import main
+
+    setting = '--model.task pricing --model.task_options "{pool_size: 100}" --model.horizon 12'
+    argv = [
+        "--arm",
+        f"a=configs/scale/tiny.yaml {setting} --trainer.max_epochs 1",
+        "--arm",
+        f"ft=configs/scale/tiny.yaml --config configs/finetune/regret.yaml {setting} --trainer.max_epochs 1 "
+        "--data.batches_per_epoch 2 --model.finetune.rollout_envs 4 --from=a",
+        "--budgets",
+        "5",
+        "--val-runs",
+        "8",
+        "--out",
+        str(tmp_path / "runs"),
+        "--resume",
+    ]
+    assert main([*argv, "--json", str(tmp_path / "first.json")]) == 0
+    first = json.loads((tmp_path / "first.json").read_text())["arms"]
+    parent, child = first
+    assert child["from"] == "a" and child["steps"] == 2
+    assert child["points"][0]["cpu_s"] > parent["points"][-1]["cpu_s"]  # its clock starts after the parent's run
+    fits = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    hparams = next((tmp_path / "runs").glob("ft-*/version_0/hparams.yaml")).read_text()
+    assert parent["ckpt"] in hparams  # fine-tuned from the parent's kept checkpoint
+    capsys.readouterr()
+    assert main([*argv, "--json", str(tmp_path / "again.json")]) == 0
+    assert capsys.readouterr().out.count("finished before, reused") == 2
+    assert json.loads((tmp_path / "again.json").read_text())["arms"] == first
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()) == fits  # nothing trained again

@@ -1,0 +1,136 @@
+"""The hard priors' lever study: which change to the CPU recipe buys the most quality per CPU-minute.
+
+    python benchmarks/lever_study.py SETTING [--arms NAME,...] [--dry-run]
+    python benchmarks/lever_study.py --list
+
+One ``benchmarks/time_to_quality.py`` run per SETTING (a 100-environment pool, or demand prediction's
+single demand type), its arms the CPU recipe (``configs/scale/cpu.yaml`` at the length the experiments
+train that setting) and one change at a time:
+
+* ``steps``: the same recipe over more epochs (its cosine schedule laid out over them);
+* ``size-8x128``: 8 layers of width 128 instead of 4 of 64 (the paper's 12 x 256 is ~40x the step's CPU:
+  about 300 steps in an hour here, so it is a GPU's point of comparison, benchmarks/RESULTS.md);
+* ``posterior``: the posterior-weighted target (``model.target: posterior``; on demand prediction the
+  observation head's noise-free target, ``model.obs_target: mean``);
+* ``noisy-oracle``: the paper's early-phase data policy instead of the CPU scale's random actions;
+* ``finetune``: regret fine-tuning (``configs/finetune/regret.yaml``) from the recipe's own kept
+  checkpoint, its clock starting where the recipe's training ended.
+
+Curves are on the validation environments of seed 10,000 (what every fit validates on); each arm's kept
+checkpoint is then played with ``alg-star`` on 200 environments of validation seed 10,003 (paired 90%
+intervals). No test seed is touched: the study chooses the retrains' recipes. It writes
+``benchmarks/levers/SETTING.json`` and ``.png`` (committed) and keeps the arms' runs in
+``runs/levers/SETTING``; run again, it reuses every arm that finished (``--resume``), so a study longer
+than a session is run again until done. Every arm runs on one thread; the clock is CPU time.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from omgpt.entry import Names, entry_point, script_parser  # noqa: E402
+from omgpt.errors import OMGPTError  # noqa: E402
+
+# Each setting: the task and its options, the epochs the experiments train it (alg-star-match's and
+# demand-prediction's CPU configs), the steps arm's epochs (as long as fits the largest budget), and
+# what quality is measured against.
+SETTINGS = {
+    "mab-100": {"task": "mab", "options": "{pool_size: 100}", "epochs": 60, "steps_epochs": 120},
+    "pricing-100": {"task": "pricing", "options": "{pool_size: 100}", "epochs": 30, "steps_epochs": 120},
+    "newsvendor-100": {"task": "newsvendor", "options": "{pool_size: 100}", "epochs": 30, "steps_epochs": 120},
+    "demand-single": {
+        "task": "pricing",
+        "options": "{dim: 4}",
+        "epochs": 60,
+        "steps_epochs": 180,
+        "extra": '--model.network.obs_head true --data.data_policy_options "{high: 3.0}"',
+        "metric": "obs-mse",
+    },
+}
+BUDGETS = "15,30,60"  # CPU-minutes; the largest caps every arm
+TARGETS = {"regret": "2,1.5,1.25", "obs-mse": "4,2,1"}  # x alg-star's regret; x ridge's MSE
+
+
+def arms(name: str) -> dict[str, str]:
+    """The study's arms for one setting: arm name -> ``CONFIG OVERRIDES`` (time_to_quality's --arm)."""
+    s = SETTINGS[name]
+    setting = " ".join(
+        filter(
+            None,
+            [
+                f'configs/scale/cpu.yaml --model.task {s["task"]} --model.task_options "{s["options"]}"',
+                "--model.horizon 100",
+                s.get("extra"),
+            ],
+        )
+    )
+    base = f"{setting} --trainer.max_epochs {s['epochs']}"
+    obs = s.get("metric") == "obs-mse"
+    out = {
+        "cpu-recipe": base,
+        f"steps-x{s['steps_epochs'] // s['epochs']}": f"{setting} --trainer.max_epochs {s['steps_epochs']}",
+        "size-8x128": f"{base} --model.network.n_layer 8 --model.network.n_embd 128",
+        (
+            "obs-mean" if obs else "posterior"
+        ): f"{base} {'--model.obs_target mean' if obs else '--model.target posterior'}",
+        "noisy-oracle": f"{base} --data.data_policy noisy-oracle",
+    }
+    if not obs:  # fine-tuning lowers regret; the head's error is not its objective
+        out["finetune"] = f"{base} --config configs/finetune/regret.yaml --from=cpu-recipe"
+    return out
+
+
+def command(name: str, chosen: list[str] | None = None) -> list[str]:
+    """time_to_quality's arguments for one setting (``chosen``: a subset of the arms, in study order)."""
+    s, table = SETTINGS[name], arms(name)
+    unknown = sorted(set(chosen or []) - set(table))
+    if unknown:
+        raise OMGPTError(f"--arms: unknown arm(s) {', '.join(unknown)}; the arms of {name}: {', '.join(table)}")
+    picked = [a for a in table if not chosen or a in chosen]
+    if "finetune" in picked and "cpu-recipe" not in picked:
+        raise OMGPTError("--arms: finetune starts from cpu-recipe; name both")
+    metric = s.get("metric", "regret")
+    argv = [x for a in picked for x in ("--arm", f"{a}={table[a]}")]
+    argv += ["--metric", metric, "--budgets", BUDGETS, "--eval-every", "60", "--target", TARGETS[metric]]
+    if metric == "regret":
+        argv += ["--holdout-runs", "200", "--holdout-seed", "10003"]
+    out = ROOT / "benchmarks" / "levers"
+    argv += ["--out", str(ROOT / "runs" / "levers" / name), "--resume"]
+    argv += ["--json", str(out / f"{name}.json"), "--plot", str(out / f"{name}.png")]
+    return argv
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    p = script_parser(__file__, __doc__)
+    p.add_argument("setting", nargs="?", choices=sorted(SETTINGS))
+    every_arm = sorted({arm for name in SETTINGS for arm in arms(name)})
+    p.add_argument("--arms", type=Names(every_arm), help="only these arms (comma-separated)")
+    p.add_argument("--list", action="store_true", help="print every setting's arms and exit")
+    p.add_argument("--dry-run", action="store_true", help="print the time_to_quality command and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        for name in SETTINGS:
+            print(name)
+            for arm, spec in arms(name).items():
+                print(f"  {arm}: {spec}")
+        return 0
+    if args.setting is None:
+        raise OMGPTError("name a setting (--list shows them)")
+    ttq = command(args.setting, args.arms.split(",") if args.arms else None)
+    if args.dry_run:
+        print(shlex.join(["python", "benchmarks/time_to_quality.py", *ttq]))
+        return 0
+    (ROOT / "benchmarks" / "levers").mkdir(exist_ok=True)
+    import time_to_quality
+
+    return time_to_quality.main(ttq)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
