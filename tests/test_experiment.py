@@ -8,6 +8,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -385,8 +386,10 @@ def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, cap
     ]
     assert not list((ROOT / "configs" / "tuned").glob("*-T12.json"))
     capsys.readouterr()
-    assert cli_main(args) == 0  # a second run trains nothing
-    assert capsys.readouterr().out.count("reusing") == 2
+    assert cli_main(args) == 0  # a second run trains nothing, and evaluates nothing
+    printed = capsys.readouterr().out
+    assert printed.count("reusing") == 2 and "2 of 2 panel(s) evaluated before" in printed
+    assert "evaluating" not in printed
     done = sorted((tmp_path / "models").glob("*/done.json"))[0]
     first = json.loads(done.read_text())
     done.unlink()  # as if killed after its last checkpoint: the fit resumes from last.ckpt
@@ -406,6 +409,65 @@ def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, cap
     assert cli_main(args) == 0
     assert capsys.readouterr().out.count("reusing") == 2
     assert json.loads((out / "experiment.json").read_text())["panels"] == result["panels"]
+    # evaluated afresh, two panels at once in two processes: the same numbers, each panel kept
+    shutil.rmtree(tmp_path / "panels")
+    capsys.readouterr()
+    assert cli_main([*args, "--jobs", "2"]) == 0
+    assert "evaluated before" not in capsys.readouterr().out
+    assert json.loads((out / "experiment.json").read_text())["panels"] == result["panels"]
+    assert len(list((tmp_path / "panels").glob("*.pkl"))) == 2
+
+
+def test_a_stored_panel_is_named_by_its_checkpoints_tunings_and_evaluation(tmp_path, monkeypatch):
+    """The panel store reuses a panel only under identical inputs: another checkpoint's bytes, another
+    tuning of its setting, another seed or run count each name another panel."""
+    from omgpt.commands.experiment.panel_store import panel_key, read_panel, write_panel
+    from omgpt.commands.experiment.registry import kind_of
+    from omgpt.tuning import FOLDER_VARIABLE
+
+    monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path / "tuned"))
+    exp = load_experiment("main-results", "cpu")
+    panel, kind = exp.panels[0], kind_of(exp)
+    ckpt = tmp_path / "model.ckpt"
+    ckpt.write_bytes(b"weights")
+    models = {panel.model: {"ckpt": str(ckpt)}}
+    key = lambda runs=100, seed=6: panel_key(exp, kind, panel, models, runs, seed, "cpu")
+    first = key()
+    assert key() == first and len({first, key(runs=50), key(seed=7)}) == 3
+    ckpt.write_bytes(b"other weights")
+    assert key() != first
+    ckpt.write_bytes(b"weights")
+    (tmp_path / "tuned").mkdir()
+    before = key()
+    assert before == first
+    (tmp_path / "tuned" / f"{panel.tuned_on}.json").write_text("{}")
+    assert key() != first  # the panel's benchmarks were tuned anew
+    write_panel(tmp_path / "panels", first, {"title": "t"}, {"cells": [1]}, title="t")
+    assert read_panel(tmp_path / "panels", first) == ({"title": "t"}, {"cells": [1]})
+    (tmp_path / "panels" / f"{first}.pkl").write_bytes(b"torn")
+    assert read_panel(tmp_path / "panels", first) is None  # a damaged file is evaluated again
+
+
+def test_real_demand_pools_each_rolling_origin_with_the_earlier_ones_once_all_panels_are_in():
+    from omgpt.commands.experiment.kinds.real_demand import RealDemand
+
+    def cells(origin, cost):
+        return {  # four windows of seven days
+            "cost": {"omgpt": np.full((4, 7), cost), "saa": np.full((4, 7), 2 * cost)},
+            "demand": np.ones((4, 7)),
+            "level": np.ones(4),
+            "group": np.arange(4) + 10 * origin,
+            "block": np.full((4, 7), origin),
+            "origin": origin,
+        }
+
+    titles = ["Held-out stores (split 0), q = 0.5", *(f"Later dates (origin {k}), q = 0.5" for k in (1, 2, 3))]
+    panels = [{"title": t} for t in titles]
+    out = RealDemand().finish(panels, [None, cells(1, 0.1), cells(2, 0.2), cells(3, 0.3)], seed=6)
+    assert "pooled" not in out[0]
+    assert [p["pooled"]["origins"] for p in out[1:]] == [[1], [1, 2], [1, 2, 3]]
+    assert out[3]["pooled"]["windows"] == 12
+    assert out[3]["pooled"]["costs"]["omgpt"]["scaled_cost"]["mean"] == pytest.approx(0.2)
 
 
 def test_random_policy_with_high_draws_uniformly_below_it():

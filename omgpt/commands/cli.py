@@ -254,7 +254,7 @@ def experiment(
         scale: cpu: minutes per model on one core; paper: the paper's model and Algorithm 1 (GPUs)
         out: report folder (default results/NAME; results/NAME-paper at paper scale)
         models_dir: trained models, shared across experiments (default: results/models at the CPU scale, else runs/experiments/models)
-        jobs: models trained at once, one process each (one CPU thread each when > 1)
+        jobs: models trained at once, one process each (one CPU thread each when > 1), and panels evaluated at once
         runs: test runs per panel (default: the experiment's, 100)
         horizon: override every model's training horizon (quick runs)
         fit_config: a config layered on every model's fit, repeatable

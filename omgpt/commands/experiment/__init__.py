@@ -21,7 +21,9 @@ draws -- each an evaluation of one or more of those models and the benchmarks on
    interrupted fit resumes from its ``last.ckpt``; a model that starts from another's weights
    (``init_from``, e.g. a regret fine-tuning) is trained after it;
 2. evaluates every panel on ``runs`` fresh test environments (common random numbers across policies,
-   as ``omgpt evaluate``), OMGPT acting with the checkpoint of best validation regret;
+   as ``omgpt evaluate``), OMGPT acting with the checkpoint of best validation regret; ``--jobs N``
+   panels at once, each kept as soon as it is done in a content-addressed panel store
+   (:mod:`~omgpt.commands.experiment.panel_store`), so an interrupted evaluation resumes;
 3. writes ``OUT/experiment.json`` (every number, the curves included), the figures as PNG, and
    ``OUT/report.md`` (the paper's claim, the command, tables, figures, per-panel verdicts).
 
@@ -87,6 +89,7 @@ from omgpt.commands.experiment.models import (
     train_all,
     train_model,
 )
+from omgpt.commands.experiment.panel_store import panel_store
 from omgpt.commands.experiment.panels import evaluate_panel, optimal_reward, verdict
 from omgpt.commands.experiment.registry import Kind, all_kinds, draw, kind_of, register
 from omgpt.commands.experiment.report import report, summary_lines
@@ -159,7 +162,7 @@ def run_experiment(
         scale: ``cpu`` or ``paper`` (:data:`SCALES`)
         out: the report folder (default :func:`report_folder`), replaced whole once the report is complete
         models_dir: the model store (default :func:`default_models_dir`)
-        jobs: models trained at once
+        jobs: models trained at once, and panels evaluated at once (each in its own process)
         runs: test environments per panel (default: the experiment's ``runs``)
         horizon: every model's training horizon (a quick run; its models train and its tunings go beside them)
         fit_configs: config files layered on every model's fit (a quick run too)
@@ -214,7 +217,16 @@ def run_experiment(
         records = train_all(exp.models, **train)
         tune_missing(exp)
         evaluation_start = time.perf_counter()
-        panels = evaluate_panels(exp, kind=kind, models=records, runs=runs, seed=seed, device=device)
+        panels = evaluate_panels(
+            exp,
+            kind=kind,
+            models=records,
+            runs=runs,
+            seed=seed,
+            device=device,
+            jobs=jobs,
+            store=panel_store(models_path, default_models_dir(scale, quick=False)),
+        )
         result = ExperimentResult(
             name=name,
             title=exp.title,
@@ -244,21 +256,73 @@ def run_experiment(
 
 
 def evaluate_panels(
-    exp: Experiment, *, kind: Kind, models: dict[str, ModelRecord], runs: int, seed: int, device: str
+    exp: Experiment,
+    *,
+    kind: Kind,
+    models: dict[str, ModelRecord],
+    runs: int,
+    seed: int,
+    device: str,
+    jobs: int = 1,
+    store: Path | None = None,
 ) -> list[PanelResult]:
-    """Every panel of ``exp`` evaluated by ``kind`` (:meth:`Kind.evaluate`) with the trained ``models``
-    (name -> record, its ``ckpt`` included) on ``runs`` test environments of ``seed``, on ``device``."""
+    """Every panel of ``exp`` evaluated by ``kind`` (:meth:`Kind.evaluate_with_state`) with the trained
+    ``models`` (name -> record, its ``ckpt`` included) on ``runs`` test environments of ``seed``, on
+    ``device``, then finished by the kind (:meth:`Kind.finish`). With a ``store``
+    (:mod:`~omgpt.commands.experiment.panel_store`) a panel evaluated before under identical inputs is
+    read back and every new one is kept as soon as it is done; ``jobs`` panels are evaluated at once,
+    each in its own process."""
+    from omgpt.commands.experiment.panel_store import panel_key, read_panel, write_panel
     from omgpt.progress import Progress
 
-    panels, progress = [], Progress(len(exp.panels), "panels evaluated")
-    for panel in exp.panels:
+    keys = [panel_key(exp, kind, p, models, runs, seed, device) for p in exp.panels]
+    done = {i: entry for i, key in enumerate(keys) if store and (entry := read_panel(store, key)) is not None}
+    if done:
         print(
-            f"  evaluating {panel.title} ({panel.task} {panel.task_options or ''}, horizon {panel.horizon}, {runs} runs)",
-            flush=True,
+            f"  {len(done)} of {len(keys)} panel(s) evaluated before under the same inputs, read from {_shown(store)}"
         )
-        panels.append(kind.evaluate(panel, models, runs=runs, seed=seed, device=device))
+    todo = [i for i in range(len(keys)) if i not in done]
+    progress = Progress(len(todo), "panels evaluated") if todo else None
+
+    def keep(i: int, entry: tuple[PanelResult, object]) -> None:
+        done[i] = entry
+        if store:
+            write_panel(store, keys[i], *entry, title=exp.panels[i].title)
         progress.advance()
-    return panels
+
+    if jobs > 1 and len(todo) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        workers = min(jobs, len(todo))
+        with ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_share, initargs=(workers,)
+        ) as pool:
+            futures = {pool.submit(_evaluate_one, exp, i, models, runs, seed, device): i for i in todo}
+            for future in as_completed(futures):
+                keep(futures[future], future.result())
+    else:
+        for i in todo:
+            keep(i, _evaluate_one(exp, i, models, runs, seed, device, kind))
+    return kind.finish([done[i][0] for i in range(len(keys))], [done[i][1] for i in range(len(keys))], seed=seed)
+
+
+def _one_share(workers: int) -> None:
+    """A panel worker's intra-op threads: its share of the machine, never more than the user allows."""
+    import torch
+
+    torch.set_num_threads(max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) // workers)))
+
+
+def _evaluate_one(
+    exp: Experiment, i: int, models: dict, runs: int, seed: int, device: str, kind: Kind | None = None
+) -> tuple[PanelResult, object]:
+    panel = exp.panels[i]
+    print(
+        f"  evaluating {panel.title} ({panel.task} {panel.task_options or ''}, horizon {panel.horizon}, {runs} runs)",
+        flush=True,
+    )
+    return (kind or kind_of(exp)).evaluate_with_state(panel, models, runs=runs, seed=seed, device=device)
 
 
 def report_folder(name: str, scale: str, out: str | None) -> Path:

@@ -65,6 +65,19 @@ class Kind:
         on ``device``, each model of ``models`` (name -> its record) acting with its ``ckpt``."""
         return self.rollout(panel, models, runs=runs, seed=seed, device=device)[0]
 
+    def evaluate_with_state(
+        self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
+    ) -> tuple[PanelResult, object]:
+        """:meth:`evaluate`, and what :meth:`finish` needs from this panel beyond its numbers (picklable;
+        default ``None``). Panels may be evaluated in other processes and read back from the panel
+        store, so a kind keeps nothing across panels on ``self``: it returns it here."""
+        return self.evaluate(panel, models, runs=runs, seed=seed, device=device), None
+
+    def finish(self, panels: list[PanelResult], states: list, *, seed: int) -> list[PanelResult]:
+        """The panels' numbers once every panel is evaluated, with what needs several panels (their
+        states from :meth:`evaluate_with_state`, in the config's order); default: as they are."""
+        return panels
+
     def rollout(
         self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
     ) -> tuple[RegretPanel, dict]:

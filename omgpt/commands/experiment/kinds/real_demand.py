@@ -57,14 +57,18 @@ class RealDemandPanel(RegretPanel):
 class RealDemand(Kind):
     name = "real-demand"
 
-    def __init__(self):
-        super().__init__()
-        self.origins: dict[tuple[str, str], list[dict]] = {}  # (setting, q) -> the cells of its origins played so far
-
     def evaluate(
         self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
     ) -> RealDemandPanel:
-        from omgpt.analysis.newsvendor_data import cluster_bootstrap, series_orders, window_cells
+        return self.evaluate_with_state(panel, models, runs=runs, seed=seed, device=device)[0]
+
+    def evaluate_with_state(
+        self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
+    ) -> tuple[RealDemandPanel, dict | None]:
+        """The panel's numbers, and for a rolling origin's panel its window cells with their date
+        blocks as calendar weeks (so that a week is one cluster whichever origin played it), which
+        :meth:`finish` pools over the origins."""
+        from omgpt.analysis.newsvendor_data import BLOCK_DAYS, cluster_bootstrap, series_orders, window_cells
 
         task = panel.episode_task()
         numbers, histories = self.rollout(
@@ -73,9 +77,7 @@ class RealDemand(Kind):
         cells = window_cells(task, histories)
         dates = task.data.split == "time"
         shown = {label: histories[label] for label in SERIES_POLICIES if label in histories}
-        pooled = self._pool(panel.title, task, histories, cells, seed)
-        return RealDemandPanel(
-            **({"pooled": pooled} if pooled else {}),
+        result = RealDemandPanel(
             **numbers,
             windows=task.windows,
             played=int(len(cells["group"])),
@@ -86,25 +88,28 @@ class RealDemand(Kind):
             costs=cluster_bootstrap(cells, REFERENCE, dates, versus="omgpt", seed=seed),
             series={**series_orders(shown, 0), "window": 0},
         )
-
-    def _pool(self, title: str, task, histories: dict, cells: dict, seed: int) -> dict | None:
-        """For a rolling origin's panel: its windows pooled with the earlier origins' of the same
-        setting and ratio (panels are evaluated in order, so the last origin's panel holds them all),
-        the date blocks counted as calendar weeks so that a week is one cluster whichever origin played
-        it; ``None`` for other panels."""
-        from omgpt.analysis.newsvendor_data import BLOCK_DAYS
-
-        m = SPLIT_TITLE.fullmatch(title)
+        m = SPLIT_TITLE.fullmatch(panel.title)
         if not m or m.group(2) != "origin":
-            return None
+            return result, None
         first = next(iter(histories.values()))
         rows = first.envs["row"].numpy()[:, None] + np.arange(first.horizon)
         weeks = task.data.table.dates[rows].astype("int64") // BLOCK_DAYS
-        earlier = self.origins.setdefault((m.group(1), m.group(4)), [])
-        if earlier and earlier[-1]["origin"] >= int(m.group(3)):  # a new run of the experiment
-            earlier.clear()
-        earlier.append({**cells, "block": weeks, "origin": int(m.group(3))})
-        return pool_origins(earlier, seed)
+        return result, {**cells, "block": weeks, "origin": int(m.group(3))}
+
+    def finish(self, panels: list[RealDemandPanel], states: list, *, seed: int) -> list[RealDemandPanel]:
+        """Each rolling origin's panel also holds its windows pooled with the earlier origins' of the
+        same setting and ratio (so the last origin's panel holds them all): one cost per unit demanded
+        and one cluster interval over every origin."""
+        earlier: dict[tuple[str, str], list[dict]] = {}
+        out = []
+        for panel, state in zip(panels, states):
+            if state is not None:
+                m = SPLIT_TITLE.fullmatch(panel["title"])
+                group = earlier.setdefault((m.group(1), m.group(4)), [])
+                group.append(state)
+                panel = {"pooled": pool_origins(group, seed), **{k: v for k, v in panel.items() if k != "pooled"}}
+            out.append(panel)
+        return out
 
     def figures(self, result: ExperimentResult, out: Path) -> list[Path]:
         from omgpt.analysis.newsvendor_data import draw_series_orders

@@ -1,0 +1,121 @@
+"""Evaluated panels, kept across runs: an experiment's evaluation resumed and spread over processes.
+
+An experiment's panels can take hours (real demand: 24 panels of 25 policies, each benchmark fitted on
+the training days and played on every test window), longer than a session, so each panel is written
+to the store as soon as it is evaluated -- its numbers for ``experiment.json`` and what its kind keeps
+from it to finish the experiment (:meth:`~omgpt.commands.experiment.registry.Kind.evaluate_with_state`:
+real demand's window costs, pooled over the rolling origins at the end). A panel's file is named by a
+hash of everything its numbers depend on:
+
+* the panel as resolved (test task, options, horizon, policies, tuned setting, declared settings),
+  the experiment and its kind;
+* the test runs, seed and device;
+* every model checkpoint's bytes and the panel's tuned constants (``configs/tuned``);
+* the source of the code that evaluates: omgpt's tasks, policies, rollout, evaluation, network and
+  analysis, the experiment's panels module and the kind's own module.
+
+So a later run reuses a panel only when all of these are byte-identical: an interrupted run resumes
+where it stopped, and ``--jobs N`` evaluates N panels at once in separate processes. The store is a
+scratch folder (``runs/experiments/panels``, or ``panels/`` beside a ``--models-dir``), never part of
+a report: deleting it costs only the time to evaluate again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import pickle
+from dataclasses import asdict
+from pathlib import Path
+
+from omgpt.files import atomic_write
+
+# the code a panel's numbers come from (beyond the kind's own module): modules, or packages read whole
+EVALUATION_CODE = (
+    "omgpt.tasks",
+    "omgpt.policies",
+    "omgpt.analysis",
+    "omgpt.demand_data",
+    "omgpt.rollout",
+    "omgpt.evaluation",
+    "omgpt.model",
+    "omgpt.tuning",
+    "omgpt.commands.experiment.panels",
+)
+
+
+def panel_store(models_dir: Path, default_models: Path) -> Path:
+    """Where a run keeps its evaluated panels: ``runs/experiments/panels`` for the committed model
+    store (``results/models``: the store itself is committed, its scratch is not), else ``panels/``
+    beside the models (a quick run's, or a ``--models-dir``)."""
+    root = default_models.parents[1]
+    return root / "runs" / "experiments" / "panels" if models_dir == default_models else models_dir.parent / "panels"
+
+
+def _source_digest(kind_module: str) -> str:
+    """The bytes of the evaluating code (a package's every ``.py``, wherever its folder lies: omgpt's
+    ``analysis`` is the repository's ``analysis/``)."""
+    h = hashlib.sha256()
+    for name in (*EVALUATION_CODE, kind_module):
+        module = importlib.import_module(name)
+        folders = getattr(module, "__path__", None)
+        files = sorted(f for d in folders for f in Path(d).rglob("*.py")) if folders else [Path(module.__file__)]
+        for f in files:
+            h.update(f"{name}:{f.name}".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    path = path / "model.ckpt" if path.is_dir() else path  # a model folder stands for the checkpoint in it
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "absent"
+
+
+def panel_key(exp, kind, panel, models: dict, runs: int, seed: int, device: str) -> str:
+    """The content hash that names one panel's evaluation (the module docstring lists what it covers)."""
+    from omgpt.tasks import make_episode_task
+    from omgpt.tuning import setting_key, tuned_path
+
+    tuned = tuned_path(
+        setting_key(
+            panel.tuned_task,
+            make_episode_task(panel.tuned_task, panel.tuned_options, panel.horizon).options(),
+            panel.horizon,
+        )
+    )
+    what = {
+        "experiment": exp.name,
+        "kind": kind.name,
+        "panel": asdict(panel),
+        "runs": runs,
+        "seed": seed,
+        "device": str(device),
+        "models": {name: _file_digest(Path(r["ckpt"])) for name, r in sorted(models.items()) if r.get("ckpt")},
+        "tuned": _file_digest(tuned),
+        "code": _source_digest(type(kind).__module__),
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def read_panel(store: Path, key: str) -> tuple[dict, object] | None:
+    """A stored panel's ``(numbers, state)``, or ``None`` (never evaluated, or a file that does not load:
+    evaluated again)."""
+    path = store / f"{key}.pkl"
+    if not path.is_file():
+        return None
+    try:
+        with path.open("rb") as f:
+            entry = pickle.load(f)
+        return entry["panel"], entry["state"]
+    except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_panel(store: Path, key: str, panel: dict, state: object, title: str) -> None:
+    """Keep one evaluated panel (written whole or not at all)."""
+    from omgpt.resources import code_version
+
+    store.mkdir(parents=True, exist_ok=True)
+    entry = {"panel": panel, "state": state, "title": title, "code_version": code_version()}
+    atomic_write(store / f"{key}.pkl", lambda f: pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL))
