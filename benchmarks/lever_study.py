@@ -48,7 +48,8 @@ SETTINGS = {
         "options": "{dim: 4}",
         "epochs": 60,
         "steps_epochs": 180,
-        "extra": '--model.network.obs_head true --data.data_policy_options "{high: 3.0}"',
+        "extra": "--model.network.obs_head true",
+        "random_actions": '--data.data_policy_options "{high: 3.0}"',  # the random policy's range (not f~'s)
         "metric": "obs-mse",
     },
 }
@@ -69,16 +70,17 @@ def arms(name: str) -> dict[str, str]:
             ],
         )
     )
-    base = f"{setting} --trainer.max_epochs {s['epochs']}"
+    random = f" {s['random_actions']}" if s.get("random_actions") else ""
+    base = f"{setting}{random} --trainer.max_epochs {s['epochs']}"
     obs = s.get("metric") == "obs-mse"
     out = {
         "cpu-recipe": base,
-        f"steps-x{s['steps_epochs'] // s['epochs']}": f"{setting} --trainer.max_epochs {s['steps_epochs']}",
+        f"steps-x{s['steps_epochs'] // s['epochs']}": f"{setting}{random} --trainer.max_epochs {s['steps_epochs']}",
         "size-8x128": f"{base} --model.network.n_layer 8 --model.network.n_embd 128",
         (
             "obs-mean" if obs else "posterior"
         ): f"{base} {'--model.obs_target mean' if obs else '--model.target posterior'}",
-        "noisy-oracle": f"{base} --data.data_policy noisy-oracle",
+        "noisy-oracle": f"{setting} --trainer.max_epochs {s['epochs']} --data.data_policy noisy-oracle",
     }
     if not obs:  # fine-tuning lowers regret; the head's error is not its objective
         out["finetune"] = f"{base} --config configs/finetune/regret.yaml --from=cpu-recipe"
