@@ -14,7 +14,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-PAGES = {path: path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+PAGES = {
+    path: path.read_text()
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "RESULTS.md"]
+}
 DEMO_COMMAND = "./setup.sh && .venv/bin/omgpt demo"
 TEST_COMMAND = "./setup.sh && .venv/bin/python -m pytest -q"
 

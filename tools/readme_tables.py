@@ -30,8 +30,8 @@ README = ROOT / "README.md"
 
 
 def pages() -> list[Path]:
-    """Every page that may hold generated blocks: the README and the docs."""
-    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+    """Every page that may hold generated blocks: the README, the docs and the benchmarks' results."""
+    return [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "RESULTS.md"]
 
 
 def recipe_table() -> str:
@@ -265,7 +265,36 @@ def real_demand_table() -> str:
     return "\n".join(summary_table(json.loads(path.read_text())["panels"]))
 
 
+def levers_table() -> str:
+    """The hard priors' lever study (``benchmarks/levers/SETTING.json``, ``benchmarks/lever_study.py``):
+    per setting and arm, the training CPU-minutes to each target ratio on the validation curve, the best
+    ratio seen, and the kept checkpoint's ratio on the held-out validation environments [paired 90%]."""
+    lines = [
+        "| setting | arm | steps | CPU-ms / step | CPU-min to 2x / 1.5x / 1.25x (head: 4x / 2x / 1x) | best ratio (at CPU-min) | kept checkpoint, held-out ratio [90%] |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    found = sorted((ROOT / "benchmarks" / "levers").glob("*.json"))
+    for path in found:
+        record = json.loads(path.read_text())
+        for arm in record["arms"]:
+            reached = " / ".join(
+                f"{hit['cpu_s'] / 60:.0f}" if (hit := arm["to_target"].get(f"{t:g}")) else "—"
+                for t in record["targets"]
+            )
+            held = arm.get("holdout", {}).get("ratio_to_alg_star")
+            lines.append(
+                f"| {path.stem} | `{arm['arm']}` | {arm['steps']:,} | {arm['cpu_ms_per_step']:.0f} | {reached} | "
+                f"{arm['best']['ratio']:.2f} ({arm['best']['cpu_s'] / 60:.0f}) | "
+                + (f"{held['mean']:.2f} {interval(held['ci90'])}" if held else "—")
+                + " |"
+            )
+    if not found:
+        lines.append("| (not run yet: `python benchmarks/lever_study.py SETTING`) | | | | | | |")
+    return "\n".join(lines)
+
+
 TABLES = {
+    "levers": levers_table,
     "real-demand": real_demand_table,
     "recipe": recipe_table,
     "tuning": tuning_table,
