@@ -442,8 +442,8 @@ def test_a_stored_panel_is_named_by_its_checkpoints_tunings_and_evaluation(tmp_p
     assert before == first
     (tmp_path / "tuned" / f"{panel.tuned_on}.json").write_text("{}")
     assert key() != first  # the panel's benchmarks were tuned anew
-    write_panel(tmp_path / "panels", first, {"title": "t"}, {"cells": [1]}, title="t")
-    assert read_panel(tmp_path / "panels", first) == ({"title": "t"}, {"cells": [1]})
+    write_panel(tmp_path / "panels", first, {"title": "t"}, {"cells": [1]}, 12.5, title="t")
+    assert read_panel(tmp_path / "panels", first) == ({"title": "t"}, {"cells": [1]}, 12.5)
     (tmp_path / "panels" / f"{first}.pkl").write_bytes(b"torn")
     assert read_panel(tmp_path / "panels", first) is None  # a damaged file is evaluated again
 

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             bad += bool(problems)
             continue
         start = time.perf_counter()
-        panels = evaluate_panels(
+        panels, _, _ = evaluate_panels(
             exp, kind=kind_of(exp), models=records, runs=committed["runs"], seed=committed["seed"], device="cpu"
         )
         with tempfile.TemporaryDirectory() as scratch:  # the panels as experiment.json holds them

@@ -216,8 +216,7 @@ def run_experiment(
     ):
         records = train_all(exp.models, **train)
         tune_missing(exp)
-        evaluation_start = time.perf_counter()
-        panels = evaluate_panels(
+        panels, evaluation_seconds, untimed = evaluate_panels(
             exp,
             kind=kind,
             models=records,
@@ -241,7 +240,9 @@ def run_experiment(
             models={n: {**r, "ckpt": _shown(Path(r["ckpt"]))} for n, r in records.items()},
             panels=panels,
             seconds=round(time.perf_counter() - start, 1),
-            evaluation_seconds=round(time.perf_counter() - evaluation_start, 1),
+            # the panels' own evaluation times, wherever and whenever they ran (the panel store)
+            evaluation_seconds=round(evaluation_seconds, 1),
+            **({"untimed_panels": untimed} if untimed else {}),
             code_version=code_version(),
             figures=[],
         )
@@ -265,13 +266,14 @@ def evaluate_panels(
     device: str,
     jobs: int = 1,
     store: Path | None = None,
-) -> list[PanelResult]:
+) -> tuple[list[PanelResult], float, int]:
     """Every panel of ``exp`` evaluated by ``kind`` (:meth:`Kind.evaluate_with_state`) with the trained
     ``models`` (name -> record, its ``ckpt`` included) on ``runs`` test environments of ``seed``, on
     ``device``, then finished by the kind (:meth:`Kind.finish`). With a ``store``
     (:mod:`~omgpt.commands.experiment.panel_store`) a panel evaluated before under identical inputs is
     read back and every new one is kept as soon as it is done; ``jobs`` panels are evaluated at once,
-    each in its own process."""
+    each in its own process. Returns the panels, the seconds their evaluations took (a stored panel's as
+    recorded when it was evaluated), and how many stored panels have no recorded time."""
     from omgpt.commands.experiment.panel_store import panel_key, read_panel, write_panel
     from omgpt.progress import Progress
 
@@ -284,7 +286,7 @@ def evaluate_panels(
     todo = [i for i in range(len(keys)) if i not in done]
     progress = Progress(len(todo), "panels evaluated") if todo else None
 
-    def keep(i: int, entry: tuple[PanelResult, object]) -> None:
+    def keep(i: int, entry: tuple[PanelResult, object, float]) -> None:
         done[i] = entry
         if store:
             write_panel(store, keys[i], *entry, title=exp.panels[i].title)
@@ -304,7 +306,9 @@ def evaluate_panels(
     else:
         for i in todo:
             keep(i, _evaluate_one(exp, i, models, runs, seed, device, kind))
-    return kind.finish([done[i][0] for i in range(len(keys))], [done[i][1] for i in range(len(keys))], seed=seed)
+    entries = [done[i] for i in range(len(keys))]
+    panels = kind.finish([e[0] for e in entries], [e[1] for e in entries], seed=seed)
+    return panels, sum(e[2] or 0.0 for e in entries), sum(e[2] is None for e in entries)
 
 
 def _one_share(workers: int) -> None:
@@ -316,13 +320,15 @@ def _one_share(workers: int) -> None:
 
 def _evaluate_one(
     exp: Experiment, i: int, models: dict, runs: int, seed: int, device: str, kind: Kind | None = None
-) -> tuple[PanelResult, object]:
+) -> tuple[PanelResult, object, float]:
     panel = exp.panels[i]
     print(
         f"  evaluating {panel.title} ({panel.task} {panel.task_options or ''}, horizon {panel.horizon}, {runs} runs)",
         flush=True,
     )
-    return (kind or kind_of(exp)).evaluate_with_state(panel, models, runs=runs, seed=seed, device=device)
+    start = time.perf_counter()
+    result, state = (kind or kind_of(exp)).evaluate_with_state(panel, models, runs=runs, seed=seed, device=device)
+    return result, state, round(time.perf_counter() - start, 1)
 
 
 def report_folder(name: str, scale: str, out: str | None) -> Path:

@@ -98,24 +98,25 @@ def panel_key(exp, kind, panel, models: dict, runs: int, seed: int, device: str)
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def read_panel(store: Path, key: str) -> tuple[dict, object] | None:
-    """A stored panel's ``(numbers, state)``, or ``None`` (never evaluated, or a file that does not load:
-    evaluated again)."""
+def read_panel(store: Path, key: str) -> tuple[dict, object, float | None] | None:
+    """A stored panel's ``(numbers, state, seconds its evaluation took)`` (seconds ``None`` in an entry
+    written before they were kept), or ``None`` (never evaluated, or a file that does not load: evaluated
+    again)."""
     path = store / f"{key}.pkl"
     if not path.is_file():
         return None
     try:
         with path.open("rb") as f:
             entry = pickle.load(f)
-        return entry["panel"], entry["state"]
+        return entry["panel"], entry["state"], entry.get("seconds")
     except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError, AttributeError):
         return None
 
 
-def write_panel(store: Path, key: str, panel: dict, state: object, title: str) -> None:
-    """Keep one evaluated panel (written whole or not at all)."""
+def write_panel(store: Path, key: str, panel: dict, state: object, seconds: float, title: str) -> None:
+    """Keep one evaluated panel and the wall-clock seconds its evaluation took (written whole or not at all)."""
     from omgpt.resources import code_version
 
     store.mkdir(parents=True, exist_ok=True)
-    entry = {"panel": panel, "state": state, "title": title, "code_version": code_version()}
+    entry = {"panel": panel, "state": state, "seconds": seconds, "title": title, "code_version": code_version()}
     atomic_write(store / f"{key}.pkl", lambda f: pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL))

@@ -116,7 +116,8 @@ class ExperimentResult(TypedDict):
     models: dict[str, ModelRecord]
     panels: list[PanelResult]
     seconds: float
-    evaluation_seconds: NotRequired[float]
+    evaluation_seconds: NotRequired[float]  # the sum of the panels' evaluation times (each in its own process)
+    untimed_panels: NotRequired[int]  # panels read from the panel store without a recorded time (not in the sum)
     code_version: NotRequired[str]
     figures: list[str]  # the figure files, relative to the report folder
 
