@@ -173,6 +173,34 @@ def panel_cell(panel: dict) -> tuple[str, bool | None]:
     return f"{title}: {models} vs {best} {finals[best]:.4g}{star}{match}", wins
 
 
+def real_demand_cells(panels: list[dict]) -> list[tuple[str, None]]:
+    """Real demand's panels by setting (held-out stores, or later dates, at one q): in how many split
+    seeds (origins) OMGPT is below every benchmark, the range of OMGPT / the best benchmark, and over
+    the rolling origins their pooled ratio [cluster 90%] (24 panels in a few words each)."""
+    from omgpt.commands.experiment.kinds.real_demand import SPLIT_TITLE, pooled_versus_best, versus_best_benchmark
+
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for p in panels:
+        m = SPLIT_TITLE.fullmatch(p["title"])
+        split, q = (m.group(1), m.group(4)) if m else tuple(p["title"].rsplit(", ", 1))
+        groups.setdefault((split, q), []).append(p)
+    cells = []
+    for (split, q), group in groups.items():
+        ratios, below = [], 0
+        for p in group:
+            best, _, wins = versus_best_benchmark(p)
+            ratios.append(p["costs"]["omgpt"]["ratio_to"][best]["mean"])
+            below += wins
+        unit = "origins" if "pooled" in group[-1] else "splits"
+        name = re.sub(r"Held-out stores", "stores", re.sub(r"Later dates", "dates", split))
+        cell = f"{name}, {q.replace('q = ', 'q ')}: below in {below} of {len(group)} {unit}, × best {min(ratios):.2f}-{max(ratios):.2f}"
+        if "pooled" in group[-1]:
+            best, _, _, ratio = pooled_versus_best(group[-1])
+            cell += f", pooled {_bold(ratio['mean'], ratio['mean'] < 1)}× {interval(ratio['ci90'])} {best}"
+        cells.append((cell, None))
+    return cells
+
+
 def _bold(value: float, win: bool) -> str:
     return f"**{value:.3g}**" if win else f"{value:.3g}"
 
@@ -188,10 +216,12 @@ def experiments_table() -> str:
         result = json.loads(path.read_text())
         cells = [panel_cell(p) for p in result["panels"]]
         wins = sum(bool(w) for _, w in cells)
+        if all("costs" in p for p in result["panels"]):  # real demand: one cell per setting, not per panel
+            cells = real_demand_cells(result["panels"])
         horizons = sorted({p["horizon"] for p in result["panels"] if p.get("horizon")})
         lines.append(
             f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
-            f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(cells)} | {'; '.join(c for c, _ in cells)} |"
+            f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} |"
         )
     return "\n".join(lines)
 
@@ -230,7 +260,13 @@ def cost_table() -> str:
         seconds = result.get("evaluation_seconds", result["seconds"])
         evaluation += seconds
         shipped = sum(r["key"].startswith("pretrained/") for r in records)
-        lines.append(row + f"{len(result['models'])} ({shipped}) | {sum(new.values()) / 60:.0f} | {seconds / 60:.0f} |")
+        untimed = result.get("untimed_panels", 0)  # read from the panel store, their time not recorded
+        spent = (
+            f"{seconds / 60:.0f}"
+            if not untimed
+            else f"{seconds / 60:.0f} + {untimed} of {len(result['panels'])} panels untimed"
+        )
+        lines.append(row + f"{len(result['models'])} ({shipped}) | {sum(new.values()) / 60:.0f} | {spent} |")
     training = sum(counted.values())
     lines.append(
         f"| **all counted** | | {len(counted)} distinct | **{training / 60:.0f}** | **{evaluation / 60:.0f}** |"
