@@ -8,17 +8,29 @@ writes ``curves.json`` (every run's (step, val/regret) points) and ``val_regret.
 
 from __future__ import annotations
 
-import argparse
 import csv
+import sys
 from pathlib import Path
 
+from omgpt.entry import InputFolder, Named, OutputFolder, Real, Text, entry_point, script_parser
+from omgpt.errors import OMGPTError
 from omgpt.files import save_figure, write_json
 
 
 def read_val_curve(run_dir: str | Path, metric: str = "val/regret") -> list[tuple[int, float]]:
-    """``(step, value)`` pairs of ``metric`` from ``run_dir/metrics.csv``."""
-    with open(Path(run_dir) / "metrics.csv") as f:
-        return [(int(r["step"]), float(r[metric])) for r in csv.DictReader(f) if r.get(metric)]
+    """``(step, value)`` pairs of ``metric`` from ``run_dir/metrics.csv`` (a folder without one, or one
+    that logged no ``metric``, is one line)."""
+    path = Path(run_dir) / "metrics.csv"
+    try:
+        with open(path) as f:
+            points = [(int(r["step"]), float(r[metric])) for r in csv.DictReader(f) if r.get(metric)]
+    except OSError as err:
+        raise OMGPTError(f"{run_dir}: no Lightning CSV log ({path}: {err.strerror})") from None
+    except (KeyError, ValueError) as err:
+        raise OMGPTError(f"{path}: not a Lightning CSV log ({err})") from None
+    if not points:
+        raise OMGPTError(f"{path}: no {metric} logged (a run that never validated)")
+    return points
 
 
 def plot_curves(
@@ -42,26 +54,28 @@ def plot_curves(
     save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--run", action="append", required=True, metavar="LABEL=RUN_DIR")
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    p = script_parser(__file__, __doc__)
+    p.add_argument("--run", type=Named(InputFolder()), action="append", required=True, metavar="LABEL=RUN_DIR")
     p.add_argument(
         "--reference",
+        type=Named(Real()),
         action="append",
         default=[],
         metavar="LABEL=VALUE",
         help="horizontal line, e.g. a benchmark's regret",
     )
-    p.add_argument("--title", default="validation regret during pre-training")
-    p.add_argument("--out", required=True)
+    p.add_argument("--title", type=Text(), default="validation regret during pre-training")
+    p.add_argument("--out", type=OutputFolder(), required=True)
     a = p.parse_args(argv)
-    curves = {label: read_val_curve(d) for label, d in (r.split("=", 1) for r in a.run)}
-    refs = {label: float(v) for label, v in (r.split("=", 1) for r in a.reference)}
-    out = Path(a.out)
-    write_json({"runs": curves, "references": refs}, out / "curves.json", indent=1)
-    plot_curves(curves, refs, out / "val_regret.png", a.title)
-    print(f"wrote {out / 'curves.json'} and {out / 'val_regret.png'}")
+    curves = {label: read_val_curve(d) for label, d in a.run}
+    refs = dict(a.reference)
+    write_json({"runs": curves, "references": refs}, a.out / "curves.json", indent=1)
+    plot_curves(curves, refs, a.out / "val_regret.png", a.title)
+    print(f"wrote {a.out / 'curves.json'} and {a.out / 'val_regret.png'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -121,10 +121,14 @@ class ScriptParser(argparse.ArgumentParser):
 
 def script_parser(file: str, doc: str | None, **kwargs: Any) -> ScriptParser:
     """The parser of the script at ``file`` (``__file__``): its prog is how it is run from the
-    repository root (``python benchmarks/NAME.py``, ``python -m tools.NAME``), its description the
+    repository root (``python benchmarks/NAME.py``, ``python -m tools.NAME``, ``python -m
+    omgpt.analysis.NAME``), its description the
     first paragraph of its docstring."""
     path = Path(file).resolve()
-    prog = f"python -m tools.{path.stem}" if path.parent.name == "tools" else f"python benchmarks/{path.name}"
+    prog = {
+        "tools": f"python -m tools.{path.stem}",
+        "analysis": f"python -m omgpt.analysis.{path.stem}",
+    }.get(path.parent.name, f"python benchmarks/{path.name}")
     return ScriptParser(prog=prog, description=(doc or "").split("\n\n")[0], **kwargs)
 
 

@@ -202,7 +202,9 @@ def script_option(where: str, action: argparse.Action) -> Option:
 # The scripts: every tools/ and benchmarks/ file with a main and an argument parser.
 def script_paths() -> list[Path]:
     found = []
-    for path in sorted([*(ROOT / "tools").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]):
+    for path in sorted(
+        [*(ROOT / "tools").glob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "analysis").glob("*.py")]
+    ):
         text = path.read_text()
         if "def main" in text and "argparse" in text or "script_parser" in text:
             found.append(path)
@@ -227,7 +229,9 @@ def load(path: Path):
 
 
 def where(path: Path) -> str:
-    return f"python -m tools.{path.stem}" if path.parent.name == "tools" else f"python benchmarks/{path.name}"
+    return {"tools": f"python -m tools.{path.stem}", "analysis": f"python -m omgpt.analysis.{path.stem}"}.get(
+        path.parent.name, f"python benchmarks/{path.name}"
+    )
 
 
 def call_main(path: Path, argv: list[str]):
@@ -683,7 +687,13 @@ def sample(cases: list, n: int) -> list:
 
 def test_every_script_with_a_main_has_a_parser_the_fuzzer_reads():
     paths = script_paths()
-    assert {p.stem for p in paths} >= {"time_to_quality", "reference_models", "evaluate_jobs", "recipe"}, paths
+    assert {p.stem for p in paths} >= {
+        "time_to_quality",
+        "reference_models",
+        "evaluate_jobs",
+        "recipe",
+        "training_curves",
+    }, paths
     for path in paths:
         parser_of(path)
 
