@@ -90,6 +90,21 @@ def test_print_config_shows_each_configs_callbacks_and_algorithm1(capsys, layers
     assert (mixed and mixed["start_epoch"]) == algorithm1["mixed"]
 
 
+@pytest.mark.parametrize("layers", [["pricing_mixed.yaml"], ["pricing_mixed.yaml", "nonperishable.yaml"]])
+def test_the_interpretability_configs_resolve_with_their_recipe(capsys, layers):
+    """tools/interpretability_train.py's configs live beside their results, outside configs/, so no
+    other test resolves them: a settings rename (model.lr -> model.optim.lr) once left them unusable."""
+    folder = CONFIGS.parent / "results" / "interpretability"
+    config = resolved(capsys, *[a for layer in layers for a in ("--config", str(folder / layer))])
+    assert config["model"]["optim"]["lr"] == pytest.approx(1e-3) and config["model"]["optim"]["schedule"] == "cosine"
+    # every epoch's checkpoint kept (the training-OOD map compares them), and the mixed phase applied
+    assert [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]] == [
+        "ModelCheckpoint",
+        "SelfRolloutRefresh",
+    ]
+    assert config["data"]["algorithm1"]["mixed"]["start_epoch"] == 15
+
+
 def test_shared_callback_blocks_are_written_once():
     """The checkpoint rule and the learning-rate monitor live in configs/trainer/callback/; configs list them by path."""
 
