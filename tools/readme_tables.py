@@ -177,15 +177,10 @@ def real_demand_cells(panels: list[dict]) -> list[tuple[str, None]]:
     """Real demand's panels by setting (held-out stores, or later dates, at one q): in how many split
     seeds (origins) OMGPT is below every benchmark, the range of OMGPT / the best benchmark, and over
     the rolling origins their pooled ratio [cluster 90%] (24 panels in a few words each)."""
-    from omgpt.commands.experiment.kinds.real_demand import SPLIT_TITLE, pooled_versus_best, versus_best_benchmark
+    from omgpt.commands.experiment.kinds.real_demand import pooled_versus_best, setting_groups, versus_best_benchmark
 
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for p in panels:
-        m = SPLIT_TITLE.fullmatch(p["title"])
-        split, q = (m.group(1), m.group(4)) if m else tuple(p["title"].rsplit(", ", 1))
-        groups.setdefault((split, q), []).append(p)
     cells = []
-    for (split, q), group in groups.items():
+    for (split, q), group in setting_groups(panels).items():
         ratios, below = [], 0
         for p in group:
             best, _, wins = versus_best_benchmark(p)

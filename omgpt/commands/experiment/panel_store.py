@@ -22,6 +22,7 @@ a report: deleting it costs only the time to evaluate again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -53,6 +54,7 @@ def panel_store(models_dir: Path, default_models: Path) -> Path:
     return root / "runs" / "experiments" / "panels" if models_dir == default_models else models_dir.parent / "panels"
 
 
+@functools.lru_cache(maxsize=None)  # once per process: an experiment keys every panel with it
 def _source_digest(kind_module: str) -> str:
     """The bytes of the evaluating code (a package's every ``.py``, wherever its folder lies: omgpt's
     ``analysis`` is the repository's ``analysis/``)."""

@@ -107,7 +107,7 @@ class RealDemand(Kind):
                 m = SPLIT_TITLE.fullmatch(panel["title"])
                 group = earlier.setdefault((m.group(1), m.group(4)), [])
                 group.append(state)
-                panel = {"pooled": pool_origins(group, seed), **{k: v for k, v in panel.items() if k != "pooled"}}
+                panel = {"pooled": pool_origins(group, seed), **panel}
             out.append(panel)
         return out
 
@@ -134,7 +134,7 @@ class RealDemand(Kind):
         """Per split and q: is OMGPT's scaled cost below every benchmark's, in how many split seeds, and
         does the clustered interval of its ratio to the best benchmark lie below 1."""
         checks = []
-        for (split, q), panels in _groups(result["panels"]).items():
+        for (split, q), panels in setting_groups(result["panels"]).items():
             best = [versus_best_benchmark(p) for p in panels]
             below = [b[2] for b in best]
             sure = [p["costs"]["omgpt"]["ratio_to"][b[0]]["ci90"][1] < 1 for p, b in zip(panels, best)]
@@ -217,7 +217,7 @@ def pooled_versus_best(panel: RealDemandPanel) -> tuple[str, float, float, dict]
     return best, bench[best], costs["omgpt"]["scaled_cost"]["mean"], costs["omgpt"]["ratio_to"][best]
 
 
-def _groups(panels: list[RealDemandPanel]) -> dict[tuple[str, str], list[RealDemandPanel]]:
+def setting_groups(panels: list[RealDemandPanel]) -> dict[tuple[str, str], list[RealDemandPanel]]:
     """Panels by (split title, q): the split seeds (or rolling origins) of one setting together."""
     out: dict[tuple[str, str], list[dict]] = {}
     for p in panels:
@@ -230,7 +230,7 @@ def _groups(panels: list[RealDemandPanel]) -> dict[tuple[str, str], list[RealDem
 def summary_table(panels: list[RealDemandPanel]) -> list[str]:
     """The headline: per setting (split, q), each policy's cost per unit demanded -- the mean over the
     split seeds [min, max], and the first seed's clustered interval -- and its ratio to SAA likewise."""
-    groups = _groups(panels)
+    groups = setting_groups(panels)
     lines = [
         "| policy | " + " | ".join(f"{split}, {q}" for split, q in groups) + " |",
         "|---" * (len(groups) + 1) + "|",
