@@ -29,6 +29,7 @@ from omgpt.errors import OMGPTError
 from omgpt.model import GPT  # the transformer backbone (an LSTM has no blocks to hook)
 from omgpt.policies import make_policy
 from omgpt.rollout import History, rollout
+from omgpt.seeding import AnalysisPart, Stream, stream_seed
 from omgpt.tasks.base import Envs, HiddenType, Task
 
 
@@ -163,6 +164,15 @@ def balanced_envs(task: Task, n: int, generator: torch.Generator, balance: bool 
     return envs
 
 
+def play_generators(seed: int, part: int, first: int, device="cpu") -> tuple[torch.Generator, torch.Generator]:
+    """The task's and the policy's generators for the batch of an analysis starting at environment ``first``."""
+    keys = (seed, int(part), first)
+    return (
+        torch.Generator(device=device).manual_seed(stream_seed(Stream.ANALYSIS_TASK, *keys)),
+        torch.Generator(device=device).manual_seed(stream_seed(Stream.ANALYSIS_POLICY, *keys)),
+    )
+
+
 @torch.no_grad()
 def collect(
     model: GPT,
@@ -175,14 +185,17 @@ def collect(
     balance: bool = True,
     policy_options: dict | None = None,
     keep_history: bool = False,
+    part: AnalysisPart = AnalysisPart.TSNE,
 ) -> Collected:
     """Play ``n`` fresh environments for ``step`` steps and capture every layer at the feature token
     of ``X_step``.
 
     ``policy`` plays the histories: ``"omgpt"`` (default) is the model itself through its KV cache --
     the histories it meets at test time; any other registered policy name works too (``random``,
-    ``noisy-oracle``, ``alg-star``, …). The environments and the streams are seeded by ``seed`` alone,
-    so two calls with the same seed see the same environments and contexts. The model is put in eval
+    ``noisy-oracle``, ``alg-star``, …). The environments, the task's draws and the policy's draws are
+    streams of ``(seed, part)`` (:class:`~omgpt.seeding.AnalysisPart`: a probe's fitting and test sets
+    are two parts of one seed), so two calls with the same seed and part see the same environments
+    and contexts. The model is put in eval
     mode and left in it; the caller restores training mode (see ``omgpt.callbacks.EmbeddingProbe``).
     """
     if n < 1:
@@ -192,17 +205,17 @@ def collect(
     feature_position(step)  # validates step >= 1
     model.eval()
     device = next(model.parameters()).device
-    env_gen = torch.Generator(device=device).manual_seed(seed)
+    env_gen = torch.Generator(device=device).manual_seed(stream_seed(Stream.ANALYSIS_ENVS, seed, part))
     envs_all = balanced_envs(task, n, env_gen, balance)
     hidden, opt, pred, hists, at_x = [], [], [], [], []
     pos = [feature_position(step, model.cfg.layout)]
     for lo in range(0, n, batch_size):
         envs = {k: v[lo : lo + batch_size] for k, v in envs_all.items()}
-        g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + lo + 1)
+        g, policy_g = play_generators(seed, part, lo, device)
         options = dict(policy_options or {})
         if policy == "omgpt":
             options.setdefault("model", model)
-        history = rollout(task, envs, make_policy(policy, task, **options), step, g)
+        history = rollout(task, envs, make_policy(policy, task, **options), step, g, policy_g)
         model.clear_cache()
         h, out = capture(model, *history.tokens(), pos)
         hidden.append(h[:, :, 0].float().cpu())

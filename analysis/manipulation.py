@@ -43,7 +43,9 @@ import torch
 
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
+from omgpt.analysis.capture import play_generators
 from omgpt.rollout import rollout
+from omgpt.seeding import AnalysisPart, Stream, stream_seed
 from omgpt.tasks.base import Task
 
 
@@ -113,15 +115,17 @@ def manipulate(
     cols = resolve_columns(task, columns)
     model.eval()
     device = next(model.parameters()).device
-    g_env = torch.Generator(device=device).manual_seed(seed)
+    g_env = torch.Generator(device=device).manual_seed(
+        stream_seed(Stream.ANALYSIS_ENVS, seed, AnalysisPart.MANIPULATION)
+    )
     envs_all = task.sample_envs(n, g_env)
     out = {k: [] for k in ("a_star", "a_star_new", "tf", "tf_new", "tf_proj", "tf_new_proj", "state", "state_new")}
     s = task.state_dims
     for lo in range(0, n, batch_size):
         envs = {k: v[lo : lo + batch_size] for k, v in envs_all.items()}
-        g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + lo + 1)
+        g, policy_g = play_generators(seed, AnalysisPart.MANIPULATION, lo, device)
         options = {"model": model} if policy == "omgpt" else {}
-        history = rollout(task, envs, make_policy(policy, task, **options), step, g)
+        history = rollout(task, envs, make_policy(policy, task, **options), step, g, policy_g)
         model.clear_cache()
         feats, acts = history.tokens()
         x = history.contexts[:, -1]

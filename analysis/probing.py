@@ -35,6 +35,7 @@ import torch
 from omgpt.analysis.capture import Collected, collect
 from omgpt.errors import OMGPTError
 from omgpt.files import save_figure
+from omgpt.seeding import AnalysisPart
 
 RIDGE_ALPHAS = np.logspace(-3, 4, 15)
 PROBE_TARGETS = ("type", "params", "action", "demand_at_x")
@@ -143,15 +144,12 @@ def run_probes(
     policy_options: dict | None = None,
 ) -> dict:
     """The paper's experiment: probes trained on ``n_train`` histories and scored on ``n_test`` fresh
-    ones (different environment seeds), at the feature token of ``X_step``, histories played by ``policy``."""
+    ones (another part of ``seed``'s analysis streams), at the feature token of ``X_step``, histories played by ``policy``."""
     if n_train < 8 or n_test < 4:
         raise OMGPTError(f"need at least 8 training and 4 test histories for a probe, got {n_train} and {n_test}")
-    train = collect(
-        model, task, n_train, step, policy, seed=2 * seed + 1, batch_size=batch_size, policy_options=policy_options
-    )
-    test = collect(
-        model, task, n_test, step, policy, seed=2 * seed + 2, batch_size=batch_size, policy_options=policy_options
-    )
+    common = dict(seed=seed, batch_size=batch_size, policy_options=policy_options)
+    train = collect(model, task, n_train, step, policy, part=AnalysisPart.PROBE_FIT, **common)
+    test = collect(model, task, n_test, step, policy, part=AnalysisPart.PROBE_TEST, **common)
     result = probe_collected(train, test)
     result.update(
         task=task.name, task_options=task.options(), step=step, policy=policy, n_train=n_train, n_test=n_test, seed=seed

@@ -30,7 +30,9 @@ import torch
 
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
+from omgpt.analysis.capture import play_generators
 from omgpt.rollout import rollout
+from omgpt.seeding import AnalysisPart, Stream, stream_seed
 from omgpt.tasks.base import Task
 
 KNN = 10
@@ -169,9 +171,10 @@ def training_ood(
     if n_seq < 2:
         raise OMGPTError(f"need at least 2 sequences per checkpoint, got {n_seq}")
     steps = min(steps, min(m.cfg.max_steps for _, m in models))
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(stream_seed(Stream.ANALYSIS_ENVS, seed, AnalysisPart.TRAINING_OOD))
     envs = task.sample_envs(n_seq, g)
-    contexts = torch.stack([task.sample_context({k: v[:1] for k, v in envs.items()}, t, g)[0] for t in range(steps)])
+    first = task.start({k: v[:1] for k, v in envs.items()}, g)  # stateful tasks: their initial state too
+    contexts = torch.stack([task.sample_context(first, t, g)[0] for t in range(steps)])
     shared = SharedContexts(task, contexts)
     groups: list[tuple[str, object]] = [(name, ("omgpt", {"model": m})) for name, m in models]
     notes = []
@@ -185,8 +188,7 @@ def training_ood(
     for name, (policy, options) in groups:
         if policy == "omgpt":
             options["model"].eval()
-        run_g = torch.Generator().manual_seed(seed + 1)  # the same noise for every group
-        pol_g = torch.Generator().manual_seed(seed + 2)
+        run_g, pol_g = play_generators(seed, AnalysisPart.TRAINING_OOD, 0)  # the same noise for every group
         h = rollout(shared, envs, make_policy(policy, task, **options), steps, run_g, pol_g)
         if policy == "omgpt":
             options["model"].clear_cache()

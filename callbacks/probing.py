@@ -13,6 +13,7 @@ from omgpt.analysis.capture import collect
 from omgpt.analysis.probing import plot_probes, probe_collected
 from omgpt.analysis.tsne import plot_tsne_layers, tsne_layers
 from omgpt.files import write_json
+from omgpt.seeding import AnalysisPart
 
 
 class EmbeddingProbe(Callback):
@@ -44,7 +45,8 @@ class EmbeddingProbe(Callback):
         policy: who plays the histories (default ``omgpt``, the model itself).
         tsne: also save the t-SNE grid of every layer (coloured by demand type when the task has
             mixed types, by ``a*_t`` otherwise) on the first ``tsne_samples`` test histories.
-        seed: seed of the probe environments (the same every time, so epochs compare on equal terms).
+        seed: seed of the probe environments (the same every time, so epochs compare on equal terms);
+            a validation seed, as what a fit looks at while it runs is (docs/protocol.md).
     """
 
     def __init__(
@@ -56,7 +58,7 @@ class EmbeddingProbe(Callback):
         policy: str = "omgpt",
         tsne: bool = True,
         tsne_samples: int = 200,
-        seed: int = 0,
+        seed: int = 10_000,
     ):
         if every_n_epochs < 1:
             raise ValueError(f"every_n_epochs must be >= 1, got {every_n_epochs}")
@@ -95,8 +97,8 @@ class EmbeddingProbe(Callback):
         start = time.perf_counter()
         try:
             with torch.no_grad():
-                train = collect(model, task, self.n_train, step, self.policy, seed=2 * self.seed + 1)
-                test = collect(model, task, self.n_test, step, self.policy, seed=2 * self.seed + 2)
+                train = collect(model, task, self.n_train, step, self.policy, self.seed, part=AnalysisPart.PROBE_FIT)
+                test = collect(model, task, self.n_test, step, self.policy, self.seed, part=AnalysisPart.PROBE_TEST)
             result = probe_collected(train, test)
         finally:
             model.train(was_training)

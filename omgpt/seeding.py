@@ -55,6 +55,23 @@ class Stream(enum.IntEnum):
     REGRET_HEAD = 16  # the stochastic head's draws: (global seed, step, rank, group member)
     REGRET_TASK = 17  # their contexts and noise, common to a group's rollouts: (global seed, step, rank)
     POSTERIOR_TARGETS = 18  # model.target posterior's particles: (global seed, step, batch index, rank)
+    # The interpretability analyses (probes, t-SNE, manipulation, the training-OOD map): their own
+    # environments, apart from evaluate's on the same seed; one AnalysisPart per data set of an analysis.
+    ANALYSIS_ENVS = 19  # (seed, part)
+    ANALYSIS_TASK = 20  # their contexts and noise: (seed, part, first environment of the batch)
+    ANALYSIS_POLICY = 21  # the policies' own draws: (seed, part, first environment of the batch)
+
+
+class AnalysisPart(enum.IntEnum):
+    """The data sets of the interpretability analyses, a key of the ANALYSIS streams: one seed gives
+    each its own environments (a probe is scored on environments it was not fitted on)."""
+
+    PROBE_FIT = 0
+    PROBE_TEST = 1
+    TSNE = 2
+    MANIPULATION = 3
+    TRAINING_OOD = 4
+    REFERENCE = 5  # a reference estimator's own draws (Alg*'s particles, fed a probe's test histories)
 
 
 assert max(Stream) < 2**_DOMAIN_BITS, "a domain must fit the seed's low bits (stream_seed)"

@@ -235,6 +235,11 @@ def test_manipulate_command(nonperishable_ckpt, tmp_path):
         (["manipulate", "--ckpt", "{nonperishable}", "--columns", "9"], "context columns must lie in"),
         (["manipulate", "--ckpt", "{pricing}", "--columns", "state"], "no state column"),
         (["manipulate", "--ckpt", "{pricing}", "--low", "3", "--high", "1"], "low < high"),
+        # the analyses report numbers: a burned test seed, or a validation seed, is refused
+        (["probe", "--ckpt", "{pricing}", "--seed", "0"], "burned test seed"),
+        (["tsne", "--ckpt", "{pricing}", "--seed", "1"], "burned test seed"),
+        (["tsne-training", "--ckpt", "{pricing}", "--seed", "0"], "burned test seed"),
+        (["manipulate", "--ckpt", "{nonperishable}", "--seed", "10000"], "not a test seed"),
         (["probe"], "required"),
     ],
 )

@@ -17,6 +17,8 @@ from omgpt.tasks import make_task
 # seeds (data.seed / val_seed / evaluation seed), epochs, ranks, workers, chunks, batch indices.
 SEEDS = list(range(0, 40)) + list(range(9_990, 10_010)) + list(range(19_990, 20_000))
 SMALL = range(0, 4)
+PARTS = [int(p) for p in seeding.AnalysisPart]
+BATCH_STARTS = [0, 256, 512, 768]  # an analysis's batches start at multiples of its batch size
 DOMAIN_KEYS = {
     Stream.TRAINING: [SEEDS, SMALL, SMALL, SMALL],
     Stream.F_TILDE_POOL: [SEEDS],
@@ -36,6 +38,9 @@ DOMAIN_KEYS = {
     Stream.REGRET_TASK: [SEEDS, SMALL, SMALL],
     Stream.REGRET_HEAD: [SEEDS, SMALL, SMALL, SMALL],
     Stream.POSTERIOR_TARGETS: [SEEDS, SMALL, SMALL, SMALL],
+    Stream.ANALYSIS_ENVS: [SEEDS, PARTS],
+    Stream.ANALYSIS_TASK: [SEEDS, PARTS, BATCH_STARTS],
+    Stream.ANALYSIS_POLICY: [SEEDS, PARTS, BATCH_STARTS],
 }
 # the domains keyed by one evaluation or validation seed, or by such a seed and a chunk: injective in
 # torch's bits over every test and validation seed

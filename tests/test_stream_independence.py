@@ -1,7 +1,7 @@
 """No path that draws environments and then plays them lets the play repeat the environments' draws.
 
 The property, on every task and every such path (training histories, the mixed phase's self-rollouts,
-validation, ``evaluate``, ``tune``, regret fine-tuning, ``time_to_quality``):
+validation, ``evaluate``, ``tune``, regret fine-tuning, ``time_to_quality``, the interpretability analyses):
 
 * **in torch's seed bits**: no generator that plays an episode (the task's contexts and noise, the
   policy's own draws) was seeded with the torch seed of a generator that drew the episode's
@@ -196,7 +196,21 @@ def time_to_quality(name):
     validation_regret(task, envs, lambda: make_policy("random", task), HORIZON, 10_000, 2)
 
 
-PATHS = [training_histories, self_rollouts, validation, evaluate, tune, regret_finetuning, time_to_quality]
+def analyses(name):
+    """The interpretability analyses: a probe's two sets, the training-OOD map and, where the action is
+    one continuous number, the context manipulation."""
+    from omgpt.analysis.manipulation import manipulate
+    from omgpt.analysis.probing import run_probes
+    from omgpt.analysis.tsne import training_ood
+
+    model, task = tiny_model(name).model, task_for(name)
+    run_probes(model, task, 8, 4, HORIZON, "omgpt", EXPERIMENT_SEED)
+    training_ood([("model", model)], task, n_seq=4, steps=HORIZON, seed=EXPERIMENT_SEED, alg_star=False)
+    if not task.discrete and task.action_dim == 1:
+        manipulate(model, task, n=4, step=HORIZON, columns="all", seed=EXPERIMENT_SEED)
+
+
+PATHS = [training_histories, self_rollouts, validation, evaluate, tune, regret_finetuning, time_to_quality, analyses]
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.__name__)

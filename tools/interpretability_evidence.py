@@ -33,10 +33,11 @@ import yaml
 from omgpt.analysis.capture import Collected, collect
 from omgpt.analysis.probing import normalised_mse, plot_probes, probe_collected
 from omgpt.analysis.tsne import plot_training_ood, plot_tsne_layers, training_ood, tsne_layers
-from omgpt.entry import InputFolder, entry_point, script_parser
+from omgpt.entry import InputFolder, Seed, entry_point, script_parser
 from omgpt.files import write_json
 from omgpt.model import load_model
 from omgpt.policies import make_policy
+from omgpt.seeding import EXPERIMENT_SEED, AnalysisPart, Stream, stream_seed
 
 HERE = Path(__file__).resolve().parents[1] / "results" / "interpretability"  # where the evidence is written
 # training-OOD checkpoints: early, just before the mixed phase (it starts at epoch 15), after it, last
@@ -96,11 +97,11 @@ def bayes_type(data: Collected, task) -> float:
     return float((guess != truth).double().mean() / 0.5)
 
 
-def alg_star_action(data: Collected, task, seed: int = 0) -> float:
+def alg_star_action(data: Collected, task, seed: int) -> float:
     """Normalised error of Alg*'s decision at X_t given the same history (fed, not played)."""
     h, step = data.history, data.step
     policy = make_policy("alg-star", task)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(stream_seed(Stream.ANALYSIS_POLICY, seed, AnalysisPart.REFERENCE, 0))
     policy.reset({k: v for k, v in h.envs.items()}, step, g)
     for t in range(step - 1):
         policy.act(t, h.contexts[:, t])
@@ -109,23 +110,26 @@ def alg_star_action(data: Collected, task, seed: int = 0) -> float:
     return normalised_mse(decision.double().numpy(), data.optimal_action.double().numpy())
 
 
-def evidence(run: Path) -> None:
+def evidence(run: Path, seed: int = EXPERIMENT_SEED) -> None:
     torch.set_num_threads(1)
     ckpts = run / "checkpoints"
     model, task, _ = load_model(ckpts / "last.ckpt")
     step = model.cfg.max_steps
-    summary = {"run": str(run), "ckpt": str(ckpts / "last.ckpt"), "step": step}
+    summary = {"run": str(run), "ckpt": str(ckpts / "last.ckpt"), "step": step, "seed": seed}
     pretraining = yaml.safe_load((run / "config.yaml").read_text())["data"]  # the run's own data policy
     for policy, options in {"omgpt": {}, pretraining["data_policy"]: pretraining["data_policy_options"] or {}}.items():
         out = HERE / policy
-        train_set = collect(model, task, 1024, step, policy, seed=1, policy_options=options)
-        test_set = collect(model, task, 256, step, policy, seed=2, keep_history=True, policy_options=options)
+        common = dict(seed=seed, policy_options=options)
+        train_set = collect(model, task, 1024, step, policy, part=AnalysisPart.PROBE_FIT, **common)
+        test_set = collect(model, task, 256, step, policy, part=AnalysisPart.PROBE_TEST, keep_history=True, **common)
         probes = probe_collected(train_set, test_set)
-        probes.update(task=task.name, task_options=task.options(), step=step, policy=policy, n_train=1024, n_test=256)
+        probes.update(
+            task=task.name, task_options=task.options(), step=step, policy=policy, n_train=1024, n_test=256, seed=seed
+        )
         probes["reference"] = {
             "bayes_known_type": bayes_known_type(test_set, task),
             "bayes_type": bayes_type(test_set, task),
-            "alg_star_action": alg_star_action(test_set, task),
+            "alg_star_action": alg_star_action(test_set, task, seed),
         }
         ref = probes["reference"]
         probes["reference_errors"] = {
@@ -140,8 +144,8 @@ def evidence(run: Path) -> None:
             title=f"Linear probes at X_{step}, histories played by {policy} (1024 train / 256 test)",
         )
         write_json(probes, out / "probe.json")
-        data = collect(model, task, 500, step, policy, seed=7, policy_options=options)
-        ts = tsne_layers(data.hidden, data.labels["square"].long(), True, seed=0)
+        data = collect(model, task, 500, step, policy, part=AnalysisPart.TSNE, **common)
+        ts = tsne_layers(data.hidden, data.labels["square"].long(), True, seed=seed)
         plot_tsne_layers(
             ts,
             out / "tsne.png",
@@ -150,7 +154,8 @@ def evidence(run: Path) -> None:
             title=f"t-SNE of X_{step} per layer, 500 histories played by {policy}",
         )
         write_json(
-            {"layers": ts["layers"], "knn_accuracy": ts["knn"], "policy": policy, "step": step}, out / "tsne.json"
+            {"layers": ts["layers"], "knn_accuracy": ts["knn"], "policy": policy, "step": step, "seed": seed},
+            out / "tsne.json",
         )
         summary[policy] = {
             "probe_errors": probes["errors"],
@@ -161,7 +166,7 @@ def evidence(run: Path) -> None:
         print(policy, json.dumps(summary[policy]), flush=True)
     picks = [f"epoch{e:03d}.ckpt" for e in OOD_EPOCHS if (ckpts / f"epoch{e:03d}.ckpt").is_file()]
     models = [(p.removesuffix(".ckpt"), load_model(ckpts / p).model) for p in picks]
-    ood = training_ood(models, task, n_seq=30, steps=20, seed=0)
+    ood = training_ood(models, task, n_seq=30, steps=20, seed=seed)
     plot_training_ood(
         ood, HERE / "training_ood.png", title="First 20 actions + observations of 30 sequences per checkpoint vs Alg*"
     )
@@ -184,7 +189,9 @@ def main(argv: list[str] | None = None) -> None:
         default="runs/interpretability/version_0",
         help="the pricing model's run folder (its checkpoints/ and config.yaml)",
     )
-    evidence(p.parse_args(argv).run)
+    p.add_argument("--seed", type=Seed("test"), default=EXPERIMENT_SEED, help="the test seed of every analysis")
+    args = p.parse_args(argv)
+    evidence(args.run, args.seed)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Each command writes a PNG and a JSON into ``--out`` and prints where; bad input 
 checkpoint, a step beyond the model's horizon, a label the task does not have, ...) ends with one line
 ``omgpt: error: …`` and exit code 2 (:class:`~omgpt.errors.OMGPTError`, turned into that by ``cli_main``).
 
-* ``omgpt probe --ckpt C [--n-train 1024 --n-test 256 --step T --policy omgpt --seed 0 --out DIR]``
+* ``omgpt probe --ckpt C [--n-train 1024 --n-test 256 --step T --policy omgpt --seed 6 --out DIR]``
   -> ``probe.png``, ``probe.json`` (per-layer normalised held-out errors; ``analysis.probing``).
 * ``omgpt tsne --ckpt C [--samples 500 --step T --label type|action|model --layers 0,1,4 --out DIR]``
   -> ``tsne.png``, ``tsne.json`` (t-SNE of every layer; ``analysis.tsne``).
@@ -33,6 +33,7 @@ from omgpt.commands.args import (
 )
 from omgpt.errors import OMGPTError
 from omgpt.files import output_folder, write_json
+from omgpt.seeding import EXPERIMENT_SEED, check_test_seed
 
 if TYPE_CHECKING:
     from omgpt.model import TrainedModel
@@ -83,7 +84,7 @@ def probe_command(
     step: Optional[int] = None,
     policy: str = "omgpt",
     option: Optional[list[str]] = None,
-    seed: Seed = 0,
+    seed: Seed = EXPERIMENT_SEED,
     device: Device = "cpu",
     out: OutputDir = "runs/probe",
 ) -> int:
@@ -96,12 +97,13 @@ def probe_command(
         step: probe the feature token of X_step, 1-based (default: the horizon; paper: 100)
         policy: who plays the histories (default: the model itself)
         option: task option override KEY=VALUE, repeatable
-        seed: seed of the environments and their noise
+        seed: test seed of the environments and their noise (a burned one is refused)
         device: torch device, e.g. cuda
         out: output folder, written as a whole
     """
     from omgpt.analysis.probing import plot_probes, run_probes
 
+    check_test_seed(seed, "--seed")
     trained = _trained_model(ckpt, device)
     task, step = _task(trained, option), _step(trained, step)
     with output_folder(out, ("probe.png", "probe.json"), "omgpt probe") as folder:
@@ -141,7 +143,7 @@ def tsne_command(
     policy: str = "omgpt",
     perplexity: PositiveFloat = 30.0,
     option: Optional[list[str]] = None,
-    seed: Seed = 0,
+    seed: Seed = EXPERIMENT_SEED,
     device: Device = "cpu",
     out: OutputDir = "runs/tsne",
 ) -> int:
@@ -156,7 +158,7 @@ def tsne_command(
         policy: who plays the histories (default: the model itself)
         perplexity: t-SNE perplexity (capped below a third of the points)
         option: task option override KEY=VALUE, repeatable
-        seed: seed of the environments and their noise
+        seed: test seed of the environments and their noise (a burned one is refused)
         device: torch device, e.g. cuda
         out: output folder, written as a whole
     """
@@ -165,6 +167,7 @@ def tsne_command(
     from omgpt.analysis.capture import collect
     from omgpt.analysis.tsne import plot_tsne_layers, tsne_layers
 
+    check_test_seed(seed, "--seed")
     trained = _trained_model(ckpt[0], device)
     task, step = _task(trained, option), _step(trained, step)
     layer_list = _parse_layers(layers, trained.model.cfg.n_layer)
@@ -230,7 +233,7 @@ def tsne_training_command(
     no_alg_star: bool = False,
     perplexity: PositiveFloat = 30.0,
     option: Optional[list[str]] = None,
-    seed: Seed = 0,
+    seed: Seed = EXPERIMENT_SEED,
     device: Device = "cpu",
     out: OutputDir = "runs/tsne-training",
 ) -> int:
@@ -243,12 +246,13 @@ def tsne_training_command(
         no_alg_star: leave Alg* out
         perplexity: t-SNE perplexity (capped below a third of the points)
         option: task option override KEY=VALUE, repeatable
-        seed: seed of the environments and their noise
+        seed: test seed of the environments and their noise (a burned one is refused)
         device: torch device, e.g. cuda
         out: output folder, written as a whole
     """
     from omgpt.analysis.tsne import plot_training_ood, training_ood
 
+    check_test_seed(seed, "--seed")
     trained = [(Path(c).stem, _trained_model(c, device)) for c in ckpt]
     names = [n for n, _ in trained]
     if len(set(names)) != len(names):  # e.g. last.ckpt of two runs: fall back to the full paths
@@ -287,7 +291,7 @@ def manipulate_command(
     columns: Optional[str] = None,
     policy: str = "omgpt",
     option: Optional[list[str]] = None,
-    seed: Seed = 0,
+    seed: Seed = EXPERIMENT_SEED,
     device: Device = "cpu",
     out: OutputDir = "runs/manipulate",
 ) -> int:
@@ -302,12 +306,13 @@ def manipulate_command(
         columns: context columns replaced: 'state' (the inventory; default when the task has one), 'all', or indices like 0,2
         policy: who plays the histories up to t (default: the model itself)
         option: task option override KEY=VALUE, repeatable
-        seed: seed of the environments and their noise
+        seed: test seed of the environments and their noise (a burned one is refused)
         device: torch device, e.g. cuda
         out: output folder, written as a whole
     """
     from omgpt.analysis.manipulation import manipulate, plot_manipulation
 
+    check_test_seed(seed, "--seed")
     trained = _trained_model(ckpt, device)
     task = _task(trained, option)
     step = _step(trained, min(step, trained.model.cfg.max_steps) if step >= 1 else step)
