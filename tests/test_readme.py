@@ -221,3 +221,31 @@ def test_the_own_table_example_is_the_script_that_measured_it():
     assert lines and all(line in script for line in lines), [line for line in lines if line not in script]
     summary = json.loads((ROOT / "results/sid-example/summary.json").read_text())
     assert "real_demand" in summary  # written by today's omgpt evaluate: the clustered intervals
+
+
+def test_the_steps_law_projects_from_two_whole_schedules():
+    """Hand-computed: excess over alg-star 4 at 10 CPU-min and 2 at 40 -> b = ln 2 / ln 4 = 1/2, so excess
+    1 (2x) at 40 * 2**2 = 160 minutes, 0.5 (1.5x) at 640, 0.25 (1.25x) at 2,560; the head's MSE has no
+    floor; a longer schedule that did not help projects nothing."""
+    from tools.readme_tables import steps_law
+
+    def arm(name, minutes, ratio, held=True):
+        record = {"arm": name, "points": [{"cpu_s": 60 * minutes, "ratio": ratio + (0 if not held else 9)}]}
+        if held:  # the held-out ratio, not the last validation point, is what a regret arm is judged by
+            record["holdout"] = {"ratio_to_alg_star": {"mean": ratio}}
+        return record
+
+    record = {"metric": "regret", "targets": [2, 1.5, 1.25], "arms": [arm("cpu-recipe", 10, 5.0)]}
+    assert steps_law(record) is None  # the steps arm has not run
+    record["arms"].append(arm("steps-x4", 40, 3.0))
+    law = steps_law(record)
+    assert law["exponent"] == pytest.approx(0.5)
+    assert [law["minutes"][k] for k in ("2", "1.5", "1.25")] == pytest.approx([160, 640, 2560])
+    head = {
+        "metric": "obs-mse",
+        "targets": [4, 2, 1],
+        "arms": [arm("cpu-recipe", 10, 8, False), arm("steps-x2", 40, 4, False)],
+    }
+    assert steps_law(head)["minutes"] == pytest.approx({"4": 40, "2": 160, "1": 640})
+    flat = {"metric": "regret", "targets": [2], "arms": [arm("cpu-recipe", 10, 3.0), arm("steps-x4", 40, 3.2)]}
+    assert steps_law(flat)["exponent"] is None and steps_law(flat)["minutes"] == {}

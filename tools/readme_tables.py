@@ -13,6 +13,7 @@ runs the check.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -324,8 +325,68 @@ def levers_table() -> str:
     return "\n".join(lines)
 
 
+def _final_ratio(arm: dict) -> float:
+    """An arm's kept checkpoint's held-out ratio where it was played, else its last validation ratio."""
+    held = arm.get("holdout", {}).get("ratio_to_alg_star")
+    return held["mean"] if held else arm["points"][-1]["ratio"]
+
+
+def steps_law(record: dict) -> dict | None:
+    """What the steps lever predicts for a lever study's setting: a power law in training CPU-minutes,
+    ``excess = c * minutes ** -b``, through two completed schedules -- the CPU recipe and the steps arm,
+    each a whole cosine schedule ending where it was laid out, not one curve read past its end. The
+    excess is the distance to what no training can beat: ``ratio - 1`` for regret (``alg-star`` is
+    Bayes-optimal), the ratio itself for the head's MSE (a perfect head has none). Two points fix the law
+    exactly, so it is a projection to be checked, not a fit; ``None`` until both arms have run."""
+    arms = {a["arm"]: a for a in record["arms"]}
+    steps = next((a for name, a in arms.items() if name.startswith("steps-x")), None)
+    if "cpu-recipe" not in arms or steps is None:
+        return None
+    floor = 0.0 if record["metric"] == "obs-mse" else 1.0
+    (t0, r0), (t1, r1) = ((a["points"][-1]["cpu_s"] / 60, _final_ratio(a)) for a in (arms["cpu-recipe"], steps))
+    e0, e1 = r0 - floor, r1 - floor
+    law = {"recipe": (t0, r0), "steps_arm": steps["arm"], "steps": (t1, r1), "exponent": None, "minutes": {}}
+    if min(e0, e1) <= 0 or e1 >= e0:  # at the floor already, or no gain from the longer schedule
+        return law
+    b = math.log(e0 / e1) / math.log(t1 / t0)
+    law["exponent"] = b
+    for target in record["targets"]:
+        goal = target - floor
+        law["minutes"][f"{target:g}"] = t1 * (e1 / goal) ** (1 / b) if goal > 0 else None
+    return law
+
+
+def lever_projection_table() -> str:
+    """Per lever-study setting, the steps law (:func:`steps_law`) and the CPU-minutes it puts each target at."""
+    lines = [
+        "| setting | CPU recipe: CPU-min, ratio | longer schedule: CPU-min, ratio | exponent `b` | projected CPU-min to 2x / 1.5x / 1.25x (head: 4x / 2x / 1x) |",
+        "|---|---|---|---|---|",
+    ]
+    for path in sorted((ROOT / "benchmarks" / "levers").glob("*.json")):
+        record = json.loads(path.read_text())
+        law = steps_law(record)
+        if law is None:
+            continue
+        (t0, r0), (t1, r1) = law["recipe"], law["steps"]
+        if law["exponent"] is None:
+            projected, b = "no gain from the longer schedule", "—"
+        else:
+            b = f"{law['exponent']:.2f}"
+            projected = " / ".join(
+                "reached" if (m := law["minutes"][f"{t:g}"]) is not None and m <= t1 else f"{m:,.0f}" if m else "—"
+                for t in record["targets"]
+            )
+        lines.append(
+            f"| {path.stem} | {t0:.0f}, {r0:.2f} | `{law['steps_arm']}`: {t1:.0f}, {r1:.2f} | {b} | {projected} |"
+        )
+    if len(lines) == 2:
+        lines.append("| (no setting has both arms yet) | | | | |")
+    return "\n".join(lines)
+
+
 TABLES = {
     "levers": levers_table,
+    "lever-projection": lever_projection_table,
     "real-demand": real_demand_table,
     "recipe": recipe_table,
     "tuning": tuning_table,
