@@ -34,7 +34,8 @@ its regret is kept in ``--out`` under a key of the environments themselves and r
 It prints, per arm: the training CPU-minutes at the first evaluation whose ratio is at most each
 ``--target``, the best ratio seen and when, and the ratio after each budget, all measured in this one
 run; ``--plot`` draws the curves. An arm's trace in ``--out`` is named by everything that decides it,
-and ``--resume`` reuses every finished one, so a study longer than a session is run again until done. ``--metric obs-mse`` measures demand prediction instead: the
+and ``--resume`` reuses every finished one and goes on with a stopped one from its last checkpoint (its
+clock and evaluations travel in it), so a study longer than a session is run again until done. ``--metric obs-mse`` measures demand prediction instead: the
 observation head's squared error against the expected observation after ``T - 1`` samples, over
 ridge's on the same samples, on the model's own rollouts of the validation environments (the arms
 train with ``--model.network.obs_head true``). ``--holdout-runs N`` then plays every arm's
@@ -181,9 +182,23 @@ class QualityClock(Callback):
 
         self.task = pl_module.task.validation_task()
         self.envs = validation_envs(self.task, self.val_runs, self.val_seed)
-        self.start_cpu, self.start_wall = cpu_seconds(), time.perf_counter()
+        # a resumed arm (load_state_dict) reads on from its checkpoint's clock, with the evaluations before it
+        resumed = getattr(self, "resumed", None) or {"cpu_s": 0.0, "wall_s": 0.0, "points": []}
+        self.start_cpu = cpu_seconds() - resumed["cpu_s"]
+        self.start_wall = time.perf_counter() - resumed["wall_s"]
         self.paused_cpu = self.paused_wall = 0.0  # (Lightning's sanity-check validation ran before the start)
-        self.next_eval, self.pending = self.eval_every, list(self.budgets)
+        self.points = list(resumed["points"])
+        self.next_eval = (resumed["cpu_s"] // self.eval_every + 1) * self.eval_every
+        self.pending = [b for b in self.budgets if b > resumed["cpu_s"]]  # each budget crossed was evaluated then
+
+    # An arm stopped mid-way (a session's end) resumes from its last checkpoint (--resume): the clock and
+    # the evaluations so far travel in the checkpoint, so the training redone after it is not counted twice.
+    def state_dict(self) -> dict:
+        cpu, wall = self.clock() if hasattr(self, "start_cpu") else (0.0, 0.0)
+        return {"cpu_s": cpu, "wall_s": wall, "points": self.points}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.resumed = state_dict
 
     def clock(self) -> tuple[float, float]:
         """(CPU, wall) seconds of training so far."""
@@ -355,8 +370,23 @@ def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, c
     return regret
 
 
-def fit_command(config: str, overrides: list[str], trace: Path, clock: dict, seed: int) -> list[str]:
-    """``omgpt fit`` of one arm, the clock added to its callbacks by a config layer written beside the trace."""
+def resumable_checkpoint(runs: Path) -> Path | None:
+    """The newest ``last.ckpt`` of a stopped arm's runs (``runs/version_*``) that holds its clock, else ``None``
+    (the arm then starts again: without the clock the CPU time already spent would be lost)."""
+    for ckpt in sorted(runs.glob("version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True):
+        state = torch.load(ckpt, map_location="cpu", weights_only=False).get("callbacks", {})
+        if QualityClock.__qualname__ in state:
+            return ckpt
+        print(f"{ckpt} has no clock (written before arms could resume): the arm starts again", flush=True)
+        return None
+    return None
+
+
+def fit_command(
+    config: str, overrides: list[str], trace: Path, clock: dict, seed: int, resume: Path | None = None
+) -> list[str]:
+    """``omgpt fit`` of one arm, the clock added to its callbacks by a config layer written beside the trace;
+    ``resume``: the arm's last checkpoint, to go on from (its clock included)."""
     import yaml
 
     layer = trace.with_suffix(".yaml")
@@ -385,6 +415,7 @@ def fit_command(config: str, overrides: list[str], trace: Path, clock: dict, see
         "false",
         "--trainer.enable_model_summary",
         "false",
+        *(["--ckpt_path", str(resume)] if resume else []),
     ]
 
 
@@ -632,7 +663,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.resume and trace.is_file() and json.loads(trace.read_text()).get("finished"):
             print(f"\narm {name}: finished before, reused ({trace})", flush=True)
         else:
-            cmd = fit_command(config, fit_overrides, trace, {"out": str(trace), **clock}, args.seed)
+            resume = resumable_checkpoint(args.out / trace.stem) if args.resume else None
+            cmd = fit_command(config, fit_overrides, trace, {"out": str(trace), **clock}, args.seed, resume)
             print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
             run_fit(cmd, threads)
         run = json.loads(trace.read_text())

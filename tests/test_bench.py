@@ -147,6 +147,59 @@ def test_time_to_quality_reads_an_arms_setting_from_its_config_then_its_override
         arm_setting("configs/scale/cpu.yaml", ["--trainer.max_epochs", "3"])
 
 
+def test_time_to_quality_resumes_a_stopped_arm_from_its_last_checkpoint(tmp_path):
+    """An arm killed mid-way (a session's end) goes on from its last checkpoint under --resume: its clock
+    and evaluations come back from the checkpoint, so the points before it are the ones measured then,
+    the clock reads on (no training counted twice), and the arm ends where an unbroken one would."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import torch
+
+    runs = tmp_path / "runs"
+    argv = [
+        sys.executable,
+        "benchmarks/time_to_quality.py",
+        "--arm",
+        'a=configs/scale/tiny.yaml --model.task pricing --model.task_options "{pool_size: 100}" '
+        "--model.horizon 12 --trainer.max_epochs 6 --data.batches_per_epoch 40",
+        "--budgets",
+        "30",
+        "--eval-every",
+        "0.5",
+        "--val-runs",
+        "8",
+        "--out",
+        str(runs),
+        "--resume",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (list(runs.glob("a-*/version_0/checkpoints/last.ckpt")) and list(runs.glob("a-*.json"))):
+        assert time.monotonic() < deadline, "no checkpoint and evaluation within 5 minutes"
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)  # the arm and its fit, stopped after its first checkpoint
+    first.wait()
+    (trace,) = runs.glob("a-*.json")
+    assert not json.loads(trace.read_text())["finished"], "the arm ended before it was stopped: make it longer"
+    (ckpt,) = runs.glob("a-*/version_0/checkpoints/last.ckpt")
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+    at_stop = saved["callbacks"]["QualityClock"]
+    assert subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL).returncode == 0
+    done = json.loads(trace.read_text())
+    assert done["finished"] and done["steps"] > saved["global_step"]
+    assert list(runs.glob("a-*/version_1/checkpoints/last.ckpt")), "the second fit resumed in a run of its own"
+    points = done["points"]
+    assert points[: len(at_stop["points"])] == at_stop["points"]  # the evaluations before the checkpoint, kept
+    later = points[len(at_stop["points"]) :]
+    assert later and all(p["step"] > saved["global_step"] for p in later)  # the training goes on after it
+    assert all(p["cpu_s"] > at_stop["cpu_s"] for p in later)  # and its clock reads on from the checkpoint's
+    assert [p["cpu_s"] for p in points] == sorted(p["cpu_s"] for p in points)
+
+
 def test_time_to_quality_tables_and_draws_several_targets(tmp_path, capsys):
     from benchmarks.time_to_quality import first_at_most, plot_curves, print_table
 
