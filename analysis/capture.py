@@ -195,8 +195,8 @@ def collect(
     ``noisy-oracle``, ``alg-star``, …). The environments, the task's draws and the policy's draws are
     streams of ``(seed, part)`` (:class:`~omgpt.seeding.AnalysisPart`: a probe's fitting and test sets
     are two parts of one seed), so two calls with the same seed and part see the same environments
-    and contexts. The model is put in eval
-    mode and left in it; the caller restores training mode (see ``omgpt.callbacks.EmbeddingProbe``).
+    and contexts. The model is put in eval mode and left in it; the caller restores training mode (see
+    ``omgpt.callbacks.EmbeddingProbe``).
     """
     if n < 1:
         raise OMGPTError(f"the number of histories must be a positive integer, got {n}")

@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from omgpt.analysis.capture import play_generators
 from omgpt.errors import OMGPTError
 from omgpt.policies import make_policy
-from omgpt.analysis.capture import play_generators
 from omgpt.rollout import rollout
 from omgpt.seeding import AnalysisPart, Stream, stream_seed
 from omgpt.tasks.base import Task
