@@ -119,17 +119,20 @@ class ScriptParser(argparse.ArgumentParser):
         raise OMGPTError(f"{self.prog}: {message}")
 
 
-def script_parser(file: str, doc: str | None, **kwargs: Any) -> ScriptParser:
-    """The parser of the script at ``file`` (``__file__``): its prog is how it is run from the
-    repository root (``python benchmarks/NAME.py``, ``python -m tools.NAME``, ``python -m
-    omgpt.analysis.NAME``), its description the
-    first paragraph of its docstring."""
+def script_command(file: str | Path) -> str:
+    """How the script at ``file`` is run from the repository root: ``python benchmarks/NAME.py``,
+    ``python -m tools.NAME`` or ``python -m omgpt.analysis.NAME``."""
     path = Path(file).resolve()
-    prog = {
+    return {
         "tools": f"python -m tools.{path.stem}",
         "analysis": f"python -m omgpt.analysis.{path.stem}",
     }.get(path.parent.name, f"python benchmarks/{path.name}")
-    return ScriptParser(prog=prog, description=(doc or "").split("\n\n")[0], **kwargs)
+
+
+def script_parser(file: str, doc: str | None, **kwargs: Any) -> ScriptParser:
+    """The parser of the script at ``file`` (``__file__``): its prog is :func:`script_command`, its
+    description the first paragraph of its docstring."""
+    return ScriptParser(prog=script_command(file), description=(doc or "").split("\n\n")[0], **kwargs)
 
 
 # --------------------------------------------------------------------------------------------------

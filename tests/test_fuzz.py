@@ -229,9 +229,9 @@ def load(path: Path):
 
 
 def where(path: Path) -> str:
-    return {"tools": f"python -m tools.{path.stem}", "analysis": f"python -m omgpt.analysis.{path.stem}"}.get(
-        path.parent.name, f"python benchmarks/{path.name}"
-    )
+    from omgpt.entry import script_command
+
+    return script_command(path)
 
 
 def call_main(path: Path, argv: list[str]):

@@ -188,7 +188,7 @@ def real_demand_cells(panels: list[dict]) -> list[tuple[str, None]]:
             ratios.append(p["costs"]["omgpt"]["ratio_to"][best]["mean"])
             below += wins
         unit = "origins" if "pooled" in group[-1] else "splits"
-        name = re.sub(r"Held-out stores", "stores", re.sub(r"Later dates", "dates", split))
+        name = split.replace("Held-out stores", "stores").replace("Later dates", "dates")
         cell = f"{name}, {q.replace('q = ', 'q ')}: below in {below} of {len(group)} {unit}, × best {min(ratios):.2f}-{max(ratios):.2f}"
         if "pooled" in group[-1]:
             best, _, _, ratio = pooled_versus_best(group[-1])

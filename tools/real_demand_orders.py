@@ -81,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     model = load_model(str(ckpt), map_location="cpu").model
     specs = {"omgpt": {"model": model, "window": None}}  # the model plays the horizon it was trained for
     specs |= {name: {} for name in POLICIES if name != "omgpt"}
-    histories = {
-        name: evaluate_policies(task, {name: o}, task.windows, task.horizon, args.seed, progress=False)[name]
-        for name, o in specs.items()
-    }
+    histories = evaluate_policies(task, specs, task.windows, task.horizon, args.seed, progress=False)
     index = worst_window(histories) if args.worst else args.window
     first = next(iter(histories.values()))
     store = task.data.table.groups[int(first.envs["row"][index])]
