@@ -172,6 +172,57 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     )
 
 
+def test_a_retrained_panel_keeps_the_previous_recipes_number_beside_the_new_one(tmp_path, monkeypatch):
+    import json
+
+    from tools import keep_previous, readme_tables
+
+    def panel(title, model, omgpt, star, ratio):
+        finals = {"omgpt": omgpt, "alg-star": star, "erm": 9.0}
+        policies = {k: {"final_regret": {"mean": v}} for k, v in finals.items()}
+        policies["omgpt"]["ratio_to_alg_star"] = {"mean": ratio, "ci90": [ratio - 0.1, ratio + 0.1]}
+        return {
+            "title": title,
+            "model": model,
+            "benchmarks": ["erm"],
+            "models_compared": ["omgpt"],
+            "policies": policies,
+        }
+
+    head = {
+        "title": "Two types, square",
+        "model": "two",
+        "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}},
+    }
+    before = {
+        "name": "x",
+        "seed": 6,
+        "panels": [
+            panel("Pool", "pool", 6.0, 2.0, 3.1),
+            panel("Easy", "easy", 2.2, 2.0, 1.1),
+            head,
+            {**head, "title": "Two types, linear"},
+        ],
+        "models": {"pool": {"key": "pool-old"}, "easy": {"key": "easy-same"}, "two": {"key": "two-old"}},
+    }
+    (tmp_path / "results" / "x").mkdir(parents=True)
+    (tmp_path / "results" / "x" / "experiment.json").write_text(json.dumps(before))
+    monkeypatch.setattr(keep_previous, "ROOT", tmp_path)
+    assert keep_previous.main(["x", "--recipe", "CPU recipe"]) == 0
+    kept = (tmp_path / "results" / "x" / "previous.json").read_text()
+    assert keep_previous.main(["x", "--recipe", "second"]) == 2  # the first recipe's numbers are never replaced
+    assert (tmp_path / "results" / "x" / "previous.json").read_text() == kept
+    # re-run: the pool model and the head's model retrained, the easy one not
+    after = {**before, "models": {"pool": {"key": "pool-new"}, "easy": {"key": "easy-same"}, "two": {"key": "two-new"}}}
+    cell = readme_tables.previous_cell(after, tmp_path / "results" / "x" / "previous.json")
+    assert cell == (
+        "CPU recipe: pool: 6, 3.10× alg-star; two (Two types, square): 0.5, 5.00× ridge; "
+        "two (Two types, linear): 0.5, 5.00× ridge"
+    )
+    assert readme_tables.previous_cell(before, tmp_path / "results" / "x" / "previous.json") == ""  # nothing retrained
+    assert readme_tables.previous_cell(before, tmp_path / "results" / "x" / "none.json") == ""
+
+
 def test_the_cost_table_counts_a_shared_model_once_and_adds_up_training_and_evaluation(tmp_path, monkeypatch):
     import json
 

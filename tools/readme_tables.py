@@ -17,6 +17,7 @@ import math
 import os
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 from omgpt.analysis.report import best_benchmark, final_demand_errors, final_regrets, interval
@@ -205,8 +206,8 @@ def experiments_table() -> str:
     """Every experiment's result (``results/*/experiment.json``): per panel OMGPT against the best
     benchmark, and how many panels show the paper's claim."""
     lines = [
-        "| experiment (paper) | scale, test `T` | the paper's claim | panels showing it | measured (mean final regret over the test runs, real demand: cost per unit demanded; bold: below the best benchmark) |",
-        "|---|---|---|---|---|",
+        "| experiment (paper) | scale, test `T` | the paper's claim | panels showing it | measured (mean final regret over the test runs, real demand: cost per unit demanded; bold: below the best benchmark) | retrained panels: the previous recipe's number |",
+        "|---|---|---|---|---|---|",
     ]
     for path in sorted((ROOT / "results").glob("*/experiment.json")):
         result = json.loads(path.read_text())
@@ -217,9 +218,27 @@ def experiments_table() -> str:
         horizons = sorted({p["horizon"] for p in result["panels"] if p.get("horizon")})
         lines.append(
             f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
-            f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} |"
+            f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} | "
+            f"{previous_cell(result, path.with_name('previous.json'))} |"
         )
     return "\n".join(lines)
+
+
+def previous_cell(result: dict, path: Path) -> str:
+    """The previous recipe's number (``results/NAME/previous.json``, ``tools/keep_previous.py``) of every
+    panel whose model has been retrained since: its store key differs from the one the record names."""
+    if not path.is_file():
+        return ""
+    previous = json.loads(path.read_text())
+    shared = Counter(p["model"] for p in previous["panels"])  # a model with several panels: name each
+    cells = []
+    for p in previous["panels"]:
+        if result["models"].get(p["model"], {}).get("key") == p["key"]:
+            continue
+        name = p["model"] if shared[p["model"]] == 1 else f"{p['model']} ({p['title']})"
+        ratio = f", {p['ratio']:.2f}× {p['reference']}" if "ratio" in p else ""
+        cells.append(f"{name}: {p['omgpt']:.3g}{ratio}")
+    return f"{previous['recipe']}: {'; '.join(cells)}" if cells else ""
 
 
 def cost_table() -> str:

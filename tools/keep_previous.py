@@ -1,0 +1,88 @@
+"""Keep an experiment's headline numbers before its models are retrained by another recipe, so that the
+README's experiments table can show the old number beside the new one.
+
+    python -m tools.keep_previous NAME --recipe "what trained the models" [--force]
+
+Reads ``results/NAME/experiment.json`` (as it stands, before the re-run) and writes
+``results/NAME/previous.json``: per panel its model's store key and OMGPT's headline against its
+reference -- the mean final regret and its paired ratio to ``alg-star`` where the panel has one, the
+observation head's final MSE against ridge's on demand prediction. ``tools.readme_tables`` lists, for
+every panel whose model key has changed since, the previous number. An existing ``previous.json`` is
+kept unless ``--force`` (a second re-run must not overwrite the first recipe's numbers with the second's).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from omgpt.analysis.report import final_demand_errors, final_regrets
+from omgpt.entry import Name, entry_point, script_parser
+from omgpt.errors import OMGPTError
+from omgpt.files import write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def recorded() -> list[str]:
+    """The experiments with a record in ``results/``."""
+    return sorted(p.parent.name for p in (ROOT / "results").glob("*/experiment.json"))
+
+
+def headline(panel: dict) -> dict:
+    """One panel's OMGPT number against its reference (``alg-star``, or ridge on demand prediction)."""
+    if "demand_prediction" in panel:
+        ours, ridge = final_demand_errors(panel)
+        return {
+            "metric": "obs-mse",
+            "omgpt": ours,
+            "reference": "ridge",
+            "reference_value": ridge,
+            "ratio": ours / ridge,
+        }
+    finals = final_regrets(panel)
+    out = {"metric": "regret", "omgpt": finals["omgpt"]}
+    if "alg-star" in finals:
+        out |= {"reference": "alg-star", "reference_value": finals["alg-star"]}
+        q = panel["policies"]["omgpt"].get("ratio_to_alg_star")
+        out["ratio"] = q["mean"] if q else finals["omgpt"] / finals["alg-star"]
+        if q:
+            out["ratio_ci90"] = q["ci90"]
+    return out
+
+
+def previous_record(result: dict, recipe: str) -> dict:
+    """``previous.json``'s content from an experiment's record."""
+    if "costs" in result["panels"][0]:
+        raise OMGPTError(f"{result['name']}: real demand's panels have no single headline to keep")
+    return {
+        "experiment": result["name"],
+        "recipe": recipe,
+        "seed": result["seed"],
+        "code_version": result.get("code_version"),
+        "panels": [
+            {"title": p["title"], "model": p["model"], "key": result["models"][p["model"]]["key"], **headline(p)}
+            for p in result["panels"]
+        ],
+    }
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    p = script_parser(__file__, __doc__)
+    p.add_argument("name", type=Name(recorded), help="the experiment (results/NAME/experiment.json)")
+    p.add_argument("--recipe", required=True, help="what trained its current models, in a few words")
+    p.add_argument("--force", action="store_true", help="overwrite an existing previous.json")
+    args = p.parse_args(argv)
+    source = ROOT / "results" / args.name / "experiment.json"
+    out = source.with_name("previous.json")
+    if out.exists() and not args.force:
+        raise OMGPTError(f"{out.relative_to(ROOT)} exists (the first recipe's numbers); --force replaces it")
+    write_json(previous_record(json.loads(source.read_text()), args.recipe), out)
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
