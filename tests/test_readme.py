@@ -209,17 +209,19 @@ def test_a_retrained_panel_keeps_the_previous_recipes_number_beside_the_new_one(
     (tmp_path / "results" / "x" / "experiment.json").write_text(json.dumps(before))
     monkeypatch.setattr(keep_previous, "ROOT", tmp_path)
     assert keep_previous.main(["x", "--recipe", "CPU recipe"]) == 0
-    kept = (tmp_path / "results" / "x" / "previous.json").read_text()
+    kept = (tmp_path / "results" / "previous-recipe" / "x.json").read_text()
     assert keep_previous.main(["x", "--recipe", "second"]) == 2  # the first recipe's numbers are never replaced
-    assert (tmp_path / "results" / "x" / "previous.json").read_text() == kept
+    assert (tmp_path / "results" / "previous-recipe" / "x.json").read_text() == kept
     # re-run: the pool model and the head's model retrained, the easy one not
     after = {**before, "models": {"pool": {"key": "pool-new"}, "easy": {"key": "easy-same"}, "two": {"key": "two-new"}}}
-    cell = readme_tables.previous_cell(after, tmp_path / "results" / "x" / "previous.json")
+    cell = readme_tables.previous_cell(after, tmp_path / "results" / "previous-recipe" / "x.json")
     assert cell == (
         "CPU recipe: pool: 6, 3.10× alg-star; two (Two types, square): 0.5, 5.00× ridge; "
         "two (Two types, linear): 0.5, 5.00× ridge"
     )
-    assert readme_tables.previous_cell(before, tmp_path / "results" / "x" / "previous.json") == ""  # nothing retrained
+    assert (
+        readme_tables.previous_cell(before, tmp_path / "results" / "previous-recipe" / "x.json") == ""
+    )  # nothing retrained
     assert readme_tables.previous_cell(before, tmp_path / "results" / "x" / "none.json") == ""
 
 

@@ -4,10 +4,10 @@ README's experiments table can show the old number beside the new one.
     python -m tools.keep_previous NAME --recipe "what trained the models" [--force]
 
 Reads ``results/NAME/experiment.json`` (as it stands, before the re-run) and writes
-``results/NAME/previous.json``: per panel its model's store key and OMGPT's headline against its
+``results/previous-recipe/NAME.json`` (not in the report's folder, which a re-run replaces whole): per panel its model's store key and OMGPT's headline against its
 reference -- the mean final regret and its paired ratio to ``alg-star`` where the panel has one, the
 observation head's final MSE against ridge's on demand prediction. ``tools.readme_tables`` lists, for
-every panel whose model key has changed since, the previous number. An existing ``previous.json`` is
+every panel whose model key has changed since, the previous number. An existing one is
 kept unless ``--force`` (a second re-run must not overwrite the first recipe's numbers with the second's).
 """
 
@@ -18,11 +18,16 @@ import sys
 from pathlib import Path
 
 from omgpt.analysis.report import final_demand_errors, final_regrets
-from omgpt.entry import Name, entry_point, script_parser
+from omgpt.entry import Name, Text, entry_point, script_parser
 from omgpt.errors import OMGPTError
 from omgpt.files import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def previous_path(name: str) -> Path:
+    """Where an experiment's previous recipe's numbers are kept."""
+    return ROOT / "results" / "previous-recipe" / f"{name}.json"
 
 
 def recorded() -> list[str]:
@@ -53,7 +58,7 @@ def headline(panel: dict) -> dict:
 
 
 def previous_record(result: dict, recipe: str) -> dict:
-    """``previous.json``'s content from an experiment's record."""
+    """The kept record's content, from an experiment's record."""
     if "costs" in result["panels"][0]:
         raise OMGPTError(f"{result['name']}: real demand's panels have no single headline to keep")
     return {
@@ -72,11 +77,11 @@ def previous_record(result: dict, recipe: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = script_parser(__file__, __doc__)
     p.add_argument("name", type=Name(recorded), help="the experiment (results/NAME/experiment.json)")
-    p.add_argument("--recipe", required=True, help="what trained its current models, in a few words")
-    p.add_argument("--force", action="store_true", help="overwrite an existing previous.json")
+    p.add_argument("--recipe", type=Text(), required=True, help="what trained its current models, in a few words")
+    p.add_argument("--force", action="store_true", help="overwrite an existing record of the previous recipe")
     args = p.parse_args(argv)
     source = ROOT / "results" / args.name / "experiment.json"
-    out = source.with_name("previous.json")
+    out = previous_path(args.name)
     if out.exists() and not args.force:
         raise OMGPTError(f"{out.relative_to(ROOT)} exists (the first recipe's numbers); --force replaces it")
     write_json(previous_record(json.loads(source.read_text()), args.recipe), out)

@@ -219,13 +219,13 @@ def experiments_table() -> str:
         lines.append(
             f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
             f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} | "
-            f"{previous_cell(result, path.with_name('previous.json'))} |"
+            f"{previous_cell(result, ROOT / 'results' / 'previous-recipe' / f'{path.parent.name}.json')} |"
         )
     return "\n".join(lines)
 
 
 def previous_cell(result: dict, path: Path) -> str:
-    """The previous recipe's number (``results/NAME/previous.json``, ``tools/keep_previous.py``) of every
+    """The previous recipe's number (``results/previous-recipe/NAME.json``, ``tools/keep_previous.py``) of every
     panel whose model has been retrained since: its store key differs from the one the record names."""
     if not path.is_file():
         return ""
