@@ -228,12 +228,6 @@ def load(path: Path):
     return _MODULES[path]
 
 
-def where(path: Path) -> str:
-    from omgpt.entry import script_command
-
-    return script_command(path)
-
-
 def call_main(path: Path, argv: list[str]):
     """Run the script's main on ``argv`` as its command line would."""
     main = load(path).main
@@ -264,7 +258,7 @@ def parser_of(path: Path) -> argparse.ArgumentParser:
             call_main(path, [])
         except Captured as c:
             return c.parser
-    raise AssertionError(f"{where(path)}: its main parsed no arguments with argparse")
+    raise AssertionError(f"{entry.script_command(path)}: its main parsed no arguments with argparse")
 
 
 def valid_value(o: Option, tmp: Path, ckpt: str) -> str:
@@ -304,7 +298,7 @@ def script_cases(tmp: Path, ckpt: str) -> list[Case]:
             actions = [
                 a for a in parser._actions if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
             ]
-            options = {a: script_option(where(path), a) for a in actions}
+            options = {a: script_option(entry.script_command(path), a) for a in actions}
             positionals = [a for a in actions if not a.option_strings]
             for action, o in options.items():
                 others = [
@@ -707,7 +701,7 @@ def test_every_script_option_declares_what_it_accepts():
             for a in parser._actions:
                 typed = isinstance(a.type, entry.Value) or a.nargs == 0 or a.choices
                 if not typed and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
-                    bare.append(f"{where(path)} {' '.join(prefix)} {a.option_strings or a.dest}")
+                    bare.append(f"{entry.script_command(path)} {' '.join(prefix)} {a.option_strings or a.dest}")
     assert not bare, bare
 
 

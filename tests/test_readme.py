@@ -216,8 +216,8 @@ def test_a_retrained_panel_keeps_the_previous_recipes_number_beside_the_new_one(
     after = {**before, "models": {"pool": {"key": "pool-new"}, "easy": {"key": "easy-same"}, "two": {"key": "two-new"}}}
     cell = readme_tables.previous_cell(after, tmp_path / "results" / "previous-recipe" / "x.json")
     assert cell == (
-        "CPU recipe: pool: 6, 3.10× alg-star; two (Two types, square): 0.5, 5.00× ridge; "
-        "two (Two types, linear): 0.5, 5.00× ridge"
+        "CPU recipe: pool: 6, 3.10× [3.00, 3.20] alg-star; two (Two types, square): 0.5 vs ridge 0.1; "
+        "two (Two types, linear): 0.5 vs ridge 0.1"
     )
     assert (
         readme_tables.previous_cell(before, tmp_path / "results" / "previous-recipe" / "x.json") == ""

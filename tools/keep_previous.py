@@ -25,9 +25,9 @@ from omgpt.files import write_json
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def previous_path(name: str) -> Path:
-    """Where an experiment's previous recipe's numbers are kept."""
-    return ROOT / "results" / "previous-recipe" / f"{name}.json"
+def previous_path(name: str, root: Path | None = None) -> Path:
+    """Where an experiment's previous recipe's numbers are kept (under ``root``, default the checkout)."""
+    return (root or ROOT) / "results" / "previous-recipe" / f"{name}.json"
 
 
 def recorded() -> list[str]:
@@ -37,23 +37,19 @@ def recorded() -> list[str]:
 
 def headline(panel: dict) -> dict:
     """One panel's OMGPT number against its reference (``alg-star``, or ridge on demand prediction)."""
-    if "demand_prediction" in panel:
+    if "demand_prediction" in panel:  # two means, no paired ratio: both numbers, as the report gives them
         ours, ridge = final_demand_errors(panel)
-        return {
-            "metric": "obs-mse",
-            "omgpt": ours,
-            "reference": "ridge",
-            "reference_value": ridge,
-            "ratio": ours / ridge,
-        }
+        return {"metric": "obs-mse", "omgpt": ours, "reference": "ridge", "reference_value": ridge}
     finals = final_regrets(panel)
     out = {"metric": "regret", "omgpt": finals["omgpt"]}
-    if "alg-star" in finals:
-        out |= {"reference": "alg-star", "reference_value": finals["alg-star"]}
-        q = panel["policies"]["omgpt"].get("ratio_to_alg_star")
-        out["ratio"] = q["mean"] if q else finals["omgpt"] / finals["alg-star"]
-        if q:
-            out["ratio_ci90"] = q["ci90"]
+    q = panel["policies"]["omgpt"].get("ratio_to_alg_star")  # a ratio only with its paired interval
+    if q:
+        out |= {
+            "reference": "alg-star",
+            "reference_value": finals["alg-star"],
+            "ratio": q["mean"],
+            "ratio_ci90": q["ci90"],
+        }
     return out
 
 

@@ -26,6 +26,7 @@ from omgpt.commands.store import read_card
 from omgpt.errors import OMGPTError
 from omgpt.files import write_text
 from omgpt.records import NUMBER, Optional, read_json
+from tools.keep_previous import previous_path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -219,7 +220,7 @@ def experiments_table() -> str:
         lines.append(
             f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
             f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} | "
-            f"{previous_cell(result, ROOT / 'results' / 'previous-recipe' / f'{path.parent.name}.json')} |"
+            f"{previous_cell(result, previous_path(path.parent.name, ROOT))} |"
         )
     return "\n".join(lines)
 
@@ -236,8 +237,11 @@ def previous_cell(result: dict, path: Path) -> str:
         if result["models"].get(p["model"], {}).get("key") == p["key"]:
             continue
         name = p["model"] if shared[p["model"]] == 1 else f"{p['model']} ({p['title']})"
-        ratio = f", {p['ratio']:.2f}× {p['reference']}" if "ratio" in p else ""
-        cells.append(f"{name}: {p['omgpt']:.3g}{ratio}")
+        if "ratio" in p:
+            versus = f", {p['ratio']:.2f}× {interval(p['ratio_ci90'])} {p['reference']}"
+        else:
+            versus = f" vs {p['reference']} {p['reference_value']:.3g}" if "reference" in p else ""
+        cells.append(f"{name}: {p['omgpt']:.3g}{versus}")
     return f"{previous['recipe']}: {'; '.join(cells)}" if cells else ""
 
 
