@@ -40,7 +40,14 @@ from omgpt.errors import OMGPTError  # noqa: E402
 # demand-prediction's CPU configs), the steps arm's epochs (as long as fits the largest budget), and
 # what quality is measured against.
 SETTINGS = {
-    "mab-100": {"task": "mab", "options": "{pool_size: 100}", "epochs": 60, "steps_epochs": 120},
+    # Discrete arms carry no pathwise gradient: its fine-tuning is REINFORCE (as beyond-alg-star's mab-100-rl).
+    "mab-100": {
+        "task": "mab",
+        "options": "{pool_size: 100}",
+        "epochs": 60,
+        "steps_epochs": 120,
+        "finetune": "--model.finetune.estimator score",
+    },
     "pricing-100": {"task": "pricing", "options": "{pool_size: 100}", "epochs": 30, "steps_epochs": 120},
     "newsvendor-100": {"task": "newsvendor", "options": "{pool_size: 100}", "epochs": 30, "steps_epochs": 120},
     "demand-single": {
@@ -83,7 +90,8 @@ def arms(name: str) -> dict[str, str]:
         "noisy-oracle": f"{setting} --trainer.max_epochs {s['epochs']} --data.data_policy noisy-oracle",
     }
     if not obs:  # fine-tuning lowers regret; the head's error is not its objective
-        out["finetune"] = f"{base} --config configs/finetune/regret.yaml --from=cpu-recipe"
+        finetune = " ".join(filter(None, ["--config configs/finetune/regret.yaml", s.get("finetune")]))
+        out["finetune"] = f"{base} {finetune} --from=cpu-recipe"
     return out
 
 

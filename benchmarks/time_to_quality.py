@@ -298,6 +298,11 @@ def parent_arm(overrides: list[str]) -> str | None:
     return next((o.split("=", 1)[1] for o in overrides if o.startswith("--from=")), None)
 
 
+def fit_arguments(overrides: list[str]) -> list[str]:
+    """An arm's overrides less the benchmark's own knobs: what its ``omgpt fit`` is given."""
+    return [o for o in overrides if o != "--compile" and not o.startswith(("--sdpa=", "--from=", "--threads="))]
+
+
 SETTING = {"--model.task": "task", "--model.task_options": "task_options", "--model.horizon": "horizon"}
 
 
@@ -581,6 +586,7 @@ def parser() -> ScriptParser:
 
     @p.check
     def arguments(args: argparse.Namespace) -> None:  # every one before any work
+        from omgpt.commands.lightning_cli import check_fit
         from omgpt.seeding import VALIDATION_SEEDS, check_test_seed, check_validation_seed
 
         if args.checkpoint:
@@ -605,10 +611,16 @@ def parser() -> ScriptParser:
         args.arms = [arm_spec(a) for a in (args.arm or DEFAULT_ARMS)]
         if len({a[0] for a in args.arms}) != len(args.arms):
             raise OMGPTError("--arm: the arm names must differ")
-        for i, (name, _, overrides) in enumerate(args.arms):
+        for i, (name, config, overrides) in enumerate(args.arms):
             parent = parent_arm(overrides)
             if parent is not None and parent not in [a[0] for a in args.arms[:i]]:
                 raise OMGPTError(f"--arm {name}: --from={parent} must name an earlier arm")
+            # every arm's fit is built now: a setting its module refuses fails before any arm trains
+            from_parent = ["--model.finetune.init_from", f"{parent}-kept.ckpt"] if parent else []
+            try:
+                check_fit(["--config", config, *fit_arguments(overrides), *from_parent])
+            except OMGPTError as e:
+                raise OMGPTError(f"--arm {name}: {e}") from None
 
     return p
 
@@ -641,7 +653,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, config, overrides in arms:
         threads = next((int(o.split("=", 1)[1]) for o in overrides if o.startswith("--threads=")), args.threads)
         knobs = [o for o in overrides if o == "--compile" or o.startswith(("--sdpa=", "--from="))]  # the benchmark's
-        fit_overrides = [o for o in overrides if o not in knobs and not o.startswith("--threads=")]
+        fit_overrides = fit_arguments(overrides)
         parent = next((r for r in results if r["arm"] == parent_arm(overrides)), None)
         if parent is not None:  # fine-tuning: starts from the parent's kept weights, after its training time
             fit_overrides += ["--model.finetune.init_from", parent["ckpt"]]

@@ -147,6 +147,36 @@ def test_time_to_quality_reads_an_arms_setting_from_its_config_then_its_override
         arm_setting("configs/scale/cpu.yaml", ["--trainer.max_epochs", "3"])
 
 
+def test_time_to_quality_refuses_an_arm_its_fit_would_refuse_before_any_arm_trains(tmp_path, capsys):
+    """Every arm's module, data and trainer are built before the first arm trains: a refusal that would
+    otherwise end the study at that arm's turn, hours in, is one line now and nothing is written."""
+    from benchmarks.time_to_quality import main
+
+    setting = '--model.task mab --model.task_options "{pool_size: 4}" --model.horizon 12'
+    arm = f"configs/scale/tiny.yaml {setting} --config configs/finetune/regret.yaml --from=a"
+    argv = ["--arm", f"a=configs/scale/tiny.yaml {setting}", "--arm", f"ft={arm}", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--arm ft: task 'mab' has discrete actions" in err and "estimator score" in err
+    assert not (tmp_path / "o").exists()
+    assert main(["--arm", "a=configs/demo.yaml --print_config", "--out", str(tmp_path / "o")]) == 2
+    assert "prints and exits: it fits nothing" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("setting", ["mab-100", "pricing-100", "newsvendor-100", "demand-single"])
+def test_every_lever_study_arm_builds_its_fit(setting):
+    """The study's arms are checked as time_to_quality checks them before training (what its mab-100
+    fine-tuning arm, pathwise on discrete arms, failed only after the other arms' 90 CPU-minutes)."""
+    from benchmarks import lever_study
+    from benchmarks.time_to_quality import arm_spec, fit_arguments, parent_arm
+    from omgpt.commands.lightning_cli import check_fit
+
+    for name, text in lever_study.arms(setting).items():
+        _, config, overrides = arm_spec(f"{name}={text}")
+        parent = ["--model.finetune.init_from", "kept.ckpt"] if parent_arm(overrides) else []
+        check_fit(["--config", config, *fit_arguments(overrides), *parent])
+
+
 def test_time_to_quality_resumes_a_stopped_arm_from_its_last_checkpoint(tmp_path):
     """An arm killed mid-way (a session's end) goes on from its last checkpoint under --resume: its clock
     and evaluations come back from the checkpoint, so the points before it are the ones measured then,

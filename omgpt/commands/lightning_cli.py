@@ -209,9 +209,7 @@ def build_cli(args: ArgsType = None) -> OMGPTCLI:
     from omgpt.datamodules import HistoryDataModule
     from omgpt.module import OMGPTModule
 
-    base = CONFIGS / "base.yaml"
-    defaults = {"default_config_files": [str(base)]} if base.is_file() else {}
-    parser_kwargs = {cmd: {**defaults, "exit_on_error": False} for cmd in LIGHTNING_COMMANDS}
+    parser_kwargs = {cmd: _parser_defaults() for cmd in LIGHTNING_COMMANDS}
     parser_kwargs["exit_on_error"] = False
     return OMGPTCLI(
         OMGPTModule,
@@ -221,6 +219,39 @@ def build_cli(args: ArgsType = None) -> OMGPTCLI:
         save_config_kwargs={"overwrite": True},
         seed_everything_default=0,
     )
+
+
+def check_fit(args: list[str]) -> None:
+    """Build what ``omgpt fit ARGS`` builds -- the module, the data, the trainer -- and fit nothing, so
+    a queue of fits (a study's arms) makes every refusal their starts would make before the first one
+    trains. The files a fit reads only when it starts (``init_from``, ``--ckpt_path``) are not read."""
+    import contextlib
+    import io
+    import logging
+    import shlex
+    import warnings
+
+    from omgpt.datamodules import HistoryDataModule
+    from omgpt.module import OMGPTModule
+
+    quiet = [logging.getLogger(f"lightning.{name}") for name in ("pytorch", "fabric")]  # no banner, no 'Seed set'
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # sys.argv is the caller's
+            OMGPTCLI(OMGPTModule, HistoryDataModule, args=args, run=False, parser_kwargs=_parser_defaults())
+    except SystemExit:  # --help, --print_config: jsonargparse prints and exits
+        raise OMGPTError(f"{shlex.join(args)} prints and exits: it fits nothing") from None
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
+
+
+def _parser_defaults() -> dict:
+    base = CONFIGS / "base.yaml"
+    return {**({"default_config_files": [str(base)]} if base.is_file() else {}), "exit_on_error": False}
 
 
 def clean_message(message: str) -> str:
