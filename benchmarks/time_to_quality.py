@@ -513,6 +513,23 @@ def setting(ckpt: str) -> tuple:
     return hp["task"], hp.get("task_options") or {}, hp["horizon"]
 
 
+def check_fits(fits: dict[str, list[str]]) -> None:
+    """Every arm's fit built -- module, data, trainer -- and nothing fitted, in one process of the
+    commands' layer (``omgpt.commands.lightning_cli``): a setting an arm's module refuses is one line
+    before the first arm trains, not a failure at that arm's turn hours in."""
+    done = subprocess.run(
+        [sys.executable, "-m", "omgpt.commands.lightning_cli"],
+        input=json.dumps(fits),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,  # as the arms' fits run (run_fit)
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
+        raise OMGPTError(lines[-1].removeprefix("omgpt: error: "))
+
+
 def parser() -> ScriptParser:
     p = script_parser(__file__, __doc__)
     p.add_argument(
@@ -586,7 +603,6 @@ def parser() -> ScriptParser:
 
     @p.check
     def arguments(args: argparse.Namespace) -> None:  # every one before any work
-        from omgpt.commands.lightning_cli import check_fit
         from omgpt.seeding import VALIDATION_SEEDS, check_test_seed, check_validation_seed
 
         if args.checkpoint:
@@ -611,16 +627,14 @@ def parser() -> ScriptParser:
         args.arms = [arm_spec(a) for a in (args.arm or DEFAULT_ARMS)]
         if len({a[0] for a in args.arms}) != len(args.arms):
             raise OMGPTError("--arm: the arm names must differ")
+        fits = {}
         for i, (name, config, overrides) in enumerate(args.arms):
             parent = parent_arm(overrides)
             if parent is not None and parent not in [a[0] for a in args.arms[:i]]:
                 raise OMGPTError(f"--arm {name}: --from={parent} must name an earlier arm")
-            # every arm's fit is built now: a setting its module refuses fails before any arm trains
-            from_parent = ["--model.finetune.init_from", f"{parent}-kept.ckpt"] if parent else []
-            try:
-                check_fit(["--config", config, *fit_arguments(overrides), *from_parent])
-            except OMGPTError as e:
-                raise OMGPTError(f"--arm {name}: {e}") from None
+            from_parent = ["--model.finetune.init_from", f"{parent}-kept.ckpt"] if parent else []  # not read
+            fits[f"--arm {name}"] = ["--config", config, *fit_arguments(overrides), *from_parent]
+        check_fits(fits)
 
     return p
 

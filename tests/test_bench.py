@@ -169,12 +169,14 @@ def test_every_lever_study_arm_builds_its_fit(setting):
     fine-tuning arm, pathwise on discrete arms, failed only after the other arms' 90 CPU-minutes)."""
     from benchmarks import lever_study
     from benchmarks.time_to_quality import arm_spec, fit_arguments, parent_arm
-    from omgpt.commands.lightning_cli import check_fit
+    from omgpt.commands.lightning_cli import check_fits
 
+    fits = {}
     for name, text in lever_study.arms(setting).items():
         _, config, overrides = arm_spec(f"{name}={text}")
         parent = ["--model.finetune.init_from", "kept.ckpt"] if parent_arm(overrides) else []
-        check_fit(["--config", config, *fit_arguments(overrides), *parent])
+        fits[name] = ["--config", config, *fit_arguments(overrides), *parent]
+    check_fits(fits)
 
 
 def test_time_to_quality_resumes_a_stopped_arm_from_its_last_checkpoint(tmp_path):

@@ -249,6 +249,15 @@ def check_fit(args: list[str]) -> None:
             logger.setLevel(level)
 
 
+def check_fits(fits: dict[str, list[str]]) -> None:
+    """:func:`check_fit` of every named fit, the first refusal as ``NAME: why``."""
+    for name, args in fits.items():
+        try:
+            check_fit(args)
+        except OMGPTError as e:
+            raise OMGPTError(f"{name}: {e}") from None
+
+
 def _parser_defaults() -> dict:
     base = CONFIGS / "base.yaml"
     return {**({"default_config_files": [str(base)]} if base.is_file() else {}), "exit_on_error": False}
@@ -273,3 +282,13 @@ def clean_message(message: str) -> str:
     if lines and lines[0].startswith("Problems parsing config"):  # YAML syntax: keep where and what
         return "; ".join(l.replace('in "<unicode string>", ', "") for l in lines)
     return lines[0] if lines else "invalid arguments"
+
+
+if __name__ == "__main__":
+    # ``python -m omgpt.commands.lightning_cli < FITS.json``: check_fits of ``{name: [fit argument, ...]}``
+    # read from stdin (how a benchmark script, a layer below the commands, checks a queue of fits).
+    import json
+
+    from omgpt.entry import guarded
+
+    sys.exit(guarded(lambda: check_fits(json.loads(sys.stdin.read()))))
