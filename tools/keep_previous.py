@@ -25,9 +25,9 @@ from omgpt.files import write_json
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def previous_path(name: str, root: Path | None = None) -> Path:
-    """Where an experiment's previous recipe's numbers are kept (under ``root``, default the checkout)."""
-    return (root or ROOT) / "results" / "previous-recipe" / f"{name}.json"
+def previous_path(name: str) -> Path:
+    """Where an experiment's previous recipe's numbers are kept."""
+    return ROOT / "results" / "previous-recipe" / f"{name}.json"
 
 
 def recorded() -> list[str]:

@@ -220,7 +220,7 @@ def experiments_table() -> str:
         lines.append(
             f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
             f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} | "
-            f"{previous_cell(result, previous_path(path.parent.name, ROOT))} |"
+            f"{previous_cell(result, previous_path(path.parent.name))} |"
         )
     return "\n".join(lines)
 
