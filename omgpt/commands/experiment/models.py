@@ -40,10 +40,12 @@ PRETRAINED = ROOT / "pretrained"  # the shipped reference models (tools/referenc
 
 
 def fit_arguments(model: Model, scale: str, extra_configs: list[str]) -> list[str]:
-    """The ``omgpt fit`` arguments of one model (without where it writes)."""
+    """The ``omgpt fit`` arguments of one model (without where it writes). ``extra_configs`` (a quick
+    run's ``--fit-config``) come last, so they win over the model's own args too: a quick run stays quick
+    when a model's recipe sets ``trainer.max_epochs``. (Without them the arguments, so the keys of the
+    stored models, are what they always were.)"""
     args = ["--config", str(SCALES[scale])]
-    for cfg in [*model.configs, *extra_configs]:
-        args += ["--config", str(ROOT / cfg) if not Path(cfg).is_absolute() and (ROOT / cfg).is_file() else str(cfg)]
+    args += _config_arguments(model.configs)
     args += ["--model.task", model.task, "--model.task_options", json.dumps(model.task_options, sort_keys=True)]
     args += ["--model.horizon", str(model.horizon)]
     for key, value in sorted(model.args.items(), key=lambda item: _key_form(f"--{item[0]}")):  # keys' order
@@ -51,6 +53,14 @@ def fit_arguments(model: Model, scale: str, extra_configs: list[str]) -> list[st
             f"--{key}",
             json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value),
         ]
+    return args + _config_arguments(extra_configs)
+
+
+def _config_arguments(configs: list[str]) -> list[str]:
+    """``--config PATH`` for each config, a repository-relative one resolved against the checkout."""
+    args = []
+    for cfg in configs:
+        args += ["--config", str(ROOT / cfg) if not Path(cfg).is_absolute() and (ROOT / cfg).is_file() else str(cfg)]
     return args
 
 
