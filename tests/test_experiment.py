@@ -751,6 +751,23 @@ def test_every_committed_report_renders_again_byte_for_byte_from_its_experiment_
         ), name
 
 
+def test_every_panel_note_of_a_config_is_under_its_panel_in_the_committed_report():
+    """A note says what was measured about its panel (why OMGPT misses, what chose a retrained model's
+    recipe): it is shown whatever the panel's verdict -- also where a fine-tuned child is compared beside
+    the model -- and the committed report carries the config's note of today, not a stale one."""
+    import yaml
+
+    notes = 0
+    for name in _with_results(available()):
+        config = yaml.safe_load((ROOT / "configs" / "experiments" / f"{name}.yaml").read_text())
+        report_text = " ".join((ROOT / "results" / name / "report.md").read_text().split())
+        for panel in config.get("panels", []):
+            if panel.get("note"):
+                notes += 1
+                assert " ".join(panel["note"].split()) in report_text, (name, panel["title"])
+    assert notes >= 2
+
+
 # real-demand's experiment.json predates the scaled-cost rework of its kind (its report is re-run with it)
 REDRAWN_LATER = {"real-demand"}
 

@@ -60,8 +60,9 @@ class PanelSpec:
     """One evaluation: ``model`` (a model of the experiment) and ``policies`` on a test task -- the
     model's unless ``task`` is given, with ``task_options`` over the model's and the horizon
     ``horizon_factor`` times the model's. ``omgpt@NAME`` in ``policies`` is another model, labelled NAME.
-    ``note``: where OMGPT is not below the best benchmark, what was measured about why and what would
-    close the gap (shown under the panel in the report)."""
+    ``note``: what was measured about the panel -- where OMGPT is not below the best benchmark, why and
+    what would close the gap; where a model was retrained, what chose its recipe and what a missed goal
+    would take (shown under the panel in the report)."""
 
     title: str
     model: str
@@ -71,7 +72,7 @@ class PanelSpec:
     horizon_factor: PositiveFloat = 1
     figure_file: Optional[str] = None
     grid: Optional[dict[str, int]] = None
-    note: str = ""  # a measured reason, for the report, where OMGPT is not below the best benchmark
+    note: str = ""  # what was measured about the panel, shown under it in the report
 
 
 @dataclass

@@ -13,8 +13,7 @@ from omgpt.commands.experiment.results import ExperimentResult, RegretPanel
 
 def flip_lines(panel: RegretPanel) -> list[str]:
     """Where OMGPT is not below the best benchmark: what the panel's numbers say about why (the
-    Bayes-optimal ``alg-star`` OMGPT imitates, where it was played) and the config's note on what would
-    close it."""
+    Bayes-optimal ``alg-star`` OMGPT imitates, where it was played)."""
     from omgpt.analysis.report import best_benchmark, final_regrets, interval
 
     if "policies" not in panel or panel.get("models_compared") != ["omgpt"]:
@@ -47,9 +46,14 @@ def flip_lines(panel: RegretPanel) -> list[str]:
                 else ""
             )
         )
-    if panel.get("note"):
-        lines.append(panel["note"])
     return [" ".join(lines), ""]
+
+
+def note_lines(panel) -> list[str]:
+    """The config's note on a panel, under it whatever the panel's verdict: what was measured about it
+    (why OMGPT is not below the best benchmark and what would close it; how a retrained model's recipe
+    was chosen and what its curve says a missed goal would take)."""
+    return [panel["note"], ""] if panel.get("note") else []
 
 
 def best_lines(panel: RegretPanel) -> list[str]:
@@ -143,7 +147,7 @@ def report(result: ExperimentResult) -> str:
                 ]
         if kind.headline(panel):
             lines += [f"**{kind.headline(panel)}**", ""]
-        lines += flip_lines(panel)
+        lines += flip_lines(panel) + note_lines(panel)
     lines += ["## Models", "", "| model | steps | train s | best val regret | model folder |", "|---|---|---|---|---|"]
     for name, rec in result["models"].items():
         lines.append(
