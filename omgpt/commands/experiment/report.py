@@ -49,7 +49,7 @@ def flip_lines(panel: RegretPanel) -> list[str]:
     return [" ".join(lines), ""]
 
 
-def note_lines(panel) -> list[str]:
+def note_lines(panel: RegretPanel) -> list[str]:
     """The config's note on a panel, under it whatever the panel's verdict: what was measured about it
     (why OMGPT is not below the best benchmark and what would close it; how a retrained model's recipe
     was chosen and what its curve says a missed goal would take)."""
