@@ -318,6 +318,40 @@ def test_render_redraws_a_shipped_card_as_committed(name, tmp_path, monkeypatch)
     assert (folder / "card.json").read_text() == (ROOT / "pretrained" / name / "card.json").read_text()
 
 
+def test_a_retrained_reference_model_keeps_the_replaced_models_number_on_its_card(tmp_path, monkeypatch):
+    """A retrained reference model's card shows the number of the model it replaced (the experiments
+    table's previous-recipe column, for the cards); carding the same model again keeps that record,
+    and the next retrain's card names the model it replaced, not the one before."""
+    shipped = pretrained_copy(tmp_path, ("newsvendor",))
+    monkeypatch.setattr(reference_models, "PRETRAINED", shipped)
+    card_json = shipped / "newsvendor" / "card.json"
+    old = json.loads(card_json.read_text())
+    canned = (old["test"], old["spot_check"], old["replication"])  # the card's test, not a 1,000-run evaluation
+    monkeypatch.setattr(reference_models, "test_model", lambda *args: canned)
+    training = ("name", "horizon", "command", "kept_checkpoint", "steps", "wall_minutes", "validation")
+    info = {k: old[k] for k in training}
+
+    def retrain(step: int, cpu_minutes: float) -> dict:
+        tiny_checkpoint(tmp_path / f"model-{step}.ckpt", step)
+        info["cpu_minutes"] = cpu_minutes
+        reference_models.ship("newsvendor", info, tmp_path / f"model-{step}.ckpt", 1000, 2, 3)
+        return store.read_card(shipped / "newsvendor")  # checked, "previous" included
+
+    first = retrain(200, 99.0)
+    assert first["previous"] == {
+        "steps": 6000, "cpu_minutes": old["cpu_minutes"], "runs": 1000, "seed": 2,
+        "final_regret": old["test"]["policies"]["omgpt"]["final_regret"]["mean"],
+        "ratio_to_alg_star": old["ratio_to_alg_star"],
+    }  # fmt: skip
+    ratio = old["ratio_to_alg_star"]
+    assert (
+        f"The model this one replaced: OMGPT / alg-star {ratio['mean']:.2f} [{ratio['ci90'][0]:.2f}, "
+        f"{ratio['ci90'][1]:.2f}] on 1,000 test environments (seed 2), 6,000 steps in 23 CPU-minutes."
+    ) in (shipped / "newsvendor" / "card.md").read_text()
+    assert retrain(200, 99.0)["previous"] == first["previous"]  # the same model carded again
+    assert retrain(300, 120.0)["previous"]["cpu_minutes"] == 99.0  # the model it replaced
+
+
 # --------------------------------------------------------------------------------------------------
 # The tools check every argument before they write.
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ def recipe_table() -> str:
 def pretrained_table() -> str:
     """The shipped reference models (``pretrained/*/card.json``: configured ones, and the fine-tuned ``*-rl``
     ones adopted from the run store, whose CPU-minutes are pre-training + fine-tuning) and the configured
-    ones not shipped yet."""
+    ones not shipped yet. A retrained model's ratio has the one of the model it replaced beside it."""
     lines = [
         "| model | task, `T` | kept step / trained steps | CPU-minutes | test environments (seed) | OMGPT | alg-star | OMGPT / alg-star, paired 90% CI (replication seed) | best benchmark | `\\|a − a*\\|` at `T`: OMGPT / best benchmark |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -85,6 +85,11 @@ def pretrained_table() -> str:
         ratio = "—" if not q or q["mean"] is None else f"{q['mean']:.2f}× {interval(q['ci90'])}"
         if q and rep and rep.get("mean") is not None:
             ratio += f" ({rep['mean']:.2f}× {interval(rep['ci90'])}, seed {rep['seed']})"
+        old = (card.get("previous") or {}).get("ratio_to_alg_star")
+        if old and old["mean"] is not None:  # a retrained model: the one it replaced, as the experiments table does
+            ratio += (
+                f"; replaced model: {old['mean']:.2f}× {interval(old['ci90'])} ({card['previous']['steps']:,} steps)"
+            )
         sub = lambda k: pols[k]["final_suboptimality"]["mean"]  # noqa: E731
         source = card.get("adopted_from") or {}
         cost = (

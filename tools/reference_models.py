@@ -248,12 +248,29 @@ def ship(name: str, info: dict, model_ckpt: Path, runs: int, seed: int, replicat
     shipped ``model.ckpt`` and write the card: a failed or stopped test leaves the shipped model and card
     as they were."""
     out = PRETRAINED / name
-    info = with_test(
-        stamp(info, model_ckpt), *test_model(name, model_ckpt, info["horizon"], runs, seed, replication_seed)
-    )
+    info = stamp(info, model_ckpt)
+    if (out / "card.json").is_file():  # a shipped card: a new model keeps its headline, the same one its record
+        shipped = read_card(out)
+        previous = previous_recipe(shipped) if shipped["checksum"] != info["checksum"] else shipped.get("previous")
+        info = {**info, **({"previous": previous} if previous else {})}
+    info = with_test(info, *test_model(name, model_ckpt, info["horizon"], runs, seed, replication_seed))
     atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
     write_card(info, out)
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
+
+
+def previous_recipe(card: dict) -> dict:
+    """What a retrained reference model keeps of the card it replaces, so that its card shows the old
+    recipe's number beside the new one: the trained steps, their CPU-minutes, and the test's headline
+    (the paired ratio to ``alg-star`` where the task has one, else OMGPT's final regret)."""
+    return {
+        "steps": card["validation"][-1]["step"],
+        "cpu_minutes": card["cpu_minutes"],
+        "runs": card["test"]["runs"],
+        "seed": card["test"]["seed"],
+        "final_regret": card["test"]["policies"]["omgpt"]["final_regret"]["mean"],
+        "ratio_to_alg_star": card.get("ratio_to_alg_star"),
+    }
 
 
 def adopt(
@@ -452,6 +469,8 @@ def write_card(info: dict, out: Path) -> None:
             f"{rep['mean']:.2f} {interval(rep['ci90'])}, against {info['ratio_to_alg_star']['mean']:.2f} "
             f"{interval(info['ratio_to_alg_star']['ci90'])} above.",
         ]
+    if info.get("previous"):
+        lines += ["", f"The model this one replaced: {previous_headline(info['previous'])}."]
     plot_validation(curve, name, out / "validation.png")
     lines += [
         "",
@@ -470,6 +489,20 @@ def write_card(info: dict, out: Path) -> None:
         f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name}{options} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`",
     ]
     write_text(out / "card.md", "\n".join(lines) + "\n")
+
+
+def previous_headline(previous: dict) -> str:
+    """A replaced model's number, as its card and the reference models' table show it."""
+    q = previous["ratio_to_alg_star"]
+    number = (
+        f"OMGPT / alg-star {q['mean']:.2f} {interval(q['ci90'])}"
+        if q and q["mean"] is not None
+        else f"final regret {previous['final_regret']:.2f}"
+    )
+    return (
+        f"{number} on {previous['runs']:,} test environments (seed {previous['seed']}), "
+        f"{previous['steps']:,} steps in {previous['cpu_minutes']:.0f} CPU-minutes"
+    )
 
 
 def _model_path(init_from: str) -> str:

@@ -253,6 +253,12 @@ CARD = {  # card.json
 }  # fmt: skip
 
 
+PREVIOUS = {  # card.json's "previous": the replaced model's training and test headline
+    "steps": int, "cpu_minutes": NUMBER, "runs": int, "seed": int, "final_regret": NUMBER,
+    "ratio_to_alg_star": Optional({**RATIO, "runs": int, "seed": int}),
+}  # fmt: skip
+
+
 def stamp(info: dict, model: Path) -> dict:
     """``info`` with what its reader checks: the model file's checksum, and its task and task options
     (from the model's own hyper-parameters)."""
@@ -291,6 +297,8 @@ def read_card(folder: Path, task: str | None = None, task_options: dict | None =
     for key in ("ratio_to_alg_star", "replication"):
         if card.get(key) is not None:
             records.check(card[key], {**RATIO, "runs": int, "seed": int}, path, key)
+    if card.get("previous") is not None:  # the model this one replaced (tools/reference_models.py)
+        records.check(card["previous"], PREVIOUS, path, "previous")
     _check_slot(path, card, task, task_options)
     records.check_checksum(folder / "model.ckpt", card["checksum"], path)
     return card
