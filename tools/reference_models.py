@@ -249,7 +249,7 @@ def ship(name: str, info: dict, model_ckpt: Path, runs: int, seed: int, replicat
     as they were."""
     out = PRETRAINED / name
     info = stamp(info, model_ckpt)
-    if (out / "card.json").is_file():  # a shipped card: a new model keeps its headline, the same one its record
+    if (out / "card.json").is_file():  # replacing a model keeps its card's headline; re-carding one keeps its record
         shipped = read_card(out)
         previous = previous_recipe(shipped) if shipped["checksum"] != info["checksum"] else shipped.get("previous")
         info = {**info, **({"previous": previous} if previous else {})}
