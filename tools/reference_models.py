@@ -492,7 +492,7 @@ def write_card(info: dict, out: Path) -> None:
 
 
 def previous_headline(previous: dict) -> str:
-    """A replaced model's number, as its card and the reference models' table show it."""
+    """A replaced model's number, as its card shows it."""
     q = previous["ratio_to_alg_star"]
     number = (
         f"OMGPT / alg-star {q['mean']:.2f} {interval(q['ci90'])}"
