@@ -196,7 +196,7 @@ def test_time_to_quality_resumes_a_stopped_arm_from_its_last_checkpoint(tmp_path
         "benchmarks/time_to_quality.py",
         "--arm",
         'a=configs/scale/tiny.yaml --model.task pricing --model.task_options "{pool_size: 100}" '
-        "--model.horizon 12 --trainer.max_epochs 6 --data.batches_per_epoch 40",
+        "--model.horizon 12 --trainer.max_epochs 40 --data.batches_per_epoch 40",
         "--budgets",
         "30",
         "--eval-every",
@@ -208,6 +208,9 @@ def test_time_to_quality_resumes_a_stopped_arm_from_its_last_checkpoint(tmp_path
         "--resume",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # The first evaluation comes ~0.5 CPU-seconds in, a few steps into the mixed phase's 2-step epochs; the 39
+    # epochs after the first leave seconds between it and the arm's end, so the kill below lands mid-arm
+    # on an idle machine too (with 6 epochs the arm ended ~0.3 s after it, and lost the race when the CPU was free).
     first = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not (list(runs.glob("a-*/version_0/checkpoints/last.ckpt")) and list(runs.glob("a-*.json"))):
