@@ -71,6 +71,7 @@ class DemandPrediction(Kind):
             task_options=panel.task_options,
             horizon=panel.horizon,
             model=panel.model,
+            **({"note": panel.note} if panel.note else {}),
             demand_prediction={**summary, "ckpt": _shown(Path(summary["ckpt"]))},
         )
 
