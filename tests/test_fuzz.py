@@ -692,6 +692,14 @@ def test_every_script_with_a_main_has_a_parser_the_fuzzer_reads():
         parser_of(path)
 
 
+def test_every_script_run_as_a_file_exits_with_its_mains_code():
+    """The fuzzer calls ``main`` in-process; the shell sees the code only if the file passes it on (a
+    bare ``main()`` refused bad input in one line and still exited 0)."""
+    for path in script_paths():
+        tail = path.read_text().split('if __name__ == "__main__":', 1)[-1]
+        assert "sys.exit(main())" in tail, path
+
+
 def test_every_script_option_declares_what_it_accepts():
     """A new option of a script takes one of omgpt.entry's types (or is a flag, or has choices): a bare
     ``type=int`` would accept -5 and 10^12, a bare string an empty value."""
