@@ -1,6 +1,6 @@
 """Demand prediction's retrain, judged on validation: each stored model's observation head against ridge.
 
-    python benchmarks/demand_retrain.py [--runs 100] [--seed 10003] [--json FILE]
+    python -m tools.demand_retrain [--runs 100] [--seed 10003] [--json FILE]
 
 The lever study (benchmarks/RESULTS.md, demand-single) found f~ in the early phase the best lever per
 CPU-minute for the head, on its validation curves at 60 epochs. Demand prediction's two models were
@@ -19,11 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from omgpt.entry import Integer, OutputFile, Seed, entry_point, script_parser
+from omgpt.files import write_json
 
-from omgpt.entry import Integer, OutputFile, Seed, entry_point, script_parser  # noqa: E402
-from omgpt.files import write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # The models of configs/experiments/demand-prediction.yaml's CPU scale: the CPU recipe (random prices in
 # [0, 3], 60 epochs) and the retrain (f~, 280 epochs), keys of results/models.
