@@ -24,28 +24,20 @@ from omgpt.files import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The models of configs/experiments/demand-prediction.yaml's CPU scale: the CPU recipe (random prices in
-# [0, 3], 60 epochs) and the retrain (f~, 280 epochs), keys of results/models.
-MODELS = {
-    "cpu-recipe": {"single-type": "pricing-a1af405354", "two-types": "pricing-e62674581b"},
-    "retrain": {"single-type": "pricing-6fdc9a58d4", "two-types": "pricing-306ab85e72"},
-}
-PANELS = {  # the experiment's panels: model slot, task options over the checkpoint's
-    "single type": ("single-type", {}),
-    "two types, linear": ("two-types", {"demand_types": "linear"}),
-    "two types, square": ("two-types", {"demand_types": "square"}),
-}
+# The retrain's models (f~, 280 epochs), keys of results/models; the config's CPU scale names the kept
+# ones (random prices in [0, 3], 60 epochs), and its panels are the ones played here.
+RETRAIN = {"single-type": "pricing-6fdc9a58d4", "two-types": "pricing-306ab85e72"}
 
 
 def head_over_ridge(ckpt: Path, options: dict, runs: int, seed: int) -> dict:
     """The head's and ridge's MSE after ``T - 1`` samples on ``runs`` environments of ``seed``."""
+    from omgpt.analysis.report import final_demand_errors
     from omgpt.commands.evaluate import run_demand_prediction
 
     with tempfile.TemporaryDirectory() as scratch:
-        s = run_demand_prediction(str(ckpt), options, runs, None, None, seed, scratch, progress=False)
-    i = len(s["n"]) - 1  # the last sample count, T - 1
-    head, ridge = s["methods"]["omgpt"]["mse"][i], s["methods"]["ridge"]["mse"][i]
-    return {"samples": s["n"][i], "head": head, "ridge": ridge, "ratio": head / ridge}
+        summary = run_demand_prediction(str(ckpt), options, runs, None, None, seed, scratch, progress=False)
+    head, ridge = final_demand_errors({"demand_prediction": summary})
+    return {"samples": summary["n"][-1], "head": head, "ridge": ridge, "ratio": head / ridge}
 
 
 @entry_point
@@ -55,15 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=Seed("validation"), default=10003, help="a validation seed")
     p.add_argument("--json", type=OutputFile(), default=None, help="write the table here")
     args = p.parse_args(argv)
+    from omgpt.commands.experiment import experiment_keys, load_experiment
+
+    exp = load_experiment("demand-prediction", "cpu")
+    recipes = {"cpu-recipe": experiment_keys(exp, []), "retrain": RETRAIN}
     rows = []
-    for recipe, slots in MODELS.items():
-        for panel, (slot, options) in PANELS.items():
-            folder = ROOT / "results" / "models" / slots[slot]
+    for recipe, keys in recipes.items():
+        for panel in exp.panels:
+            folder = ROOT / "results" / "models" / keys[panel.model]
             for point, ckpt in (("kept", folder / "model.ckpt"), ("last", folder / "run/checkpoints/last.ckpt")):
                 if ckpt.is_file():
-                    row = {"recipe": recipe, "panel": panel, "key": slots[slot], "checkpoint": point}
-                    rows.append({**row, **head_over_ridge(ckpt, options, args.runs, args.seed)})
-                    print(f"{recipe:>10} {panel:<18} {point:<4} head / ridge {rows[-1]['ratio']:.2f}", flush=True)
+                    row = {"recipe": recipe, "panel": panel.title, "key": keys[panel.model], "checkpoint": point}
+                    rows.append({**row, **head_over_ridge(ckpt, panel.task_options, args.runs, args.seed)})
+                    print(f"{recipe:>10} {panel.title:<26} {point:<4} head / ridge {rows[-1]['ratio']:.2f}", flush=True)
     if args.json:
         write_json({"runs": args.runs, "seed": args.seed, "rows": rows}, args.json, indent=1)
     return 0
