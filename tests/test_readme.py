@@ -200,11 +200,20 @@ def test_a_retrained_panel_keeps_the_previous_recipes_number_beside_the_new_one(
         "panels": [
             panel("Pool", "pool", 6.0, 2.0, 3.1),
             panel("Easy", "easy", 2.2, 2.0, 1.1),
+            panel("Card", "card", 3.9, 2.7, 1.45),
             head,
             {**head, "title": "Two types, linear"},
         ],
-        "models": {"pool": {"key": "pool-old"}, "easy": {"key": "easy-same"}, "two": {"key": "two-old"}},
+        "models": {
+            "pool": {"key": "pool-old"},
+            "easy": {"key": "easy-same"},
+            "two": {"key": "two-old"},
+            "card": {"key": "pretrained/card"},  # a reference model: its key is only its name
+        },
     }
+    card = tmp_path / "pretrained" / "card" / "card.json"
+    card.parent.mkdir(parents=True)
+    card.write_text(json.dumps({"checksum": "sha256:old"}))
     (tmp_path / "results" / "x").mkdir(parents=True)
     (tmp_path / "results" / "x" / "experiment.json").write_text(json.dumps(before))
     monkeypatch.setattr(keep_previous, "ROOT", tmp_path)
@@ -212,16 +221,18 @@ def test_a_retrained_panel_keeps_the_previous_recipes_number_beside_the_new_one(
     kept = (tmp_path / "results" / "previous-recipe" / "x.json").read_text()
     assert keep_previous.main(["x", "--recipe", "second"]) == 2  # the first recipe's numbers are never replaced
     assert (tmp_path / "results" / "previous-recipe" / "x.json").read_text() == kept
-    # re-run: the pool model and the head's model retrained, the easy one not
-    after = {**before, "models": {"pool": {"key": "pool-new"}, "easy": {"key": "easy-same"}, "two": {"key": "two-new"}}}
-    cell = readme_tables.previous_cell(after, tmp_path / "results" / "previous-recipe" / "x.json")
-    assert cell == (
-        "CPU recipe: pool: 6, 3.10× [3.00, 3.20] alg-star; two (Two types, square): 0.5 vs ridge 0.1; "
-        "two (Two types, linear): 0.5 vs ridge 0.1"
-    )
     assert (
         readme_tables.previous_cell(before, tmp_path / "results" / "previous-recipe" / "x.json") == ""
     )  # nothing retrained
+    # re-run: the pool model and the head's model retrained, the reference model re-shipped (same key, new
+    # weights), the easy one not
+    after = {**before, "models": {**before["models"], "pool": {"key": "pool-new"}, "two": {"key": "two-new"}}}
+    card.write_text(json.dumps({"checksum": "sha256:new"}))
+    cell = readme_tables.previous_cell(after, tmp_path / "results" / "previous-recipe" / "x.json")
+    assert cell == (
+        "CPU recipe: pool: 6, 3.10× [3.00, 3.20] alg-star; card: 3.9, 1.45× [1.35, 1.55] alg-star; "
+        "two (Two types, square): 0.5 vs ridge 0.1; two (Two types, linear): 0.5 vs ridge 0.1"
+    )
     assert readme_tables.previous_cell(before, tmp_path / "results" / "x" / "none.json") == ""
 
 

@@ -3,12 +3,14 @@ README's experiments table can show the old number beside the new one.
 
     python -m tools.keep_previous NAME --recipe "what trained the models" [--force]
 
+Run it before the re-run (and, for a reference model, before its new ``card`` replaces the shipped one).
 Reads ``results/NAME/experiment.json`` (as it stands, before the re-run) and writes
 ``results/previous-recipe/NAME.json`` (not in the report's folder, which a re-run replaces whole): per panel its model's store key and OMGPT's headline against its
 reference -- the mean final regret and its paired ratio to ``alg-star`` where the panel has one, the
-observation head's final MSE against ridge's on demand prediction. ``tools.readme_tables`` lists, for
-every panel whose model key has changed since, the previous number. An existing one is
-kept unless ``--force`` (a second re-run must not overwrite the first recipe's numbers with the second's).
+observation head's final MSE against ridge's on demand prediction, and a reference model's checksum.
+``tools.readme_tables`` lists, for every panel whose model has changed since (its store key, or a reference
+model's checksum), the previous number. An existing record is kept unless ``--force`` (a second re-run
+must not overwrite the first recipe's numbers with the second's).
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ def previous_path(name: str) -> Path:
 def recorded() -> list[str]:
     """The experiments with a record in ``results/``."""
     return sorted(p.parent.name for p in (ROOT / "results").glob("*/experiment.json"))
+
+
+def model_identity(key: str) -> dict:
+    """What tells a model's versions apart: a store key hashes its whole recipe, but a reference model's key
+    (``pretrained/NAME``) is only its name, so a re-shipped one is told apart by its card's checksum."""
+    if not key.startswith("pretrained/"):
+        return {"key": key}
+    return {"key": key, "checksum": json.loads((ROOT / key / "card.json").read_text())["checksum"]}
 
 
 def headline(panel: dict) -> dict:
@@ -63,7 +73,12 @@ def previous_record(result: dict, recipe: str) -> dict:
         "seed": result["seed"],
         "code_version": result.get("code_version"),
         "panels": [
-            {"title": p["title"], "model": p["model"], "key": result["models"][p["model"]]["key"], **headline(p)}
+            {
+                "title": p["title"],
+                "model": p["model"],
+                **model_identity(result["models"][p["model"]]["key"]),
+                **headline(p),
+            }
             for p in result["panels"]
         ],
     }

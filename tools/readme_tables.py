@@ -26,7 +26,7 @@ from omgpt.commands.store import read_card
 from omgpt.errors import OMGPTError
 from omgpt.files import write_text
 from omgpt.records import NUMBER, Optional, read_json
-from tools.keep_previous import previous_path
+from tools.keep_previous import model_identity, previous_path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -232,14 +232,16 @@ def experiments_table() -> str:
 
 def previous_cell(result: dict, path: Path) -> str:
     """The previous recipe's number (``results/previous-recipe/NAME.json``, ``tools/keep_previous.py``) of every
-    panel whose model has been retrained since: its store key differs from the one the record names."""
+    panel whose model has been retrained since: its store key differs from the one the record names, or,
+    for a reference model, its card's checksum does."""
     if not path.is_file():
         return ""
     previous = json.loads(path.read_text())
     shared = Counter(p["model"] for p in previous["panels"])  # a model with several panels: name each
     cells = []
     for p in previous["panels"]:
-        if result["models"].get(p["model"], {}).get("key") == p["key"]:
+        key = result["models"].get(p["model"], {}).get("key")
+        if key is not None and all(p.get(k) == v for k, v in model_identity(key).items()):
             continue
         name = p["model"] if shared[p["model"]] == 1 else f"{p['model']} ({p['title']})"
         if "ratio" in p:
