@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The paper's 12 x 256 network on the 100-environment pools, on one GPU: the lever study's point of
+# comparison that a CPU cannot afford (benchmarks/RESULTS.md, "The hard priors' levers": its arms are
+# 4 x 64 and 8 x 128; 12 x 256 is ~40x the 4 x 64 step's CPU).
+#
+#   OUT=gpu-out bash benchmarks/gpu_pools.sh     # on a machine with one CUDA GPU, from the repo root
+#
+# Each arm is the lever study's CPU recipe for that setting (configs/scale/cpu.yaml at the length
+# alg-star-match trains it, seed 0) with one change, the paper's network (12 layers, 16 heads, 256 dims),
+# trained in bf16-mixed; pricing and newsvendor also at twice the steps. The five fits share the GPU (each
+# step is bound by kernel launches, ~6% of the chip: benchmarks/RESULTS.md, "GPU"), each with two
+# DataLoader workers, each capped at $CAP seconds of wall-clock (a fit cut short says so in the log).
+# Each fit's kept checkpoint (the authors' rule) is then played with alg-star on the CPU, on the lever
+# study's 200 held-out environments of validation seed 10,003 (CPU generators: the same environments, and
+# the same alg-star regret, as the study's table), one setting per process.
+# Everything lands in $OUT: gpu_pools.log (all output) and pools.tar.gz (each fit's metrics.csv, each
+# setting's held-out JSON).
+#
+# Knobs for a dry run on a CPU (the defaults are the GPU run):
+#   SIZE="--model.network.n_layer 1 --model.network.n_head 1 --model.network.n_embd 8" EPOCHS_SCALE=0.1 \
+#   PRECISION=32-true RUNS=20 CAP=120 OUT=/tmp/pools-dry bash benchmarks/gpu_pools.sh
+set -uo pipefail
+OUT=${OUT:-gpu-out}
+CAP=${CAP:-330}
+RUNS=${RUNS:-200}
+PRECISION=${PRECISION:-bf16-mixed}
+EPOCHS_SCALE=${EPOCHS_SCALE:-1}
+SIZE=${SIZE:-"--model.network.n_layer 12 --model.network.n_head 16 --model.network.n_embd 256"}
+WORK=${WORK:-/tmp/pools}
+mkdir -p "$OUT" "$WORK"
+OUT=$(cd "$OUT" && pwd)
+# One intra-op thread per process, as the lever study's arms: ten DataLoader workers and five launch loops
+# share 16 cores.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+LOG=$OUT/gpu_pools.log
+log() { echo "$(date +%T) $*" | tee -a "$LOG"; }
+
+# A machine without the package index (benchmarks/gpu_check.sh does the same).
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+if ! python3 -c "import omgpt.datamodules" 2>/dev/null; then
+  for d in callbacks datamodules analysis; do ln -s "../$d" "omgpt/$d"; done
+  trap 'rm -f omgpt/callbacks omgpt/datamodules omgpt/analysis' EXIT
+fi
+nvidia-smi -L 2>&1 | tee -a "$LOG"
+python3 -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__,
+torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')" 2>&1 | tee -a "$LOG"
+
+# arm -> "task epochs": the lever study's settings (benchmarks/lever_study.py's SETTINGS), the recipe's
+# length and twice it.
+declare -A ARMS=(
+  [mab-100]="mab 60"
+  [pricing-100]="pricing 30"
+  [pricing-100-x2]="pricing 60"
+  [newsvendor-100]="newsvendor 30"
+  [newsvendor-100-x2]="newsvendor 60"
+)
+ORDER="mab-100 pricing-100 pricing-100-x2 newsvendor-100 newsvendor-100-x2"
+(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 30 >>"$LOG" 2>&1 &)
+for arm in $ORDER; do
+  read -r task epochs <<<"${ARMS[$arm]}"
+  epochs=$(python3 -c "print(max(1, round($epochs * $EPOCHS_SCALE)))")
+  log "fit $arm: $task, pool_size 100, T = 100, $epochs epochs, cap ${CAP}s"
+  ( t0=$SECONDS
+    # shellcheck disable=SC2086
+    timeout $((CAP + 60)) python3 -m omgpt fit --config configs/scale/cpu.yaml --model.task "$task" \
+      --model.task_options "{pool_size: 100}" --model.horizon 100 --trainer.max_epochs "$epochs" $SIZE \
+      --trainer.precision "$PRECISION" --data.num_workers 2 --trainer.max_time "$(printf "00:00:%02d:%02d" $((CAP / 60)) $((CAP % 60)))" \
+      --trainer.logger.init_args.save_dir "$WORK/$arm" >"$WORK/$arm.log" 2>&1
+    code=$?
+    steps=$(python3 -c "import csv, glob, sys; print(max(int(r['step']) for f in glob.glob(sys.argv[1]) for r in csv.DictReader(open(f))))" \
+      "$WORK/$arm/*/version_0/metrics.csv" 2>/dev/null)
+    log "fit $arm: exit $code after $((SECONDS - t0)) s; last logged step ${steps:-?}; $(grep -c 'Time limit reached' "$WORK/$arm.log") time-limit stop(s)"
+    tail -3 "$WORK/$arm.log" | tee -a "$LOG" ) &
+done
+wait
+pkill -f "nvidia-smi --query-gpu" 2>/dev/null
+
+kept() { find "$WORK/$1" -name '*.ckpt' ! -name last.ckpt | head -1; }
+for setting in mab-100 pricing-100 newsvendor-100; do
+  args=""
+  for arm in $ORDER; do
+    case $arm in "$setting" | "$setting"-x2) c=$(kept "$arm"); [ -n "$c" ] && args="$args --checkpoint $arm=$c" ;; esac
+  done
+  [ -z "$args" ] && { log "$setting: no checkpoint to play"; continue; }
+  log "held-out $setting:$args"
+  # shellcheck disable=SC2086
+  ( timeout 240 python3 benchmarks/time_to_quality.py $args --holdout-runs "$RUNS" --holdout-seed 10003 \
+      --json "$WORK/holdout-$setting.json" >"$WORK/holdout-$setting.log" 2>&1
+    log "held-out $setting: exit $?"; cat "$WORK/holdout-$setting.log" >>"$LOG" ) &
+done
+wait
+(cd "$WORK" && tar czf "$OUT/pools.tar.gz" ./*.log ./*.json ./*/*/version_0/metrics.csv 2>/dev/null)
+log "done"
