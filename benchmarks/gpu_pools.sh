@@ -7,9 +7,11 @@
 #
 # Each arm is the lever study's CPU recipe for that setting (configs/scale/cpu.yaml at the length
 # alg-star-match trains it, seed 0) with one change, the paper's network (12 layers, 16 heads, 256 dims),
-# trained in bf16-mixed; pricing and newsvendor also at twice the steps. The five fits share the GPU (each
-# step is bound by kernel launches, ~6% of the chip: benchmarks/RESULTS.md, "GPU"), each with two
-# DataLoader workers, each capped at $CAP seconds of wall-clock (a fit cut short says so in the log).
+# trained in bf16-mixed; pricing and newsvendor also at twice the steps. The five fits share the GPU, each
+# with two DataLoader workers, each capped at $CAP seconds of wall-clock (a fit cut short says so in the
+# log). Measured on one H200 (benchmarks/RESULTS.md, "The paper's network on the pools"): five fits keep it
+# 100% busy at ~10 steps/s each; one alone keeps it ~20% busy, so the x2 arms need a longer lease or
+# ORDER=... (a subset) to finish.
 # Each fit's kept checkpoint (the authors' rule) is then played with alg-star on the CPU, on the lever
 # study's 200 held-out environments of validation seed 10,003 (CPU generators: the same environments, and
 # the same alg-star regret, as the study's table), one setting per process.
@@ -26,8 +28,8 @@ RUNS=${RUNS:-200}
 PRECISION=${PRECISION:-bf16-mixed}
 EPOCHS_SCALE=${EPOCHS_SCALE:-1}
 SIZE=${SIZE:-"--model.network.n_layer 12 --model.network.n_head 16 --model.network.n_embd 256"}
-WORK=${WORK:-/tmp/pools}
-mkdir -p "$OUT" "$WORK"
+WORK=$(mktemp -d /tmp/pools.XXXXXX)  # fresh each run: a warm machine keeps /tmp, and a second run must not read the first's
+mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 # One intra-op thread per process, as the lever study's arms: ten DataLoader workers and five launch loops
 # share 16 cores.
@@ -57,7 +59,7 @@ declare -A ARMS=(
   [newsvendor-100]="newsvendor 30"
   [newsvendor-100-x2]="newsvendor 60"
 )
-ORDER="mab-100 pricing-100 pricing-100-x2 newsvendor-100 newsvendor-100-x2"
+ORDER=${ORDER:-"mab-100 pricing-100 pricing-100-x2 newsvendor-100 newsvendor-100-x2"}  # or a subset
 (nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 30 >>"$LOG" 2>&1 &)
 for arm in $ORDER; do
   read -r task epochs <<<"${ARMS[$arm]}"
@@ -71,7 +73,7 @@ for arm in $ORDER; do
       --trainer.logger.init_args.save_dir "$WORK/$arm" >"$WORK/$arm.log" 2>&1
     code=$?
     steps=$(python3 -c "import csv, glob, sys; print(max(int(r['step']) for f in glob.glob(sys.argv[1]) for r in csv.DictReader(open(f))))" \
-      "$WORK/$arm/*/version_0/metrics.csv" 2>/dev/null)
+      "$WORK/$arm/*/version_*/metrics.csv" 2>/dev/null)
     log "fit $arm: exit $code after $((SECONDS - t0)) s; last logged step ${steps:-?}; $(grep -c 'Time limit reached' "$WORK/$arm.log") time-limit stop(s)"
     tail -3 "$WORK/$arm.log" | tee -a "$LOG" ) &
 done
@@ -92,5 +94,5 @@ for setting in mab-100 pricing-100 newsvendor-100; do
     log "held-out $setting: exit $?"; cat "$WORK/holdout-$setting.log" >>"$LOG" ) &
 done
 wait
-(cd "$WORK" && tar czf "$OUT/pools.tar.gz" ./*.log ./*.json ./*/*/version_0/metrics.csv 2>/dev/null)
+(cd "$WORK" && tar czf "$OUT/pools.tar.gz" ./*.log ./*.json ./*/*/version_*/metrics.csv 2>/dev/null)
 log "done"
