@@ -37,18 +37,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1 PYTHONPATH=$PWD$
 LOG=$OUT/gpu_pools.log
 log() { echo "$(date +%T) $*" | tee -a "$LOG"; }
 
-# A machine without the package index (benchmarks/gpu_check.sh does the same).
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
-if ! python3 -c "import omgpt.datamodules" 2>/dev/null; then
-  for d in callbacks datamodules analysis; do ln -s "../$d" "omgpt/$d"; done
-  trap 'rm -f omgpt/callbacks omgpt/datamodules omgpt/analysis' EXIT
-fi
-nvidia-smi -L 2>&1 | tee -a "$LOG"
-python3 -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__,
-torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')" 2>&1 | tee -a "$LOG"
+source benchmarks/gpu_env.sh  # the bare machine's set-up; logs the GPU and the versions
 
 # arm -> "task epochs": the lever study's settings (benchmarks/lever_study.py's SETTINGS), the recipe's
 # length and twice it.
