@@ -143,7 +143,9 @@ def test_a_fit_resumes_from_last_ckpt_on_one_thread_keeping_its_earlier_metrics(
     (run / "metrics.csv").write_text("step\n2\n")
     store.fit(["--config", "x.yaml"], run, tmp_path / "fit.log", "x")
     assert calls[-1][0][-2:] == ["--ckpt_path", str(run / "checkpoints" / "last.ckpt")]
-    assert (run / "metrics-part1.csv").read_text() == "step\n2\n" and not (run / "metrics.csv").exists()
+    # metrics.csv stays for the resumed fit to append to (omgpt fit keeps its rows: tests/test_refusals.py)
+    assert (run / "metrics.csv").read_text() == "step\n2\n" and not (run / "metrics-part1.csv").exists()
+    assert [r["step"] for r in store.metric_rows(run)] == ["1", "2"]
     monkeypatch.setattr(store.subprocess, "call", lambda cmd, stdout, **kw: (stdout.write("boom\n"), 3)[1])
     with pytest.raises(Exception, match=r"^training x failed \(exit 3\): boom -- see "):
         store.fit([], run, tmp_path / "fit.log", "x")

@@ -8,6 +8,7 @@ A command-line module: the library never imports it (``omgpt.commands.demo`` run
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import sys
@@ -16,11 +17,13 @@ from jsonargparse import ArgumentError
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import ArgsType, LightningCLI
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from omgpt import checks
 from omgpt.errors import OMGPTError
 from omgpt.checkpoint_io import SafeCheckpointIO
-from omgpt.checkpoints import check_resumable, read_checkpoint
+from omgpt.checkpoints import check_resumable, check_weights, read_checkpoint
 from omgpt.datamodules.algorithm1 import applying_callbacks
 from omgpt.locks import holding
 from omgpt.model import checkpoint_hparams
@@ -120,13 +123,18 @@ class OMGPTCLI(LightningCLI):
         """``run(**kwargs)`` holding the run folder: two runs logging to one folder (the same explicit
         ``--trainer.logger.init_args.version``) would interleave one metrics.csv and overwrite each
         other's checkpoints. Only global rank 0 holds it: DDP's other ranks re-run this command and
-        write nothing of their own there."""
+        write nothing of their own there. Every refusal comes before ``run``: its first hook
+        (SaveConfigCallback) rewrites the folder's config.yaml."""
+        ckpt = kwargs.get("ckpt_path")
         if self.trainer.global_rank != 0:
+            _check_alias_checkpoint(self.trainer, self.model, ckpt, run)  # every rank refuses, none waits for rank 0
             _resolving_aliases(self.trainer, run, **kwargs)
             return
         with holding(self.trainer.log_dir, "wait for it to end, or choose another --trainer.logger.init_args.version"):
-            if kwargs.get("ckpt_path") is None:  # a fresh run: never into the folder of an earlier one
+            if ckpt is None:  # a fresh run: never into the folder of an earlier one
                 _refuse_a_used_run_folder(self.trainer)
+            _check_alias_checkpoint(self.trainer, self.model, ckpt, run)
+            keep_metric_rows(self.trainer)
             _resolving_aliases(self.trainer, run, **kwargs)
 
 
@@ -151,6 +159,50 @@ def _refuse_a_used_run_folder(trainer) -> None:
                 f"{folder} already holds a run ({shown}); resume it with --ckpt_path last, or start a new run in "
                 f"another folder (a new --trainer.logger.init_args.version, or none for the next version_N)"
             )
+
+
+def _check_alias_checkpoint(trainer, module, ckpt, run) -> None:
+    """The checkpoint a ``--ckpt_path`` alias (``last``, ``best``, ``hpc``) names, resolved as fit resolves
+    it and checked against this run's settings and weights now: inside fit the check
+    (``OMGPTModule.on_load_checkpoint``) comes only after SaveConfigCallback has rewritten the run's
+    config.yaml with the refused settings. (A checkpoint path is checked in :meth:`OMGPTCLI.parse_arguments`.)"""
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    if ckpt not in ("last", "best", "hpc"):  # ("registry" downloads: left to on_load_checkpoint)
+        return
+    fn = TrainerFn.FITTING if run == trainer.fit else TrainerFn.VALIDATING
+    try:  # Lightning's own resolution (private, pinned by lightning<3), so that it names the file fit loads
+        path = trainer._checkpoint_connector._parse_ckpt_path(fn, ckpt, model_provided=True, model_connected=False)
+    except ValueError as e:
+        raise OMGPTError(str(e).replace("`", "")) from None
+    if path is None:  # "last" with no last checkpoint: Lightning warns and starts from scratch
+        return
+    checkpoint = read_checkpoint(path, mmap=True)
+    check_resumable(checkpoint_hparams(checkpoint, path), dict(module.hparams), str(path))
+    check_weights(checkpoint, module, str(path))
+
+
+def keep_metric_rows(trainer) -> None:
+    """A resumed run's metrics.csv keeps the rows of its earlier processes: Lightning's CSV logger would
+    delete the file when it finds it in the run folder, leaving only the resumed part. (The run store's
+    fits, :mod:`omgpt.commands.store`, rely on this too.) Rank 0 only: the other ranks' CSV logger writes nothing."""
+    for logger in trainer.loggers:
+        if isinstance(logger, CSVLogger) and logger._experiment is None:
+            logger._experiment = RowKeepingWriter(logger.log_dir)
+
+
+class RowKeepingWriter(ExperimentWriter):
+    """Lightning's CSV writer, appending to an existing metrics.csv under the columns it already has
+    (new columns make the writer rewrite the file under a wider header, every row kept)."""
+
+    def __init__(self, log_dir: str) -> None:
+        super().__init__(log_dir)
+        if self._fs.isfile(self.metrics_file_path):
+            with self._fs.open(self.metrics_file_path, "r", newline="") as f:
+                self.metrics_keys = next(csv.reader(f), [])
+
+    def _check_log_dir_exists(self) -> None:  # Lightning's deletes metrics.csv here
+        pass
 
 
 def _init_checkpoint(path: str) -> None:

@@ -6,9 +6,9 @@
   the wall-clock the fit takes on an idle core, however many fits share the machine), resuming from the
   run's ``checkpoints/last.ckpt`` when it has one: an interrupted fit continues exactly (RNG, data
   stream, scheduler), so a training budget can be spent across sessions.
-* :func:`metric_rows` reads what the fit logged: every ``metrics*.csv`` part of a resumed run, in order
-  (Lightning's CSV logger deletes ``metrics.csv`` when a fit resumes into its folder, so :func:`fit`
-  first renames it ``metrics-partN.csv``).
+* :func:`metric_rows` reads what the fit logged: ``metrics.csv``, which a resumed fit appends to
+  (:func:`omgpt.commands.lightning_cli.keep_metric_rows`), after any ``metrics-partN.csv`` of a run
+  resumed before that (the store then kept each process's part under that name).
 * :func:`kept_checkpoint` is the one rule that picks the model, on validation only: of the checkpoints
   ModelCheckpoint saved (``configs/trainer/callback/checkpoint.yaml``), the lowest ``val/regret_ucb``
   (the authors' rule: mean + one sd of the validation regret), the later epoch on a tie.
@@ -68,11 +68,8 @@ def fit(args: list[str], run: Path, log: Path, what: str, nice: int = 0) -> floa
     :class:`OMGPTError` naming ``what`` and the log's last line."""
     cmd = [sys.executable, "-m", "omgpt", "fit", *args]
     last = run / "checkpoints" / "last.ckpt"
-    if last.is_file():  # an interrupted fit: continue it exactly
+    if last.is_file():  # an interrupted fit: continue it exactly (omgpt fit keeps metrics.csv's rows)
         cmd += ["--ckpt_path", str(last)]
-        metrics = run / "metrics.csv"
-        if metrics.is_file():  # the CSV logger would delete it: keep the earlier part
-            metrics.rename(run / f"metrics-part{len(_parts(run))}.csv")
     elif run.is_dir() and any(run.iterdir()):  # a fit that failed before its first checkpoint: kept aside, as it was
         run.rename(run.with_name(f"{run.name}-failed-{time.strftime('%Y%m%d-%H%M%S')}"))
     env = threads.child_env(1)  # fits may run side by side (experiment --jobs): one thread each
@@ -96,7 +93,8 @@ def fit(args: list[str], run: Path, log: Path, what: str, nice: int = 0) -> floa
 # --------------------------------------------------------------------------------------------------
 # What a fit logged.
 def _parts(run: Path) -> list[Path]:
-    """``metrics-part0.csv``, ``metrics-part1.csv``, ...: the processes of a run before each resume."""
+    """``metrics-part0.csv``, ``metrics-part1.csv``, ...: the processes of a run before each resume, as
+    the store kept them before ``omgpt fit`` appended to ``metrics.csv``."""
     parts = [
         (int(m.group(1)), p) for p in run.glob("metrics-part*.csv") if (m := re.fullmatch(r"metrics-part(\d+)", p.stem))
     ]
