@@ -4,6 +4,7 @@ smallest one runs end to end (tiny fit) -- training once, then reusing its conte
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -433,7 +434,7 @@ def test_smallest_experiment_runs_end_to_end_and_reuses_its_models(tmp_path, cap
     assert cli_main([*args, "--jobs", "2"]) == 0
     assert "evaluated before" not in capsys.readouterr().out
     assert json.loads((out / "experiment.json").read_text())["panels"] == result["panels"]
-    assert len(list((tmp_path / "panels").glob("*.pkl"))) == 2
+    assert len(list((tmp_path / "panels").glob("*.json"))) == 2
 
 
 def test_a_stored_panel_is_named_by_its_checkpoints_tunings_and_evaluation(tmp_path, monkeypatch):
@@ -460,14 +461,19 @@ def test_a_stored_panel_is_named_by_its_checkpoints_tunings_and_evaluation(tmp_p
     assert before == first
     (tmp_path / "tuned" / f"{panel.tuned_on}.json").write_text("{}")
     assert key() != first  # the panel's benchmarks were tuned anew
-    write_panel(tmp_path / "panels", first, {"title": "t"}, {"cells": [1]}, 12.5, title="t")
-    assert read_panel(tmp_path / "panels", first) == ({"title": "t"}, {"cells": [1]}, 12.5)
-    (tmp_path / "panels" / f"{first}.pkl").write_bytes(b"torn")
+    numbers = {"title": "t", "task": "newsvendor", "task_options": {}, "horizon": 12, "model": "m", "ratio": math.nan}
+    state = {"cells": np.arange(6.0).reshape(2, 3), "group": np.array([3, 4]), "origin": 1}
+    write_panel(tmp_path / "panels", first, numbers, state, 12.5, title="t")
+    stored, kept, seconds = read_panel(tmp_path / "panels", first)  # JSON: arrays come back as lists
+    assert seconds == 12.5 and kept == {"cells": [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], "group": [3, 4], "origin": 1}
+    assert math.isnan(stored.pop("ratio")) and stored == {k: v for k, v in numbers.items() if k != "ratio"}
+    (tmp_path / "panels" / f"{first}.json").write_bytes(b'{"panel": {"title"')  # torn
     assert read_panel(tmp_path / "panels", first) is None  # a damaged file is evaluated again
 
 
-def test_real_demand_pools_each_rolling_origin_with_the_earlier_ones_once_all_panels_are_in():
+def test_real_demand_pools_each_rolling_origin_with_the_earlier_ones_once_all_panels_are_in(tmp_path):
     from omgpt.commands.experiment.kinds.real_demand import RealDemand
+    from omgpt.commands.experiment.panel_store import read_panel, write_panel
 
     def cells(origin, cost):
         return {  # four windows of seven days
@@ -486,6 +492,16 @@ def test_real_demand_pools_each_rolling_origin_with_the_earlier_ones_once_all_pa
     assert [p["pooled"]["origins"] for p in out[1:]] == [[1], [1, 2], [1, 2, 3]]
     assert out[3]["pooled"]["windows"] == 12
     assert out[3]["pooled"]["costs"]["omgpt"]["scaled_cost"]["mean"] == pytest.approx(0.2)
+    # the same numbers from panels and states read back from the panel store (JSON: arrays as lists)
+    states = [None, cells(1, 0.1), cells(2, 0.2), cells(3, 0.3)]
+    for i, (panel, state) in enumerate(zip(panels, states)):
+        numbers = {**panel, "task": "newsvendor-data", "task_options": {}, "horizon": 7, "model": "m"}
+        write_panel(tmp_path, f"k{i}", numbers, state, 1.0, title=panel["title"])
+    stored = [read_panel(tmp_path, f"k{i}") for i in range(4)]
+    assert isinstance(stored[1][1]["cost"]["omgpt"], list)
+    again = RealDemand().finish([p for p, _, _ in stored], [s for _, s, _ in stored], seed=6)
+    pooled = lambda panels: json.dumps([p["pooled"] for p in panels[1:]])  # (as text: NaN == NaN)
+    assert pooled(again) == pooled(out)
 
 
 def test_random_policy_with_high_draws_uniformly_below_it():

@@ -18,6 +18,11 @@ So a later run reuses a panel only when all of these are byte-identical: an inte
 where it stopped, and ``--jobs N`` evaluates N panels at once in separate processes. The store is a
 scratch folder (``runs/experiments/panels``, or ``panels/`` beside a ``--models-dir``), never part of
 a report: deleting it costs only the time to evaluate again.
+
+An entry is ``KEY.json``, plain JSON read by ``json`` alone, so no file in the store can run code (a
+``KEY.pkl`` an earlier version wrote is never opened: its panel is evaluated again, as JSON). A kind's
+state is stored as JSON too: arrays and tensors as (nested) lists, which its :meth:`finish` reads as it
+reads arrays (``np.concatenate``, ``np.unique``).
 """
 
 from __future__ import annotations
@@ -26,11 +31,10 @@ import functools
 import hashlib
 import importlib
 import json
-import pickle
 from dataclasses import asdict
 from pathlib import Path
 
-from omgpt.files import atomic_write
+from omgpt.files import write_text
 
 # the code a panel's numbers come from (beyond the kind's own module): modules, or packages read whole
 EVALUATION_CODE = (
@@ -102,23 +106,48 @@ def panel_key(exp, kind, panel, models: dict, runs: int, seed: int, device: str)
 
 def read_panel(store: Path, key: str) -> tuple[dict, object, float | None] | None:
     """A stored panel's ``(numbers, state, seconds its evaluation took)`` (seconds ``None`` in an entry
-    written before they were kept), or ``None`` (never evaluated, or a file that does not load: evaluated
-    again)."""
-    path = store / f"{key}.pkl"
+    written before they were kept), or ``None``: never evaluated, or a file that is not a stored panel
+    (not JSON -- truncated, binary, a pickle --, or JSON of another shape). Such a file is treated as
+    absent, not refused: the panel is evaluated again and the file replaced, with a line naming it.
+    Entries are written whole (:func:`omgpt.files.atomic_write`), so a damaged one was damaged from
+    outside, and the store is scratch: evaluating again is always right, and never executes the file."""
+    from omgpt.commands.experiment.results import PanelResult
+
+    path = store / f"{key}.json"
     if not path.is_file():
         return None
     try:
-        with path.open("rb") as f:
-            entry = pickle.load(f)
-        return entry["panel"], entry["state"], entry.get("seconds")
-    except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError, AttributeError):
-        return None
+        entry = json.loads(path.read_bytes())  # bytes: not UTF-8 is a ValueError too
+    except (OSError, ValueError, RecursionError) as e:
+        return _damaged(path, type(e).__name__)
+    seconds = entry.get("seconds") if isinstance(entry, dict) else None
+    if (
+        not isinstance(entry, dict)
+        or "state" not in entry
+        or not isinstance(entry.get("panel"), dict)
+        or not PanelResult.__required_keys__ <= entry["panel"].keys()
+        or not (seconds is None or isinstance(seconds, (int, float)) and not isinstance(seconds, bool))
+    ):
+        return _damaged(path, "not a stored panel")
+    return entry["panel"], entry["state"], seconds
+
+
+def _damaged(path: Path, why: str) -> None:
+    print(f"  {path}: {why}; the panel is evaluated again", flush=True)
+    return None
 
 
 def write_panel(store: Path, key: str, panel: dict, state: object, seconds: float, title: str) -> None:
-    """Keep one evaluated panel and the wall-clock seconds its evaluation took (written whole or not at all)."""
+    """Keep one evaluated panel and the wall-clock seconds its evaluation took (written whole or not at
+    all), as JSON: arrays and tensors as lists; NaN kept as JSON's ``NaN`` token, which ``json`` reads back
+    (the store is read by this module alone, and a panel read back must hold the numbers evaluated)."""
     from omgpt.resources import code_version
 
-    store.mkdir(parents=True, exist_ok=True)
     entry = {"panel": panel, "state": state, "seconds": seconds, "title": title, "code_version": code_version()}
-    atomic_write(store / f"{key}.pkl", lambda f: pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL))
+    write_text(store / f"{key}.json", json.dumps(entry, default=_as_list, allow_nan=True))
+
+
+def _as_list(value: object) -> object:
+    if hasattr(value, "tolist"):  # numpy and torch arrays and scalars
+        return value.tolist()
+    raise TypeError(f"a panel's numbers and state are stored as JSON, and {type(value).__name__} is not")
