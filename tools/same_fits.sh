@@ -7,13 +7,24 @@
 # REV is checked out in a worktree under OUT, with its callbacks/, datamodules/, analysis/ and configs/
 # linked under omgpt/ so that REV's code, not this tree's installed packages, runs there. Each fit is 3
 # epochs of 2 batches with the curriculum and the mixed phase shortened to act within them. Run it
-# before re-keying the model store (python -m tools.rekey_models): a fit that changed must train anew.
+# before re-keying the model store (python -m tools.rekey_models, then --apply): a fit that changed must
+# train anew. OUT is emptied first only when it is a folder this script made (it leaves .same_fits in it);
+# a bad REV, a file, or a folder with other contents is one line and exit 2 before anything is deleted.
 set -euo pipefail
-REV=${1:?usage: bash tools/same_fits.sh REV [OUT]}
+refuse() { echo "same_fits.sh: error: $*" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 2 ] || refuse "usage: bash tools/same_fits.sh REV [OUT]"
+REV=$1
 OUT=${2:-/tmp/same_fits}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY="$HERE/.venv/bin/python"
-rm -rf "$OUT" && mkdir -p "$OUT"
+git -C "$HERE" rev-parse -q --verify "$REV^{commit}" >/dev/null || refuse "REV $REV: not a commit of $HERE"
+if [ -e "$OUT" ] || [ -L "$OUT" ]; then
+  [ -d "$OUT" ] && [ ! -L "$OUT" ] || refuse "OUT $OUT: not a folder (give a folder this script may empty)"
+  # a folder of an earlier run (its marker) is emptied; an empty one is taken; anything else is someone's
+  [ -e "$OUT/.same_fits" ] || [ -z "$(ls -A "$OUT")" ] || refuse "OUT $OUT: a folder with other contents (not made by same_fits.sh); give a new or empty one"
+fi
+rm -rf "$OUT" && mkdir -p "$OUT" && touch "$OUT/.same_fits"
+git -C "$HERE" worktree prune  # an earlier run's worktree, deleted with OUT, unregistered
 git -C "$HERE" worktree add -q --detach "$OUT/old" "$REV"
 trap 'git -C "$HERE" worktree remove --force "$OUT/old"' EXIT
 for d in callbacks datamodules analysis; do ln -s "$OUT/old/$d" "$OUT/old/omgpt/$d"; done
