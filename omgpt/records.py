@@ -8,7 +8,7 @@ CLI prints it and exits with code 2), never a ``JSONDecodeError``, ``KeyError`` 
 from deep inside a report.
 
 A *schema* is a mapping ``key -> kind``: a type or a tuple of types (``(int, float)``), a nested schema
-(a dict), :class:`Optional` for a key that may be absent, :class:`ListOf` for a list of one kind,
+(a dict), :class:`Optional` for a key that may be absent, :class:`ListOf` for a list of one kind (of a given length),
 :class:`MapOf` for a mapping of any keys to values of one kind, :class:`Nullable` for ``None`` or a
 value of a kind, or :data:`ANY`. Keys a schema does not
 name are allowed (newer writers may add fields).
@@ -39,6 +39,7 @@ class Optional:
 class ListOf:
     kind: Any
     nonempty: bool = False
+    length: int | None = None  # exactly this many items (an interval: its two ends)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ def check(value: Any, schema: Any, path: str | Path, key: str = "") -> Any:
             raise RecordError(f"{where}: expected a list, got {_kind(value)}")
         if schema.nonempty and not value:
             raise RecordError(f"{where}: is empty")
+        if schema.length is not None and len(value) != schema.length:
+            raise RecordError(f"{where}: expected a list of {schema.length} items, got {_kind(value)}")
         for i, item in enumerate(value):
             check(item, schema.kind, path, f"{key}[{i}]")
         return value

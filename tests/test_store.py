@@ -257,6 +257,12 @@ def break_card(card: Path, how: str) -> None:
         card.write_text(json.dumps({**info, "validation": []}))
     elif how == "swapped model":
         shutil.copy(ROOT / "pretrained/newsvendor-censored/model.ckpt", card.parent / "model.ckpt")
+    elif how == "interval of one number":
+        info["previous"]["ratio_to_alg_star"]["ci90"] = [1.1]
+        card.write_text(json.dumps(info))
+    elif how.startswith(("provenance", "adopted_from")):  # "provenance a number": the key, then its value
+        key, value = how.split(maxsplit=1)
+        card.write_text(json.dumps({**info, key: {"a number": 3, "a list": ["why"], "a string": "x"}[value]}))
 
 
 BROKEN = {
@@ -265,6 +271,10 @@ BROKEN = {
     "steps off the curve": "is not on its validation curve",
     "empty curve": "key 'validation': is empty",
     "swapped model": "not the model",
+    "interval of one number": "key 'previous.ratio_to_alg_star.ci90': expected a list of 2 items",
+    "provenance a number": "key 'provenance': expected str",
+    "provenance a list": "key 'provenance': expected str",
+    "adopted_from a string": "key 'adopted_from': expected a mapping",
 }
 
 
@@ -308,6 +318,21 @@ def test_render_refuses_a_broken_card_and_changes_nothing(how, tmp_path, monkeyp
     assert exit_code(reference_models.main, ["render", "newsvendor"]) == 2
     assert BROKEN[how] in one_line_error(capsys)
     assert snapshot(folder) == before
+
+
+@pytest.mark.parametrize("how", BROKEN)
+def test_the_readmes_table_of_reference_models_refuses_a_broken_card_in_one_line(how, tmp_path, monkeypatch):
+    """``python -m tools.readme_tables --check`` reads every shipped card: a broken one is one line naming
+    the file and the key (exit 2), not an IndexError or TypeError from the table."""
+    from tools import readme_tables
+
+    pretrained_copy(tmp_path, ("newsvendor",))
+    monkeypatch.setattr(readme_tables, "ROOT", tmp_path)
+    break_card(tmp_path / "pretrained/newsvendor/card.json", how)
+    with pytest.raises(RecordError) as e:
+        readme_tables.pretrained_table()
+    assert BROKEN[how] in str(e.value) and "\n" not in str(e.value)
+    assert str(e.value).startswith(str(tmp_path / "pretrained/newsvendor")), e.value
 
 
 @pytest.mark.parametrize("name", ["newsvendor", "linear-bandit-100-rl"])  # a trained and an adopted model's card

@@ -392,9 +392,9 @@ def retest(name: str, runs: int, seed: int, replication_seed: int | None) -> Non
 
 def write_card(info: dict, out: Path) -> None:
     """``card.json``, ``card.md`` and ``validation.png`` from the card's record alone (``render`` redraws
-    a shipped card after a format change without evaluating again)."""
+    a shipped card after a format change without evaluating again). The page is composed before any
+    file is written: a card it cannot be drawn from leaves the shipped files as they were."""
     name, summary, curve = info["name"], info["test"], info["validation"]
-    write_json(info, out / "card.json", indent=1)
     rows = sorted(summary["policies"].items(), key=lambda kv: kv[1]["final_regret"]["mean"])
     star = summary["policies"].get("alg-star", {}).get("final_regret", {}).get("mean")
     trained = curve[-1]["step"]
@@ -437,7 +437,7 @@ def write_card(info: dict, out: Path) -> None:
     for pol, s in rows:
         q = s.get("ratio_to_alg_star")
         if q:
-            ratio = "undefined" if q["mean"] is None else f"{q['mean']:.2f} {interval(q['ci90'])}"
+            ratio = ratio_text(q)
         else:  # a card written before the paired ratio
             ratio = f"{s['final_regret']['mean'] / star:.2f}" if star and pol != "alg-star" else "—"
         lines.append(
@@ -466,12 +466,10 @@ def write_card(info: dict, out: Path) -> None:
         lines += [
             "",
             f"Replication on {rep['runs']} other fresh environments (test seed {rep['seed']}): OMGPT / alg-star "
-            f"{rep['mean']:.2f} {interval(rep['ci90'])}, against {info['ratio_to_alg_star']['mean']:.2f} "
-            f"{interval(info['ratio_to_alg_star']['ci90'])} above.",
+            f"{ratio_text(rep)}, against {ratio_text(info['ratio_to_alg_star'])} above.",
         ]
     if info.get("previous"):
         lines += ["", f"The model this one replaced: {previous_headline(info['previous'])}."]
-    plot_validation(curve, name, out / "validation.png")
     lines += [
         "",
         "## Validation curve (the run's fixed validation environments, never the test ones)",
@@ -488,7 +486,14 @@ def write_card(info: dict, out: Path) -> None:
         "",
         f"Reproduce the test: `omgpt evaluate --ckpt pretrained/{name}{options} --policies {policies} --runs {summary['runs']} --seed {summary['seed']}`",
     ]
+    write_json(info, out / "card.json", indent=1)
+    plot_validation(curve, name, out / "validation.png")
     write_text(out / "card.md", "\n".join(lines) + "\n")
+
+
+def ratio_text(q: dict) -> str:
+    """A paired ratio and its interval, as a card shows it (``undefined`` where the mean is)."""
+    return "undefined" if q["mean"] is None else f"{q['mean']:.2f} {interval(q['ci90'])}"
 
 
 def previous_headline(previous: dict) -> str:

@@ -45,7 +45,7 @@ from omgpt import records, threads
 from omgpt.errors import OMGPTError
 from omgpt.checkpoints import export_weights, read_checkpoint
 from omgpt.files import write_json
-from omgpt.records import ANY, NUMBER, ListOf, MapOf, Optional, RecordError
+from omgpt.records import ANY, NUMBER, ListOf, MapOf, Nullable, Optional, RecordError
 from omgpt.resources import CHECKOUT
 
 ROOT = CHECKOUT  # fits run from the repository (their configs are given relative to it)
@@ -238,22 +238,33 @@ RECORD = {  # done.json
     "cpu_seconds": Optional(NUMBER), "val_obs_mse": Optional(ListOf(ListOf(NUMBER))),
     "task": str, "task_options": dict, "checksum": str,
 }  # fmt: skip
-RATIO = {"mean": NUMBER_OR_NONE, "ci90": ListOf(NUMBER_OR_NONE)}  # OMGPT / alg-star, paired (None: open above)
+PAIR = ListOf(NUMBER_OR_NONE, length=2)  # a 90% interval's two ends (None: open above)
+RATIO = {"mean": NUMBER_OR_NONE, "ci90": PAIR}  # OMGPT / alg-star, paired (None: undefined)
+REAL_DEMAND = {  # a data task's card: the cost per unit demanded (its ratio to the reference: read_card)
+    "groups": int, "clusters": str, "reference": str,
+    "costs": MapOf({"scaled_cost": {"mean": NUMBER, "ci90": ListOf(NUMBER, length=2)}}),
+}  # fmt: skip
+ADOPTED_FROM = {  # a card of a model adopted from the run store (tools/reference_models.py adopt)
+    "store_key": str, "model": str, "init_from": Nullable(str),
+    "parent_steps": Optional(int), "parent_cpu_minutes": Optional(NUMBER),
+}  # fmt: skip
 CARD = {  # card.json
     "name": str, "task": str, "task_options": dict, "horizon": int, "command": str, "kept_checkpoint": str, "steps": int,
     "cpu_minutes": NUMBER, "wall_minutes": NUMBER_OR_NONE,
     "validation": ListOf({"step": int, "minutes": NUMBER_OR_NONE, "regret": NUMBER, "subopt": NUMBER}, nonempty=True),
-    "test": {"runs": int, "seed": int, "policies": MapOf({"final_regret": {"mean": NUMBER, "ci90": ListOf(NUMBER_OR_NONE)},
-                                                          "final_suboptimality": {"mean": NUMBER}, "ratio_to_alg_star": Optional(RATIO)})},
-    "spot_check": {"runs": int, "seed": int, "final_regret_mean": NUMBER},
+    "test": {"runs": int, "seed": int, "policies": MapOf({"final_regret": {"mean": NUMBER, "ci90": PAIR},
+                                                          "final_suboptimality": {"mean": NUMBER}, "ratio_to_alg_star": Optional(RATIO)}),
+             "real_demand": Optional(REAL_DEMAND)},
+    "spot_check": {"runs": int, "seed": int, "final_regret_mean": NUMBER, "task_options": Optional(dict)},
     "ratio_to_alg_star": Optional(ANY), "replication": Optional(ANY),  # None where the task has no alg-star; else RATIO
+    "provenance": Optional(Nullable(str)), "adopted_from": Optional(ADOPTED_FROM),
     "checksum": str,
 }  # fmt: skip
 
 
 PREVIOUS = {  # card.json's "previous": the replaced model's training and test headline
     "steps": int, "cpu_minutes": NUMBER, "runs": int, "seed": int, "final_regret": NUMBER,
-    "ratio_to_alg_star": Optional({**RATIO, "runs": int, "seed": int}),
+    "ratio_to_alg_star": Optional(Nullable({**RATIO, "runs": int, "seed": int})),  # None: a task without alg-star
 }  # fmt: skip
 
 
@@ -297,6 +308,21 @@ def read_card(folder: Path, task: str | None = None, task_options: dict | None =
             records.check(card[key], {**RATIO, "runs": int, "seed": int}, path, key)
     if card.get("previous") is not None:  # the model this one replaced (tools/reference_models.py)
         records.check(card["previous"], PREVIOUS, path, "previous")
+    policies = card["test"]["policies"]
+    if "omgpt" not in policies or not set(policies) - {"omgpt", "alg-star", "oracle"}:
+        raise RecordError(f"{path}: key 'test.policies': expected omgpt and a benchmark, got {', '.join(policies)}")
+    real = card["test"].get("real_demand")
+    if real is not None:  # each policy's ratio to the reference (None for the reference itself)
+        ratio = f"ratio_to_{real['reference']}"
+        for policy, cost in real["costs"].items():
+            records.check(
+                cost, {ratio: Nullable({"mean": NUMBER, "ci90": PAIR})}, path, f"test.real_demand.costs.{policy}"
+            )
+    source = card.get("adopted_from")
+    if source and source["init_from"] and not {"parent_steps", "parent_cpu_minutes"} <= set(source):
+        raise RecordError(
+            f"{path}: key 'adopted_from': a fine-tuned model's card names its parent's steps and CPU-minutes"
+        )
     _check_slot(path, card, task, task_options)
     records.check_checksum(folder / "model.ckpt", card["checksum"], path)
     return card
