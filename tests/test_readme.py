@@ -172,52 +172,64 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     )
 
 
+def report(name: str, panels: list[dict], models: dict[str, str], kind: str = "curves") -> dict:
+    """An ``experiment.json`` of ``panels`` that ``read_report`` takes (every field it checks, filled in)."""
+    return {
+        "name": name, "title": name, "source": "", "claim": "", "command": "", "scale": "cpu", "runs": 2,
+        "seed": 6, "seconds": 1.0, "kind": kind, "figures": [], "panels": panels,
+        "models": {model: {"key": key, "command": "omgpt fit"} for model, key in models.items()},
+    }  # fmt: skip
+
+
+def regret_panel(title: str, model: str, finals: dict[str, float], ratio: float) -> dict:
+    """A regret panel of horizon 2 with these mean final regrets and OMGPT's ratio to alg-star."""
+    curve = {"mean": [0.0, 1.0], "band90": [[0.0, 0.0], [1.0, 1.0]]}
+    policies = {
+        k: {
+            "final_regret": {"mean": v, "ci90": [v, v], "band90": [v, v]},
+            "final_suboptimality": {"mean": 0.1},
+            "curves": {"regret": curve, "suboptimality": curve},
+        }
+        for k, v in finals.items()
+    }
+    policies["omgpt"]["ratio_to_alg_star"] = {"mean": ratio, "ci90": [ratio - 0.1, ratio + 0.1]}
+    return {"title": title, "task": "newsvendor", "task_options": {}, "horizon": 2, "model": model,
+            "benchmarks": ["erm"], "models_compared": ["omgpt"], "policies": policies}  # fmt: skip
+
+
+def head_panel(title: str, model: str) -> dict:
+    """A demand-prediction panel: the head's MSE 0.5 and ridge's 0.1 after the last sample."""
+    methods = {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}
+    return {"title": title, "task": "pricing", "task_options": {}, "horizon": 2, "model": model,
+            "demand_prediction": {"n": [1, 2], "methods": methods}}  # fmt: skip
+
+
 def test_a_retrained_panel_keeps_the_previous_recipes_number_beside_the_new_one(tmp_path, monkeypatch):
     import json
 
     from tools import keep_previous, readme_tables
 
     def panel(title, model, omgpt, star, ratio):
-        finals = {"omgpt": omgpt, "alg-star": star, "erm": 9.0}
-        policies = {k: {"final_regret": {"mean": v}} for k, v in finals.items()}
-        policies["omgpt"]["ratio_to_alg_star"] = {"mean": ratio, "ci90": [ratio - 0.1, ratio + 0.1]}
-        return {
-            "title": title,
-            "model": model,
-            "benchmarks": ["erm"],
-            "models_compared": ["omgpt"],
-            "policies": policies,
-        }
+        return regret_panel(title, model, {"omgpt": omgpt, "alg-star": star, "erm": 9.0}, ratio)
 
-    head = {
-        "title": "Two types, square",
-        "model": "two",
-        "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}},
-    }
-    before = {
-        "name": "x",
-        "seed": 6,
-        "panels": [
-            panel("Pool", "pool", 6.0, 2.0, 3.1),
-            panel("Easy", "easy", 2.2, 2.0, 1.1),
-            panel("Card", "card", 3.9, 2.7, 1.45),
-            head,
-            {**head, "title": "Two types, linear"},
-        ],
-        "models": {
-            "pool": {"key": "pool-old"},
-            "easy": {"key": "easy-same"},
-            "two": {"key": "two-old"},
-            "card": {"key": "pretrained/card"},  # a reference model: its key is only its name
-        },
-    }
+    panels = [panel("Pool", "pool", 6.0, 2.0, 3.1), panel("Easy", "easy", 2.2, 2.0, 1.1)]
+    panels.append(panel("Card", "card", 3.9, 2.7, 1.45))  # a reference model: its key is only its name
+    before = report("x", panels, {"pool": "pool-old", "easy": "easy-same", "card": "pretrained/card"})
+    heads = report(
+        "y",
+        [head_panel("Two types, square", "two"), head_panel("Two types, linear", "two")],
+        {"two": "two-old"},
+        kind="demand-prediction",
+    )
     card = tmp_path / "pretrained" / "card" / "card.json"
     card.parent.mkdir(parents=True)
     card.write_text(json.dumps({"checksum": "sha256:old"}))
-    (tmp_path / "results" / "x").mkdir(parents=True)
-    (tmp_path / "results" / "x" / "experiment.json").write_text(json.dumps(before))
+    for result in (before, heads):
+        (tmp_path / "results" / result["name"]).mkdir(parents=True)
+        (tmp_path / "results" / result["name"] / "experiment.json").write_text(json.dumps(result))
     monkeypatch.setattr(keep_previous, "ROOT", tmp_path)
     assert keep_previous.main(["x", "--recipe", "CPU recipe"]) == 0
+    assert keep_previous.main(["y", "--recipe", "CPU recipe"]) == 0
     kept = (tmp_path / "results" / "previous-recipe" / "x.json").read_text()
     assert keep_previous.main(["x", "--recipe", "second"]) == 2  # the first recipe's numbers are never replaced
     assert (tmp_path / "results" / "previous-recipe" / "x.json").read_text() == kept
@@ -226,13 +238,13 @@ def test_a_retrained_panel_keeps_the_previous_recipes_number_beside_the_new_one(
     )  # nothing retrained
     # re-run: the pool model and the head's model retrained, the reference model re-shipped (same key, new
     # weights), the easy one not
-    after = {**before, "models": {**before["models"], "pool": {"key": "pool-new"}, "two": {"key": "two-new"}}}
+    after = {**before, "models": {**before["models"], "pool": {"key": "pool-new"}}}
     card.write_text(json.dumps({"checksum": "sha256:new"}))
     cell = readme_tables.previous_cell(after, tmp_path / "results" / "previous-recipe" / "x.json")
-    assert cell == (
-        "CPU recipe: pool: 6, 3.10× [3.00, 3.20] alg-star; card: 3.9, 1.45× [1.35, 1.55] alg-star; "
-        "two (Two types, square): 0.5 vs ridge 0.1; two (Two types, linear): 0.5 vs ridge 0.1"
-    )
+    assert cell == "CPU recipe: pool: 6, 3.10× [3.00, 3.20] alg-star; card: 3.9, 1.45× [1.35, 1.55] alg-star"
+    heads_after = {**heads, "models": {"two": {"key": "two-new"}}}
+    cell = readme_tables.previous_cell(heads_after, tmp_path / "results" / "previous-recipe" / "y.json")
+    assert cell == "CPU recipe: two (Two types, square): 0.5 vs ridge 0.1; two (Two types, linear): 0.5 vs ridge 0.1"
     assert readme_tables.previous_cell(before, tmp_path / "results" / "x" / "none.json") == ""
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -73,3 +74,38 @@ def test_a_resumed_fit_keeps_every_row_of_metrics_csv(tmp_path, monkeypatch):
     assert {r["epoch"] for r in every[len(first) :]} == {"2", "3"}
     validated = sorted({r["epoch"] for r in every if r.get("val/regret")})
     assert validated == ["0", "1", "2", "3"]
+
+
+# --------------------------------------------------------------------------------------------------
+# tools/keep_previous.py: a damaged experiment.json is one line naming the file and the key, nothing kept.
+def damaged_reports() -> dict:
+    from tests.test_readme import regret_panel, report
+
+    good = report("x", [regret_panel("Pool", "pool", {"omgpt": 6.0, "alg-star": 2.0, "erm": 9.0}, 3.1)], {"pool": "k"})
+    oops = json.loads(json.dumps(good))
+    oops["panels"][0]["policies"]["omgpt"]["final_regret"]["mean"] = "oops"
+    no_omgpt = json.loads(json.dumps(good))
+    no_omgpt["panels"][0]["policies"]["ours"] = no_omgpt["panels"][0]["policies"].pop("omgpt")
+    no_omgpt["panels"][0]["models_compared"] = ["ours"]
+    return {
+        "truncated": (json.dumps(good)[:200], "not valid JSON"),
+        "no panels": (json.dumps({**good, "panels": []}), "key 'panels': is empty"),
+        "a final regret of 'oops'": (json.dumps(oops), "key 'panels[0].policies.omgpt.final_regret.mean': expected"),
+        "a model it does not record": (json.dumps({**good, "models": {}}), "key 'panels[0].model': 'pool'"),
+        "no omgpt": (json.dumps(no_omgpt), "key 'panels[0].policies': no 'omgpt' policy"),
+    }
+
+
+@pytest.mark.parametrize("how", list(damaged_reports()))
+def test_keep_previous_refuses_a_damaged_experiment_json_and_keeps_nothing(how, tmp_path, monkeypatch, capsys):
+    from tests.test_store import exit_code
+    from tools import keep_previous
+
+    text, says = damaged_reports()[how]
+    (tmp_path / "results" / "x").mkdir(parents=True)
+    (tmp_path / "results" / "x" / "experiment.json").write_text(text)
+    monkeypatch.setattr(keep_previous, "ROOT", tmp_path)
+    assert exit_code(keep_previous.main, ["x", "--recipe", "CPU recipe"]) == 2
+    line = one_line_error(capsys)
+    assert str(tmp_path / "results" / "x" / "experiment.json") in line and says in line, line
+    assert not (tmp_path / "results" / "previous-recipe").exists()

@@ -15,7 +15,6 @@ must not overwrite the first recipe's numbers with the second's).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from omgpt.analysis.report import final_demand_errors, final_regrets
 from omgpt.entry import Name, Text, entry_point, script_parser
 from omgpt.errors import OMGPTError
 from omgpt.files import write_json
+from omgpt.records import RecordError, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,30 @@ def model_identity(key: str) -> dict:
     (``pretrained/NAME``) is only its name, so a re-shipped one is told apart by its card's checksum."""
     if not key.startswith("pretrained/"):
         return {"key": key}
-    return {"key": key, "checksum": json.loads((ROOT / key / "card.json").read_text())["checksum"]}
+    return {"key": key, "checksum": read_json(ROOT / key / "card.json", {"checksum": str}, "model card")["checksum"]}
+
+
+def read_experiment(name: str) -> dict:
+    """``results/NAME/experiment.json``, checked before anything is drawn from it: the report's own
+    checks (:func:`omgpt.commands.experiment.read_report`: its skeleton, every number finite, each panel
+    against its kind), then what :func:`previous_record` reads of each panel -- its model among the
+    report's, and a regret panel's ``omgpt`` (and ``alg-star``, where OMGPT has a ratio to it)."""
+    from omgpt.commands.experiment import read_report
+
+    path = ROOT / "results" / name / "experiment.json"
+    result = read_report(path, name)
+    for i, panel in enumerate(result["panels"]):
+        key = f"panels[{i}]"
+        if panel["model"] not in result["models"]:
+            raise RecordError(f"{path}: key '{key}.model': {panel['model']!r} is not one of the report's models")
+        policies = panel.get("policies")
+        if policies is None:  # a demand-prediction or real-demand panel (their kinds' schemas hold the rest)
+            continue
+        if "omgpt" not in policies:
+            raise RecordError(f"{path}: key '{key}.policies': no 'omgpt' policy")
+        if policies["omgpt"].get("ratio_to_alg_star") and "alg-star" not in policies:
+            raise RecordError(f"{path}: key '{key}.policies': a ratio to alg-star, but no 'alg-star' policy")
+    return result
 
 
 def headline(panel: dict) -> dict:
@@ -91,11 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recipe", type=Text(), required=True, help="what trained its current models, in a few words")
     p.add_argument("--force", action="store_true", help="overwrite an existing record of the previous recipe")
     args = p.parse_args(argv)
-    source = ROOT / "results" / args.name / "experiment.json"
     out = previous_path(args.name)
     if out.exists() and not args.force:
         raise OMGPTError(f"{out.relative_to(ROOT)} exists (the first recipe's numbers); --force replaces it")
-    write_json(previous_record(json.loads(source.read_text()), args.recipe), out)
+    write_json(previous_record(read_experiment(args.name), args.recipe), out)
     print(f"wrote {out.relative_to(ROOT)}")
     return 0
 
