@@ -16,16 +16,17 @@
 #    of the demo's evaluation), then its structured samplers (sampler="gaussian" / "collapsed", a few hundred particles;
 #    each against itself with 8x the particles; not run on a GPU yet).
 # Each step has its own time limit, so one that hangs costs only its own numbers. Everything lands in
-# $OUT: gpu.log (all output) and one JSON / CSV per step.
+# $OUT: gpu.log (all output) and one JSON / CSV per step. A machine without a CUDA GPU, or an argument
+# other than alg-star, is one line and exit 2 before anything is written.
 set -uo pipefail
+case "${1:-all}" in all | alg-star) ;; *) echo "gpu_check.sh: error: unknown argument ${1}: give alg-star or nothing" >&2; exit 2 ;; esac
 OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 LOG=$OUT/gpu.log
 step() { local limit=$1; shift; echo "=== $* (limit ${limit}s)" | tee -a "$LOG"; local t0=$SECONDS
          timeout "$limit" "$@" 2>&1 | tee -a "$LOG"; echo "=== exit ${PIPESTATUS[0]} after $((SECONDS - t0)) s" | tee -a "$LOG"; }
 
-source benchmarks/gpu_env.sh  # the bare machine's set-up; logs the GPU and the versions
+source benchmarks/gpu_env.sh  # refuses a machine without a CUDA GPU first; the bare machine's set-up (makes $OUT); logs the GPU and the versions
 
 if [ "${1:-all}" = all ]; then
 step 90 python3 benchmarks/throughput.py --device cuda --size paper --batch 64 --horizon 100 --layouts paper,transition \

@@ -18,9 +18,10 @@
 # Everything lands in $OUT: gpu_pools.log (all output) and pools.tar.gz (each fit's metrics.csv, each
 # setting's held-out JSON).
 #
-# Knobs for a dry run on a CPU (the defaults are the GPU run):
+# Knobs for a dry run on a CPU (the defaults are the GPU run; DRY_RUN=1 lets it past the GPU check):
 #   SIZE="--model.network.n_layer 1 --model.network.n_head 1 --model.network.n_embd 8" EPOCHS_SCALE=0.1 \
-#   PRECISION=32-true RUNS=20 CAP=120 OUT=/tmp/pools-dry bash benchmarks/gpu_pools.sh
+#   PRECISION=32-true RUNS=20 CAP=120 OUT=/tmp/pools-dry DRY_RUN=1 bash benchmarks/gpu_pools.sh
+# A machine without a CUDA GPU, or an ORDER naming no arm, is one line and exit 2 before anything runs.
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 CAP=${CAP:-330}
@@ -28,17 +29,6 @@ RUNS=${RUNS:-200}
 PRECISION=${PRECISION:-bf16-mixed}
 EPOCHS_SCALE=${EPOCHS_SCALE:-1}
 SIZE=${SIZE:-"--model.network.n_layer 12 --model.network.n_head 16 --model.network.n_embd 256"}
-WORK=$(mktemp -d /tmp/pools.XXXXXX)  # fresh each run: a warm machine keeps /tmp, and a second run must not read the first's
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-# One intra-op thread per process, as the lever study's arms: ten DataLoader workers and five launch loops
-# share 16 cores.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-LOG=$OUT/gpu_pools.log
-log() { echo "$(date +%T) $*" | tee -a "$LOG"; }
-
-source benchmarks/gpu_env.sh  # the bare machine's set-up; logs the GPU and the versions
-
 # arm -> "task epochs": the lever study's settings (benchmarks/lever_study.py's SETTINGS), the recipe's
 # length and twice it.
 declare -A ARMS=(
@@ -49,7 +39,28 @@ declare -A ARMS=(
   [newsvendor-100-x2]="newsvendor 60"
 )
 ORDER=${ORDER:-"mab-100 pricing-100 pricing-100-x2 newsvendor-100 newsvendor-100-x2"}  # or a subset
-(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 30 >>"$LOG" 2>&1 &)
+refuse() { echo "gpu_pools.sh: error: $*" >&2; exit 2; }
+for arm in $ORDER; do [ -n "${ARMS[$arm]:-}" ] || refuse "ORDER: no arm $arm (arms: ${!ARMS[*]})"; done
+[ -n "$(echo $ORDER)" ] || refuse "ORDER names no arm (arms: ${!ARMS[*]})"
+# One intra-op thread per process, as the lever study's arms: ten DataLoader workers and five launch loops
+# share 16 cores.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+LOG=$OUT/gpu_pools.log
+source benchmarks/gpu_env.sh  # refuses a machine without a CUDA GPU first; the bare machine's set-up (makes $OUT); logs the GPU and the versions
+OUT=$(cd "$OUT" && pwd)  # absolute: the results' tar is made from $WORK
+LOG=$OUT/gpu_pools.log
+log() { echo "$(date +%T) $*" | tee -a "$LOG"; }
+# fresh each run: a warm machine keeps /tmp, and a second run must not read the first's; gone at the end
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pools.XXXXXX")
+on_exit 'rm -rf "$WORK"'
+
+# The GPU's load every 30 s, ended by its own PID, and only while it is still this shell's child (a
+# pattern, as pkill -f, would end other users' monitors; a PID the monitor left may be another's by then).
+nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 30 >>"$LOG" 2>&1 &
+SMI=$!
+stop_monitor() { [ "$(ps -o ppid= -p "$SMI" 2>/dev/null | tr -d ' ')" = $$ ] && kill "$SMI" 2>/dev/null; SMI=; }
+on_exit stop_monitor
+FITS=()
 for arm in $ORDER; do
   read -r task epochs <<<"${ARMS[$arm]}"
   epochs=$(python3 -c "print(max(1, round($epochs * $EPOCHS_SCALE)))")
@@ -65,9 +76,10 @@ for arm in $ORDER; do
       "$WORK/$arm/*/version_*/metrics.csv" 2>/dev/null)
     log "fit $arm: exit $code after $((SECONDS - t0)) s; last logged step ${steps:-?}; $(grep -c 'Time limit reached' "$WORK/$arm.log") time-limit stop(s)"
     tail -3 "$WORK/$arm.log" | tee -a "$LOG" ) &
+  FITS+=($!)
 done
-wait
-pkill -f "nvidia-smi --query-gpu" 2>/dev/null
+wait "${FITS[@]}"  # (not the monitor, which runs until killed)
+stop_monitor
 
 kept() { find "$WORK/$1" -name '*.ckpt' ! -name last.ckpt | head -1; }
 for setting in mab-100 pricing-100 newsvendor-100; do
