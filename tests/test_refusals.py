@@ -2,7 +2,10 @@
 
 * ``omgpt fit --ckpt_path last`` with a setting the checkpoint was not trained with is one line and exit
   2, and leaves the run's config.yaml and metrics.csv byte for byte as they were;
-* a resumed fit's metrics.csv holds every row of the run, the earlier processes' included.
+* a resumed fit's metrics.csv holds every row of the run, the earlier processes' included;
+* the tools that read a record (tools/keep_previous.py: experiment.json; tools/real_demand_orders.py and
+  tools/demand_retrain.py: a stored model's done.json) refuse a damaged one in one line naming the file,
+  exit 2, before writing anything.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 from omgpt.commands.cli import cli_main
 from tests.test_safety import fit_args, one_line_error
 
+ROOT = Path(__file__).resolve().parents[1]
 VERSION = ("--trainer.logger.init_args.version", "run")
 
 
@@ -109,3 +113,55 @@ def test_keep_previous_refuses_a_damaged_experiment_json_and_keeps_nothing(how, 
     line = one_line_error(capsys)
     assert str(tmp_path / "results" / "x" / "experiment.json") in line and says in line, line
     assert not (tmp_path / "results" / "previous-recipe").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# tools/real_demand_orders.py and tools/demand_retrain.py read a stored model through its done.json.
+def stored_model(root: Path, experiment: str, model: str, how: str) -> Path:
+    """The store slot of ``experiment``'s ``model`` under ``root``, holding a newsvendor model: beside the
+    slot's own record (``swapped``: its checksum is not the file's), or with a record of its own
+    (``foreign``: of task newsvendor)."""
+    from omgpt.commands.experiment import experiment_keys, load_experiment
+    from omgpt.commands.store import stamp
+    from omgpt.files import write_json
+
+    key = experiment_keys(load_experiment(experiment, "cpu"), [])[model]
+    folder = root / "results" / "models" / key
+    folder.mkdir(parents=True)
+    (folder / "model.ckpt").write_bytes((ROOT / "pretrained/newsvendor/model.ckpt").read_bytes())
+    if how == "swapped":
+        (folder / "done.json").write_bytes((ROOT / "results/models" / key / "done.json").read_bytes())
+    else:
+        record = json.loads((ROOT / "results/models" / key / "done.json").read_text())
+        write_json(stamp(record, folder / "model.ckpt"), folder / "done.json")
+    return folder
+
+
+REFUSED_MODEL = {"swapped": "not the model", "foreign": "a model of task newsvendor"}
+
+
+@pytest.mark.parametrize("how", list(REFUSED_MODEL))
+def test_real_demand_orders_refuses_a_model_its_record_does_not_vouch_for(how, tmp_path, monkeypatch, capsys):
+    from tests.test_store import exit_code
+    from tools import real_demand_orders
+
+    folder = stored_model(tmp_path, "real-demand", "series0", how)
+    monkeypatch.setattr(real_demand_orders, "ROOT", tmp_path)
+    assert exit_code(real_demand_orders.main, ["--model", "series0", "--out", str(tmp_path / "out")]) == 2
+    line = one_line_error(capsys)
+    assert line.startswith("omgpt: error: --model series0: ") and REFUSED_MODEL[how] in line, line
+    assert str(folder) in line and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("how", list(REFUSED_MODEL))
+def test_demand_retrain_refuses_a_model_its_record_does_not_vouch_for(how, tmp_path, monkeypatch, capsys):
+    from tests.test_store import exit_code
+    from tools import demand_retrain
+
+    folder = stored_model(tmp_path, "demand-prediction", "two-types", how)
+    monkeypatch.setattr(demand_retrain, "ROOT", tmp_path)
+    out = tmp_path / "table.json"
+    assert exit_code(demand_retrain.main, ["--runs", "2", "--json", str(out)]) == 2
+    line = one_line_error(capsys)
+    assert REFUSED_MODEL[how] in line and str(folder) in line, line
+    assert not out.exists()

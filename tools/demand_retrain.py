@@ -9,8 +9,9 @@ retrained with it over 280 epochs; this plays both recipes' models on the three 
 choice between the models is made here, never on the test seed), and prints each head's mean squared
 error after ``T - 1`` samples over ridge's on the same samples (lower is better; below 1 beats ridge).
 Each model is read at the checkpoint the run store ships (``model.ckpt``: the checkpoint rule keeps the
-lowest validation regret UCB, a property of the actions, not of the head) and, where its run folder is on
-this machine, at the end of its schedule (``run/checkpoints/last.ckpt``).
+lowest validation regret UCB, a property of the actions, not of the head; its ``done.json`` read and
+checked as the experiment reads it, :func:`omgpt.commands.store.read_record`) and, where its run folder is
+on this machine, at the end of its schedule (``run/checkpoints/last.ckpt``).
 """
 
 from __future__ import annotations
@@ -48,9 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=OutputFile(), default=None, help="write the table here")
     args = p.parse_args(argv)
     from omgpt.commands.experiment import experiment_keys, load_experiment
+    from omgpt.commands.store import read_record
 
     exp = load_experiment("demand-prediction", "cpu")
     recipes = {"cpu-recipe": experiment_keys(exp, []), "retrain": RETRAIN}
+    for keys in recipes.values():  # every stored model checked before any is played
+        for name in {panel.model for panel in exp.panels}:
+            folder = ROOT / "results" / "models" / keys[name]
+            if (folder / "model.ckpt").is_file():
+                read_record(folder, exp.models[name].task, exp.models[name].task_options)
     rows = []
     for recipe, keys in recipes.items():
         for panel in exp.panels:

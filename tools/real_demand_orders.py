@@ -31,17 +31,26 @@ MODELS = ("series0", "series1", "series2", "series3", "series4", "time1", "time2
 
 
 def model_of(name: str) -> tuple[Path, dict]:
-    """The real-demand experiment's model ``name``: its stored checkpoint and its training options."""
+    """The real-demand experiment's model ``name``: its stored checkpoint and its training options. The
+    store's record is read as the experiment reads it (:func:`omgpt.commands.store.read_record`): a model
+    of another task or options than the slot's, or a model file not the recorded one, is refused."""
     from omgpt.commands.experiment.config import load_experiment
     from omgpt.commands.experiment.models import experiment_keys
+    from omgpt.commands.store import read_record
 
     exp = load_experiment("real-demand", "cpu")
     if name not in exp.models:
         raise OMGPTError(f"--model {name}: not a model of the real-demand experiment ({', '.join(exp.models)})")
-    ckpt = ROOT / "results" / "models" / experiment_keys(exp, [])[name] / "model.ckpt"
-    if not ckpt.is_file():
-        raise OMGPTError(f"--model {name}: not trained yet ({ckpt} missing): omgpt experiment real-demand --train-only")
-    return ckpt, dict(exp.models[name].task_options)
+    model, folder = exp.models[name], ROOT / "results" / "models" / experiment_keys(exp, [])[name]
+    if not (folder / "done.json").is_file():
+        raise OMGPTError(
+            f"--model {name}: not trained yet ({folder} has no done.json): omgpt experiment real-demand --train-only"
+        )
+    try:
+        record = read_record(folder, model.task, model.task_options)
+    except OMGPTError as e:
+        raise OMGPTError(f"--model {name}: {e}") from None
+    return Path(record["ckpt"]), dict(model.task_options)
 
 
 def worst_window(histories: dict) -> int:
