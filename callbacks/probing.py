@@ -12,8 +12,10 @@ from lightning.pytorch.callbacks import Callback
 from omgpt.analysis.capture import collect
 from omgpt.analysis.probing import plot_probes, probe_collected
 from omgpt.analysis.tsne import plot_tsne_layers, tsne_layers
+from omgpt.errors import OMGPTError
 from omgpt.files import write_json
-from omgpt.seeding import AnalysisPart
+from omgpt.policies import policies_for
+from omgpt.seeding import AnalysisPart, check_validation_seed
 
 
 class EmbeddingProbe(Callback):
@@ -46,7 +48,7 @@ class EmbeddingProbe(Callback):
         tsne: also save the t-SNE grid of every layer (coloured by demand type when the task has
             mixed types, by ``a*_t`` otherwise) on the first ``tsne_samples`` test histories.
         seed: seed of the probe environments (the same every time, so epochs compare on equal terms);
-            a validation seed, as what a fit looks at while it runs is (docs/protocol.md).
+            a validation seed, as what a fit looks at while it runs is (docs/protocol.md); a test seed is refused.
     """
 
     def __init__(
@@ -60,10 +62,18 @@ class EmbeddingProbe(Callback):
         tsne_samples: int = 200,
         seed: int = 10_000,
     ):
+        # Every setting checked here, when the trainer is built: a bad one found by the first probe, epochs
+        # into a fit, was a traceback (a seed of -1 reached the seed streams only then).
         if every_n_epochs < 1:
-            raise ValueError(f"every_n_epochs must be >= 1, got {every_n_epochs}")
+            raise OMGPTError(f"EmbeddingProbe every_n_epochs must be >= 1, got {every_n_epochs}")
         if n_train < 8 or n_test < 4:
-            raise ValueError(f"need n_train >= 8 and n_test >= 4, got {n_train} and {n_test}")
+            raise OMGPTError(f"EmbeddingProbe needs n_train >= 8 and n_test >= 4, got {n_train} and {n_test}")
+        if step is not None and step < 1:
+            raise OMGPTError(f"EmbeddingProbe step is a 1-based step of the history, got {step}")
+        if tsne and tsne_samples < 4:
+            raise OMGPTError(f"EmbeddingProbe tsne_samples must be >= 4, got {tsne_samples}")
+        # a probe is looked at while the fit runs, so it plays validation environments, never a test seed's
+        check_validation_seed(seed, "EmbeddingProbe seed")
         self.every_n_epochs, self.n_train, self.n_test, self.step = every_n_epochs, n_train, n_test, step
         self.policy, self.tsne, self.tsne_samples, self.seed = policy, tsne, tsne_samples, seed
         self.last: dict | None = None  # the last probe's result (rank 0)
@@ -73,9 +83,16 @@ class EmbeddingProbe(Callback):
         # never inside the rank-0-only branch (that deadlocks DDP -- measured: rank 0 stuck in the
         # broadcast, rank 1 in the next barrier).
         self.root = Path(trainer.log_dir or trainer.default_root_dir)
-        if not hasattr(pl_module.model, "blocks"):  # fail at the start, not after the first N epochs
-            raise ValueError(
-                f"EmbeddingProbe hooks the transformer's blocks; the {type(pl_module.model).__name__} backbone has none"
+        # fail at the start, not after the first N epochs (this hook runs before SaveConfigCallback's)
+        if not hasattr(pl_module.model, "blocks"):
+            raise OMGPTError(
+                f"EmbeddingProbe probes the transformer's blocks; the {type(pl_module.model).__name__} backbone "
+                f"(model.network.backbone) has none: remove the callback, or probe a transformer"
+            )
+        if self.policy not in policies_for(pl_module.task):
+            raise OMGPTError(
+                f"EmbeddingProbe policy {self.policy!r} does not play task {pl_module.task.name!r}; "
+                f"policies for it: {', '.join(policies_for(pl_module.task))}"
             )
 
     def _folder(self, trainer: L.Trainer) -> Path:

@@ -165,3 +165,34 @@ def test_demand_retrain_refuses_a_model_its_record_does_not_vouch_for(how, tmp_p
     line = one_line_error(capsys)
     assert REFUSED_MODEL[how] in line and str(folder) in line, line
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# The probing callback: refused when the trainer is built, or at setup, never epochs into the fit.
+@pytest.mark.parametrize(
+    "settings, says",
+    [
+        ({"seed": -1}, "EmbeddingProbe seed -1 is not a validation seed"),
+        ({"seed": 6}, "EmbeddingProbe seed 6 is not a validation seed"),  # a test seed: reported numbers only
+        ({"step": 0}, "EmbeddingProbe step"),
+        ({"every_n_epochs": 0}, "EmbeddingProbe every_n_epochs"),
+    ],
+)
+def test_the_probing_callback_refuses_bad_settings_when_built(settings, says):
+    from omgpt.callbacks.probing import EmbeddingProbe
+    from omgpt.errors import OMGPTError
+
+    with pytest.raises(OMGPTError, match=says):
+        EmbeddingProbe(**settings)
+    assert EmbeddingProbe(seed=10_000).seed == 10_000  # the first validation seed, the default
+
+
+def test_a_probed_lstm_fit_is_one_line_at_setup_and_writes_no_config(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["omgpt"])
+    args = ["fit", "--config", str(ROOT / "configs/lstm.yaml"), "--config", str(ROOT / "configs/scale/tiny.yaml"),
+            "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.enable_progress_bar", "false",
+            "--trainer.callbacks+", str(ROOT / "configs/trainer/callback/probing.yaml")]  # fmt: skip
+    assert cli_main(args) == 2
+    line = one_line_error(capsys)
+    assert "EmbeddingProbe" in line and "LSTM backbone" in line, line
+    assert not list(tmp_path.rglob("config.yaml")) and not list(tmp_path.rglob("metrics.csv"))

@@ -123,8 +123,8 @@ class OMGPTCLI(LightningCLI):
         """``run(**kwargs)`` holding the run folder: two runs logging to one folder (the same explicit
         ``--trainer.logger.init_args.version``) would interleave one metrics.csv and overwrite each
         other's checkpoints. Only global rank 0 holds it: DDP's other ranks re-run this command and
-        write nothing of their own there. Every refusal comes before ``run``: its first hook
-        (SaveConfigCallback) rewrites the folder's config.yaml."""
+        write nothing of their own there. A resume's checkpoint is checked before ``run``: inside
+        it, SaveConfigCallback rewrites the folder's config.yaml before the checkpoint is loaded."""
         ckpt = kwargs.get("ckpt_path")
         if self.trainer.global_rank != 0:
             _check_alias_checkpoint(self.trainer, self.model, ckpt, run)  # every rank refuses, none waits for rank 0
@@ -133,8 +133,9 @@ class OMGPTCLI(LightningCLI):
         with holding(self.trainer.log_dir, "wait for it to end, or choose another --trainer.logger.init_args.version"):
             if ckpt is None:  # a fresh run: never into the folder of an earlier one
                 _refuse_a_used_run_folder(self.trainer)
-            _check_alias_checkpoint(self.trainer, self.model, ckpt, run)
-            keep_metric_rows(self.trainer)
+            else:  # a resume: into its own folder, whose metrics.csv it extends
+                _check_alias_checkpoint(self.trainer, self.model, ckpt, run)
+                keep_metric_rows(self.trainer)
             _resolving_aliases(self.trainer, run, **kwargs)
 
 
