@@ -93,3 +93,52 @@ def test_the_default_network_takes_enough_steps_on_a_small_table():
     assert loss(yt - ours) < 0.8 * loss(yt - np.quantile(y, 0.75))
     assert nf.default_epochs(3000) * 3 >= nf.MIN_STEPS
     assert nf.default_epochs(77_700) == 10, "bakery's series split trains the 10 passes it was measured at"
+
+
+# --------------------------------------------------------------------------------------------------
+# 8. The fit's progress bar shows the metric that keeps the checkpoint.
+@pytest.mark.parametrize("monitor", ["val/scaled_cost", None])
+def test_the_progress_bar_shows_the_checkpoint_s_metric(tmp_path, monitor):
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from datamodules.history import HistoryDataModule
+    from omgpt.module import OMGPTModule
+    from tests.test_real_data import write_table
+
+    options = dict(
+        csv=str(write_table(tmp_path / "t.csv")),
+        series="shop",
+        date="day",
+        demand="sales",
+        lookback=7,
+        critical_ratio=[0.5, 0.9],
+    )
+    module = OMGPTModule(
+        task="newsvendor-data", task_options=options, horizon=14, network=dict(n_layer=1, n_head=1, n_embd=8)
+    )
+    data = HistoryDataModule(
+        task="newsvendor-data",
+        task_options=options,
+        horizon=14,
+        batch_size=4,
+        batches_per_epoch=2,
+        val_runs=4,
+        val_batch_size=4,
+        data_policy="random",
+        algorithm1={"curriculum": None, "mixed": None},
+    )
+    callbacks = [ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor=monitor, mode="min")]
+    trainer = L.Trainer(
+        max_epochs=1,
+        callbacks=callbacks,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        reload_dataloaders_every_n_epochs=1,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, data)
+    shown = {k for k in trainer.progress_bar_metrics if k.startswith("val/")}
+    assert shown == {monitor or "val/regret"}, shown
