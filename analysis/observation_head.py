@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omgpt.analysis.report import mean_band_ci
+from omgpt.analysis.report import mean_band_ci, paired_ratio
 from omgpt.files import save_figure, write_json
 
 RIDGE_LAMBDA = 0.1  # paper §5.1.6
@@ -66,9 +66,9 @@ def demand_report(
     into the JSON (task, horizon, runs, seed, ...)."""
     out = Path(out)
     ns = np.arange(1, expected.shape[1])
-    methods = {}
+    methods, errors = {}, {}
     for name, pred in predictions.items():
-        err = (pred[:, 1:] - expected[:, 1:]) ** 2
+        err = errors[name] = (pred[:, 1:] - expected[:, 1:]) ** 2
         stats = mean_band_ci(err)
         methods[name] = {
             "mse": stats["mean"].tolist(),
@@ -82,6 +82,8 @@ def demand_report(
         "n": ns.tolist(),
         "methods": methods,
     }
+    if {"omgpt", "ridge"} <= errors.keys():  # the head against ridge after the last sample, paired by environment
+        summary["head_vs_ridge"] = paired_ratio(errors["omgpt"][:, -1], errors["ridge"][:, -1])
     write_json(summary, out / "demand_prediction.json")
     plot_demand_errors(summary, out / "demand_prediction.png")
     print(format_demand_table(summary))

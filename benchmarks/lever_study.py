@@ -14,7 +14,13 @@ train that setting) and one change at a time:
   observation head's noise-free target, ``model.obs_target: mean``);
 * ``noisy-oracle``: the paper's early-phase data policy instead of the CPU scale's random actions;
 * ``finetune``: regret fine-tuning (``configs/finetune/regret.yaml``) from the recipe's own kept
-  checkpoint, its clock starting where the recipe's training ended.
+  checkpoint, its clock starting where the recipe's training ended;
+* ``transfer``: the recipe started from the weights of a model of the same task on a wider prior (the
+  full-prior reference model a pool is drawn from; for demand prediction's single type, the two-type
+  model), with its architecture (pricing's reference model has 6 layers, not 4): the parent's own
+  training CPU is stated beside the arm (``parent_cpu_minutes``), so its curve reads with and without it;
+* ``curriculum``: the paper's horizon curriculum in the early phase (``T~`` = 20, 40, ..., 100, one epoch
+  each, twice over, then the whole horizon from epoch 10): early steps on short histories cost less.
 
 Curves are on the validation environments of seed 10,000 (what every fit validates on); each arm's kept
 checkpoint is then played with ``alg-star`` on 200 environments of validation seed 10,003 (paired 90%
@@ -35,6 +41,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from omgpt.entry import Names, entry_point, script_parser  # noqa: E402
 from omgpt.errors import OMGPTError  # noqa: E402
+from omgpt.files import write_json  # noqa: E402
+from omgpt.records import read_json  # noqa: E402
 
 # Each setting: the task and its options, the epochs the experiments train it (alg-star-match's and
 # demand-prediction's CPU configs), the steps arm's epochs (as long as fits the largest budget), and
@@ -48,8 +56,27 @@ SETTINGS = {
         "steps_epochs": 120,
         "finetune": "--model.finetune.estimator score",
     },
-    "pricing-100": {"task": "pricing", "options": "{pool_size: 100}", "epochs": 30, "steps_epochs": 120},
-    "newsvendor-100": {"task": "newsvendor", "options": "{pool_size: 100}", "epochs": 30, "steps_epochs": 120},
+    "pricing-100": {
+        "task": "pricing",
+        "options": "{pool_size: 100}",
+        "epochs": 30,
+        "steps_epochs": 120,
+        "parent": ("pretrained/pricing", "--model.network.n_layer 6"),
+    },
+    "newsvendor-100": {
+        "task": "newsvendor",
+        "options": "{pool_size: 100}",
+        "epochs": 30,
+        "steps_epochs": 120,
+        "parent": ("pretrained/newsvendor", ""),
+    },
+    "pricing-16": {  # prior-benefit's 16 environments of two demand types
+        "task": "pricing",
+        "options": "{pool_size: 16, demand_types: mixed}",
+        "epochs": 30,
+        "steps_epochs": 120,
+        "parent": ("pretrained/pricing", "--model.network.n_layer 6"),
+    },
     "demand-single": {
         "task": "pricing",
         "options": "{dim: 4}",
@@ -58,8 +85,15 @@ SETTINGS = {
         "extra": "--model.network.obs_head true",
         "random_actions": '--data.data_policy_options "{high: 3.0}"',  # the random policy's range (not f~'s)
         "metric": "obs-mse",
+        "parent": ("results/models/pricing-e62674581b", ""),  # demand-prediction's two-type CPU-recipe model
     },
 }
+# The paper's curriculum compressed to the CPU recipe's length: T~ = 20 (m - 1) % 5 + 20 for epochs
+# 0-9, the whole horizon after (datamodules/algorithm1.py's HorizonCurriculum).
+CURRICULUM = (
+    '--data.algorithm1.curriculum "{stage_epochs: 1, restart_epochs: [], full_from_epoch: 10}" '
+    "--trainer.callbacks+=omgpt.callbacks.Curriculum"
+)
 BUDGETS = "15,30,60"  # CPU-minutes; the largest caps every arm
 TARGETS = {"regret": "2,1.5,1.25", "obs-mse": "4,2,1"}  # x alg-star's regret; x ridge's MSE
 
@@ -89,6 +123,10 @@ def arms(name: str) -> dict[str, str]:
         ): f"{base} {'--model.obs_target mean' if obs else '--model.target posterior'}",
         "noisy-oracle": f"{setting} --trainer.max_epochs {s['epochs']} --data.data_policy noisy-oracle",
     }
+    if s.get("parent"):
+        parent, network = s["parent"]
+        out["transfer"] = " ".join(filter(None, [base, network, f"--model.finetune.init_from {parent}"]))
+    out["curriculum"] = f"{base} {CURRICULUM}"
     if not obs:  # fine-tuning lowers regret; the head's error is not its objective
         finetune = " ".join(filter(None, ["--config configs/finetune/regret.yaml", s.get("finetune")]))
         out["finetune"] = f"{base} {finetune} --from=cpu-recipe"
@@ -139,7 +177,35 @@ def main(argv: list[str] | None = None) -> int:
     (ROOT / "benchmarks" / "levers").mkdir(exist_ok=True)
     import time_to_quality
 
-    return time_to_quality.main(ttq)
+    path = ROOT / "benchmarks" / "levers" / f"{args.setting}.json"
+    before = read_json(path, {"arms": list}, what="lever study") if path.is_file() else None
+    code = time_to_quality.main(ttq)
+    if path.is_file():
+        write_json(merged(before, read_json(path, {"arms": list}, what="lever study"), args.setting), path, indent=1)
+    return code
+
+
+def merged(before: dict | None, now: dict, setting: str) -> dict:
+    """The study's record after a run of some of its arms: the arms run now, then every arm of the
+    earlier record that was not run again (measured on the same validation and held-out environments;
+    their held-out ratios are to the same alg-star, their pairing to this run's recipe is not), and the
+    transfer arm's parent with its own training CPU (its curve reads with and without it)."""
+    ran = {a["arm"] for a in now["arms"]}
+    kept = [a for a in (before or {}).get("arms", []) if a["arm"] not in ran]
+    record = {**now, "arms": now["arms"] + kept}
+    if "transfer" in ran:
+        parent = SETTINGS[setting]["parent"][0]
+        record["parent"] = {"model": parent, "cpu_minutes": parent_cpu_minutes(ROOT / parent)}
+    return record
+
+
+def parent_cpu_minutes(folder: Path) -> float:
+    """A reference model's training CPU-minutes (its card), or a store model's (its done.json)."""
+    card = folder / "card.json"
+    if card.is_file():
+        return float(read_json(card, {"cpu_minutes": (int, float)}, what="card")["cpu_minutes"])
+    done = read_json(folder / "done.json", {"cpu_seconds": (int, float)}, what="run record")
+    return round(done["cpu_seconds"] / 60, 1)
 
 
 if __name__ == "__main__":

@@ -504,7 +504,11 @@ def check_finetuning(task: Task, finetune: FinetuneConfig, window: int | None) -
 # The settings a checkpoint's weights are only meaningful with: fine-tuning must start from a model of
 # this run's task, horizon and architecture (the weights' shapes alone do not tell a layout apart);
 # dropout is a training setting (the regret fine-tuning turns it off).
-INIT_SETTINGS = ("task", "task_options", "horizon", "window")
+INIT_SETTINGS = ("task", "horizon", "window")
+# Task options that choose which environments of the task's prior are drawn, not what a token holds: a
+# model of the full prior may start a fit on a pool drawn from it, or on one of its demand types
+# (transfer). Every other option must match.
+PRIOR_OPTIONS = ("pool_size", "demand_types")
 
 
 def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
@@ -515,7 +519,8 @@ def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
     ckpt = read_checkpoint(path)
     trained = checkpoint_hparams(ckpt, path)
     network = [f"network.{k}" for k in trained["network"] if k != "dropout"]
-    changed = changed_settings(trained, dict(module.hparams), keys=[*INIT_SETTINGS, *network])
+    keys = [*INIT_SETTINGS, "task_options", *network]
+    changed = changed_settings(_prior_free(trained), _prior_free(dict(module.hparams)), keys=keys)
     if changed:
         raise OMGPTError(
             f"model.finetune.init_from {path} was trained with {changed}; fine-tune with the settings it was trained with"
@@ -525,6 +530,27 @@ def load_init_weights(module: "OMGPTModule", path: str) -> list[Tensor]:
         raise OMGPTError(f"model.finetune.init_from {path} has non-finite weights: its fit diverged")
     module.load_state_dict(ckpt["state_dict"])
     return [p.detach().clone() for p in module.model.parameters()]
+
+
+def _prior_free(settings: dict) -> dict:
+    """``settings`` with the task's options resolved (its constructor's defaults filled in, so ``{}`` and
+    ``{dim: 6}`` are one pricing prior) and :data:`PRIOR_OPTIONS` left out."""
+    import inspect
+
+    from omgpt.tasks import TASKS
+
+    factory = TASKS.get(settings["task"])
+    defaults = (
+        {}
+        if factory is None
+        else {
+            name: p.default
+            for name, p in inspect.signature(factory.cls.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
+    )
+    options = {**defaults, **(factory.defaults if factory else {}), **(settings.get("task_options") or {})}
+    return {**settings, "task_options": {k: v for k, v in options.items() if k not in PRIOR_OPTIONS}}
 
 
 def check_target(task: Task, target: str | None, window: int | None = None) -> str:

@@ -135,11 +135,16 @@ BURNED_SEEDS = {
     0: "the demo's batch size, alg-star's collapsed-sampler repair (its episode 43) and beyond-alg-star's "
     "model-selection rule were chosen on it",
     1: "the pricing reference model's depth and length were chosen on it",
+    2: "the old reference cards' ratios on it (1.19x, 1.26x, 1.45x alg-star) chose which cards to retrain, and it "
+    "judged whether the retrained cards met their goal",
+    6: "the experiments' pool models, demand prediction's heads and the fine-tuned children were retrained "
+    "because of their numbers on it, and their recipes were compared on it",
 }
-EXPERIMENT_SEED = 6  # the default test seed of omgpt evaluate and omgpt experiment
-CARD_SEED = 2  # reference cards' test environments (replication: CARD_SEED + 1)
+EXPERIMENT_SEED = 7  # the default test seed of omgpt evaluate and omgpt experiment (6 until it was burned)
+CARD_SEED = 8  # reference cards' test environments (replication: CARD_SEED + 1; 2 and 3 until 2 was burned)
 DEMO_SEED = 5  # omgpt demo's test environments; seed 4 holds its 200-environment check (results/demo/test200)
 TUNING_SEED = 10_001  # omgpt tune's default validation environments
+PILOT_SEED = 10_004  # the validation environments that size an experiment panel's test runs
 # (The default val_seed of a fit, 10,000, is the first validation seed.)
 
 

@@ -277,6 +277,27 @@ def _panel(title, task, benchmarks, **finals):
     }
 
 
+def _paired(panel: dict, **states: str) -> dict:
+    """``panel`` with a paired comparison of each named policy against its first benchmark, in the
+    given state (a ratio interval wholly below 1, holding 1, or wholly above)."""
+    ci = {"below": [0.5, 0.9], "level": [0.9, 1.1], "behind": [1.1, 1.5]}
+    best = panel["benchmarks"][0]
+    return {
+        **panel,
+        "vs_best": {
+            label: {
+                "against": best,
+                "statistic": "ratio",
+                "mean": sum(ci[s]) / 2,
+                "ci90": ci[s],
+                "runs": 100,
+                "state": s,
+            }
+            for label, s in states.items()
+        },
+    }
+
+
 def check_claim(result: dict) -> list:
     """The claims of ``result`` as its experiment's kind reports them (the kind of the same name, else curves)."""
     from omgpt.commands.experiment import all_kinds
@@ -310,8 +331,16 @@ def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_num
     assert grows[1] and "mab 0.1 -> 0.5" in grows[2]
 
     # prior-benefit: Alg* above the best benchmark on the second panel fails the claim there
-    ok = _panel("a", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 1.0}, ilse=20.0)
-    star_loses = _panel("b", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 30.0}, ilse=20.0)
+    ok = _paired(
+        _panel("a", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 1.0}, ilse=20.0),
+        omgpt="below",
+        **{"alg-star": "below"},
+    )
+    star_loses = _paired(
+        _panel("b", "pricing", ["ilse"], omgpt=2.0, **{"alg-star": 30.0}, ilse=20.0),
+        omgpt="below",
+        **{"alg-star": "behind"},
+    )
     ((words, holds, numbers),) = check_claim({"name": "prior-benefit", "panels": [ok, star_loses]})
     assert not holds and numbers.startswith("1 of 2 panels") and "(10.0x OMGPT's)" in numbers
 
@@ -330,12 +359,17 @@ def test_the_claims_beyond_the_panel_verdicts_are_checked_with_hand_computed_num
     assert not positive[1] and "2 layers: d=4 +25.0%, d=10 +0.0%" in positive[2]
     assert deeper[1] and wider[1] and "at 2 of 2 dimensions" in deeper[2]
 
-    # demand prediction: the head wins everywhere, by 2x on one type and 3x / 4x on two
+    # demand prediction: the head wins everywhere, by 2x on one type and 3x / 4x on two (paired by
+    # environment: each interval of head / ridge wholly below 1)
     def dp(title, ours, ridge, **options):
+        paired = {"mean": ours / ridge, "ci90": [0.8 * ours / ridge, 0.95], "runs": 100}
         return {
             "title": title,
             "task_options": {"dim": 4, **options},
-            "demand_prediction": {"methods": {"omgpt": {"mse": [1.0, ours]}, "ridge": {"mse": [1.0, ridge]}}},
+            "demand_prediction": {
+                "methods": {"omgpt": {"mse": [1.0, ours]}, "ridge": {"mse": [1.0, ridge]}},
+                "head_vs_ridge": paired,
+            },
         }
 
     panels = [
@@ -957,3 +991,38 @@ def test_every_committed_experiment_finds_its_models_in_the_committed_store():
                 read_record(ROOT / "results" / "models" / key, model.task, model.task_options)
                 checked += 1
     assert checked >= 26
+
+
+@pytest.mark.slow
+def test_a_panels_runs_are_sized_by_a_validation_pilot_and_reported(tmp_path, monkeypatch):
+    """Without --runs, each panel plays the runs its pilot on validation environments asks for to resolve
+    the config's effect, between the floor (``runs``) and ``max_runs``: recorded in the panel's ``sizing``,
+    played (every curve's band from that many runs, the paired interval over them) and said in the report.
+    A huge effect leaves the floor; a tiny one hits the cap."""
+    from omgpt.commands.experiment import config
+    from omgpt.seeding import PILOT_SEED
+
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    text = (ROOT / "configs/experiments/horizon-generalisation.yaml").read_text()
+    head, _, rest = text.partition("\nruns:")
+    rest = rest.split("\n", 1)[1]
+    rest = "\n".join(line for line in rest.split("\n") if not line.startswith(("effect:", "max_runs:")))
+    for name, effect in (("huge", 50.0), ("tiny", 0.001)):
+        (experiments / f"{name}.yaml").write_text(f"{head}\nruns: 3\neffect: {effect}\nmax_runs: 7\n{rest}")
+    monkeypatch.setattr(config, "EXPERIMENTS", experiments)
+    for name, runs in (("huge", 3), ("tiny", 7)):
+        out = tmp_path / name
+        common = ["--fit-config", TINY, "--horizon", "6", "--out", str(out), "--models-dir", str(tmp_path / "models")]
+        assert cli_main(["experiment", name, *common]) == 0
+        result = json.loads((out / "experiment.json").read_text())
+        for panel in result["panels"]:
+            sizing = panel["sizing"]
+            assert sizing["runs"] == runs and (sizing["floor"], sizing["cap"]) == (3, 7)
+            assert sizing["pilot"]["seed"] == PILOT_SEED and sizing["pilot"]["best"] == panel["best_benchmark"]["name"]
+            assert (sizing["needed"] <= 3) if name == "huge" else (sizing["needed"] > 7)
+            assert panel["vs_best"]["omgpt"]["runs"] == runs  # the verdict's interval is over the runs played
+            assert panel["vs_best"]["omgpt"]["state"] in ("below", "level", "behind")
+        report = (out / "report.md").read_text()
+        assert f"{runs:,} test runs" in report and "validation environments of seed 10,004" in report
+        assert "Verdicts against the best benchmark" in report

@@ -201,3 +201,26 @@ def test_fine_tuning_killed_with_sigkill_resumes_exactly(tmp_path):
     assert first["param_hash"] != ref["param_hash"]  # the weights did move after step 2
     model, _, hparams = load_model(next((tmp_path / "resumed" / "runs").rglob("last.ckpt")))
     assert hparams["finetune"]["init_from"] == str(init)
+
+
+def test_a_model_of_the_full_prior_starts_a_fit_on_a_pool_drawn_from_it(tmp_path):
+    """Transfer (the lever study's ``transfer`` arm): the weights of a model of the whole prior load into a
+    fit on a pool of it, or on another demand type -- the options that only choose which environments
+    are drawn -- and its defaults spelt out are the same prior; an option that changes what a token
+    holds (the context's dimension) is still refused in one line."""
+
+    def module(options, **finetune):
+        return OMGPTModule(
+            task="pricing", task_options=options, horizon=5, network=dict(n_layer=1, n_head=2, n_embd=8),
+            finetune=finetune,
+        )  # fmt: skip
+
+    parent = module({"dim": 6})
+    path = tmp_path / "parent.ckpt"
+    torch.save({"hyper_parameters": dict(parent.hparams), "state_dict": parent.state_dict()}, path)
+    for options in ({"pool_size": 16}, {"pool_size": 16, "demand_types": "mixed"}, {}):
+        child = module(options, init_from=str(path))
+        child.setup("fit")
+        assert all(torch.equal(a, b) for a, b in zip(child.model.parameters(), parent.model.parameters()))
+    with pytest.raises(OMGPTError, match="task_options"):
+        module({"dim": 4, "pool_size": 16}, init_from=str(path)).setup("fit")

@@ -299,29 +299,36 @@ def test_the_own_table_example_is_the_script_that_measured_it():
     assert "real_demand" in summary  # written by today's omgpt evaluate: the clustered intervals
 
 
-def test_the_steps_law_projects_from_two_whole_schedules():
-    """Hand-computed: excess over alg-star 4 at 10 CPU-min and 2 at 40 -> b = ln 2 / ln 4 = 1/2, so excess
-    1 (2x) at 40 * 2**2 = 160 minutes, 0.5 (1.5x) at 640, 0.25 (1.25x) at 2,560; the head's MSE has no
-    floor; a longer schedule that did not help projects nothing."""
-    from tools.readme_tables import steps_law
+def test_the_steps_law_is_fitted_with_a_bootstrap_interval():
+    """Hand-computed: a curve lying exactly on excess = 4 (t / 10)^-1/2 over alg-star -> b = 1/2 with a
+    zero-width interval, excess 1 (2x) at 10 * 4**2 = 160 minutes, 0.5 (1.5x) at 640, 0.25 (1.25x) at
+    2,560; fewer than three points fit nothing; a curve that does not fall cannot tell."""
+    from tools.readme_tables import _minutes_cell, steps_law
 
-    def arm(name, minutes, ratio, held=True):
-        record = {"arm": name, "points": [{"cpu_s": 60 * minutes, "ratio": ratio + (0 if not held else 9)}]}
-        if held:  # the held-out ratio, not the last validation point, is what a regret arm is judged by
-            record["holdout"] = {"ratio_to_alg_star": {"mean": ratio}}
+    def arm(name, minutes, ratio_at, held=None):
+        points = [{"cpu_s": 60 * t, "ratio": ratio_at(t)} for t in minutes]
+        record = {"arm": name, "points": points}
+        if held is not None:  # the held-out ratio, not the last validation point, is what a regret arm is judged by
+            record["holdout"] = {"ratio_to_alg_star": {"mean": held, "ci90": None}}
         return record
 
-    record = {"metric": "regret", "targets": [2, 1.5, 1.25], "arms": [arm("cpu-recipe", 10, 5.0)]}
+    law_curve = lambda t: 1 + 4 * (t / 10) ** -0.5  # noqa: E731
+    recipe = arm("cpu-recipe", [5, 10], law_curve, held=law_curve(10))
+    record = {"metric": "regret", "targets": [2, 1.5, 1.25], "arms": [recipe]}
     assert steps_law(record) is None  # the steps arm has not run
-    record["arms"].append(arm("steps-x4", 40, 3.0))
+    record["arms"].append(arm("steps-x4", [10, 20, 30, 40], law_curve, held=law_curve(40)))
     law = steps_law(record)
-    assert law["exponent"] == pytest.approx(0.5)
-    assert [law["minutes"][k] for k in ("2", "1.5", "1.25")] == pytest.approx([160, 640, 2560])
-    head = {
-        "metric": "obs-mse",
-        "targets": [4, 2, 1],
-        "arms": [arm("cpu-recipe", 10, 8, False), arm("steps-x2", 40, 4, False)],
+    assert law["points"] == 3  # the recipe's end and the steps arm's last half
+    assert law["exponent"] == pytest.approx(0.5) and law["exponent_ci90"] == pytest.approx([0.5, 0.5])
+    assert law["two_schedules"] == pytest.approx(0.5)
+    minutes = [law["minutes"][k]["minutes"] for k in ("2", "1.5", "1.25")]
+    assert minutes == pytest.approx([160, 640, 2560])
+    assert _minutes_cell(law["minutes"]["2"]) == "160 [160, 160]"
+    short = {**record, "arms": [recipe, arm("steps-x4", [10, 40], law_curve, held=law_curve(40))]}
+    assert steps_law(short)["exponent"] is None  # two points: no fit
+    flat = {
+        "metric": "regret",
+        "targets": [2],
+        "arms": [recipe, arm("steps-x4", [10, 20, 30, 40], lambda t: 5 + (t - 10) / 30, held=6.0)],
     }
-    assert steps_law(head)["minutes"] == pytest.approx({"4": 40, "2": 160, "1": 640})
-    flat = {"metric": "regret", "targets": [2], "arms": [arm("cpu-recipe", 10, 3.0), arm("steps-x4", 40, 3.2)]}
-    assert steps_law(flat)["exponent"] is None and steps_law(flat)["minutes"] == {}
+    assert _minutes_cell(steps_law(flat)["minutes"]["2"]).startswith("cannot tell")

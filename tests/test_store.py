@@ -361,20 +361,20 @@ def test_a_retrained_reference_model_keeps_the_replaced_models_number_on_its_car
     def retrain(step: int, cpu_minutes: float) -> dict:
         tiny_checkpoint(tmp_path / f"model-{step}.ckpt", step)
         info["cpu_minutes"] = cpu_minutes
-        reference_models.ship("newsvendor", info, tmp_path / f"model-{step}.ckpt", 1000, 2, 3)
+        reference_models.ship("newsvendor", info, tmp_path / f"model-{step}.ckpt", 1000, 8, 9)
         return store.read_card(shipped / "newsvendor")  # checked, "previous" included
 
     first = retrain(200, 99.0)
-    trained = old["validation"][-1]["step"]  # the shipped model's trained steps (its kept step may be earlier)
+    trained = 28_000  # the shipped newsvendor model: 280 epochs of 100 steps, its last one kept
     assert first["previous"] == {
-        "steps": trained, "cpu_minutes": old["cpu_minutes"], "runs": 1000, "seed": 2,
+        "steps": trained, "cpu_minutes": old["cpu_minutes"], "runs": 1000, "seed": 8,
         "final_regret": old["test"]["policies"]["omgpt"]["final_regret"]["mean"],
         "ratio_to_alg_star": old["ratio_to_alg_star"],
     }  # fmt: skip
     ratio = old["ratio_to_alg_star"]
     assert (
         f"The model this one replaced: OMGPT / alg-star {ratio['mean']:.2f} [{ratio['ci90'][0]:.2f}, "
-        f"{ratio['ci90'][1]:.2f}] on 1,000 test environments (seed 2), {trained:,} steps in "
+        f"{ratio['ci90'][1]:.2f}] on 1,000 test environments (seed 8), 28,000 steps in "
         f"{old['cpu_minutes']:.0f} CPU-minutes."
     ) in (shipped / "newsvendor" / "card.md").read_text()
     assert retrain(200, 99.0)["previous"] == first["previous"]  # the same model carded again

@@ -8,12 +8,17 @@ A generated block sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME --
 holds it (README.md or a docs/ page); ``TABLES[NAME]`` builds its Markdown from the results, with links
 relative to the repository root, which ``render`` rewrites relative to the page. ``tests/test_readme.py``
 runs the check.
+
+A number in prose is generated the same way, inline: ``<!-- n:FILE:PATH|FORMAT -->1.07×<!-- /n -->``
+holds the value at ``PATH`` of the JSON file ``FILE`` (relative to the repository), written as ``FORMAT``
+says (:data:`FORMATS`). ``PATH`` is ``/``-separated keys and list indices; ``KEY=VALUE`` picks the item of
+a list whose ``KEY`` is ``VALUE`` (``panels/title=Queueing control/vs_best/omgpt``). A value that no
+longer exists is an error naming the page and the marker, so a number cannot outlive its source.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from omgpt.analysis.report import best_benchmark, final_demand_errors, final_regrets, interval
 from omgpt.entry import entry_point, script_parser
+from omgpt.commands.experiment.panels import STATES, state
 from omgpt.commands.store import read_card
 from omgpt.errors import OMGPTError
 from omgpt.files import write_text
@@ -138,31 +144,42 @@ def edge_cell(entry: dict) -> str:
     return "; ".join(cells) or "—"
 
 
-def panel_cell(panel: dict) -> tuple[str, bool | None]:
-    """One panel's numbers in a few words, and whether OMGPT beats the panel's reference there (OMGPT's
-    mean final regret below the best benchmark's; on real demand its cost per unit demanded below every
-    benchmark's; the observation head's error below ridge's)."""
+def panel_cell(panel: dict) -> tuple[str, str | None]:
+    """One panel's numbers in a few words, and its three-state verdict against the panel's reference
+    (``below`` / ``level`` / ``behind``, from a paired 90% interval: OMGPT against the best benchmark;
+    on real demand its cost per unit demanded against the benchmark lowest on test, by the cluster
+    interval; the observation head's error against ridge's); None where the panel has none."""
+    from omgpt.commands.experiment.kinds.demand_prediction import demand_state
+    from omgpt.commands.experiment.panels import panel_state
+
     title = panel["title"]
     if "demand_prediction" in panel:
         m = panel["demand_prediction"]["methods"]
         ours, ridge = final_demand_errors(panel)
+        verdict = demand_state(panel)
         return (
-            f"{title}: MSE after {len(m['omgpt']['mse'])} samples {_bold(ours, ours < ridge)} vs ridge {ridge:.3g}",
-            ours < ridge,
+            f"{title}: MSE after {len(m['omgpt']['mse'])} samples {_bold(ours, verdict == 'below')} vs ridge {ridge:.3g} ({verdict})",
+            verdict,
         )
     if "costs" in panel:  # real demand: its headline metric (per unit demanded), against the benchmark lowest on it
-        from omgpt.commands.experiment.kinds.real_demand import pooled_versus_best, versus_best_benchmark
+        from omgpt.commands.experiment.kinds.real_demand import (
+            pooled_versus_best,
+            real_demand_state,
+            versus_best_benchmark,
+        )
 
-        best, cost, wins = versus_best_benchmark(panel)
+        best, cost, _ = versus_best_benchmark(panel)
+        verdict = real_demand_state(panel)
         ours = panel["costs"]["omgpt"]["scaled_cost"]["mean"]
         short = re.sub(r"Held-out stores \((split \d+)\)", r"stores \1", title)  # 24 panels must fit the README
         short = re.sub(r"Later dates(?: \((origin \d+)\))?", lambda m: "dates " + (m.group(1) or ""), short)
-        cell = f"{short.replace('q = ', 'q ').replace(' ,', ',')}: {f'**{ours:.4f}**' if wins else f'{ours:.4f}'} vs {best} {cost:.4f}"
+        shown = f"**{ours:.4f}**" if verdict == "below" else f"{ours:.4f}"
+        cell = f"{short.replace('q = ', 'q ').replace(' ,', ',')}: {shown} vs {best} {cost:.4f}"
         if "pooled" in panel:  # the last rolling origin: every origin's windows pooled
             best, cost, ours, ratio = pooled_versus_best(panel)
             lo, hi = ratio["ci90"]
             cell += f" (origins pooled: {ours:.4f} vs {best} {cost:.4f}, {ratio['mean']:.2f}× [{lo:.2f}, {hi:.2f}])"
-        return cell, wins
+        return cell, verdict
     finals, (best, _) = final_regrets(panel), best_benchmark(panel)
     ours = panel["models_compared"]
     star = f", alg-star {finals['alg-star']:.3g}" if "alg-star" in finals else ""
@@ -172,36 +189,50 @@ def panel_cell(panel: dict) -> tuple[str, bool | None]:
     # the model a panel stands for: the first compared (the paper's OMGPT), or the one beyond-alg-star's
     # validation selection kept (the fine-tuned model where it won there, else the supervised one)
     kept = panel.get("finetuning", {}).get("selection", {}).get("kept", ours[0])
-    wins = finals[kept] < finals[best]
+    verdict = panel_state(panel, kept)
+    runs = (panel.get("vs_best") or {}).get(kept, {}).get("runs")
     models = (
-        ", ".join(f"{k} {_bold(finals[k], finals[k] < finals[best])}" for k in sorted(ours, key=finals.get))
+        ", ".join(f"{k} {_bold(finals[k], panel_state(panel, k) == 'below')}" for k in sorted(ours, key=finals.get))
         if ours != ["omgpt"]
-        else _bold(finals["omgpt"], wins)
+        else _bold(finals["omgpt"], verdict == "below")
     )
-    return f"{title}: {models} vs {best} {finals[best]:.4g}{star}{match}", wins
+    shown = f" ({verdict}, {runs:,} runs)" if verdict else " (no paired interval)"
+    return f"{title}: {models} vs {best} {finals[best]:.4g}{star}{match}{shown}", verdict
 
 
 def real_demand_cells(panels: list[dict]) -> list[tuple[str, None]]:
     """Real demand's panels by setting (held-out stores, or later dates, at one q): in how many split
-    seeds (origins) OMGPT is below every benchmark, the range of OMGPT / the best benchmark, and over
-    the rolling origins their pooled ratio [cluster 90%] (24 panels in a few words each)."""
-    from omgpt.commands.experiment.kinds.real_demand import pooled_versus_best, setting_groups, versus_best_benchmark
+    seeds (origins) OMGPT is below, level with and behind the benchmark lowest on test (by the cluster
+    interval), the range of OMGPT / the best benchmark, and over the rolling origins their pooled ratio
+    [cluster 90%] (24 panels in a few words each)."""
+    from omgpt.commands.experiment.kinds.real_demand import (
+        pooled_versus_best,
+        real_demand_state,
+        setting_groups,
+        versus_best_benchmark,
+    )
 
     cells = []
     for (split, q), group in setting_groups(panels).items():
-        ratios, below = [], 0
+        ratios = []
         for p in group:
-            best, _, wins = versus_best_benchmark(p)
+            best, _, _ = versus_best_benchmark(p)
             ratios.append(p["costs"]["omgpt"]["ratio_to"][best]["mean"])
-            below += wins
         unit = "origins" if "pooled" in group[-1] else "splits"
         name = split.replace("Held-out stores", "stores").replace("Later dates", "dates")
-        cell = f"{name}, {q.replace('q = ', 'q ')}: below in {below} of {len(group)} {unit}, × best {min(ratios):.2f}-{max(ratios):.2f}"
+        counts = _state_words([real_demand_state(p) for p in group])
+        cell = f"{name}, {q.replace('q = ', 'q ')}: {counts} of {len(group)} {unit}, × best {min(ratios):.2f}-{max(ratios):.2f}"
         if "pooled" in group[-1]:
             best, _, _, ratio = pooled_versus_best(group[-1])
-            cell += f", pooled {_bold(ratio['mean'], ratio['mean'] < 1)}× {interval(ratio['ci90'])} {best}"
+            pooled = state(ratio["ci90"], "ratio")
+            cell += f", pooled {_bold(ratio['mean'], pooled == 'below')}× {interval(ratio['ci90'])} {best} ({pooled})"
         cells.append((cell, None))
     return cells
+
+
+def _state_words(states: list[str | None]) -> str:
+    """``2 below / 1 level / 0 behind`` (panels without a verdict left out)."""
+    return " / ".join(f"{states.count(s)} {s}" for s in STATES)
 
 
 def _bold(value: float, win: bool) -> str:
@@ -210,21 +241,21 @@ def _bold(value: float, win: bool) -> str:
 
 def experiments_table() -> str:
     """Every experiment's result (``results/*/experiment.json``): per panel OMGPT against the best
-    benchmark, and how many panels show the paper's claim."""
+    benchmark, and how many panels are below, level with and behind it (paired 90% intervals)."""
     lines = [
-        "| experiment (paper) | scale, test `T` | the paper's claim | panels showing it | measured (mean final regret over the test runs, real demand: cost per unit demanded; bold: below the best benchmark) | retrained panels: the previous recipe's number |",
+        "| experiment (paper) | scale, test `T` | the paper's claim | panels below / level / behind | measured (mean final regret over the test runs, real demand: cost per unit demanded; bold: below the best benchmark, its paired 90% interval wholly on OMGPT's side) | retrained panels: the previous recipe's number |",
         "|---|---|---|---|---|---|",
     ]
     for path in sorted((ROOT / "results").glob("*/experiment.json")):
         result = json.loads(path.read_text())
         cells = [panel_cell(p) for p in result["panels"]]
-        wins = sum(bool(w) for _, w in cells)
+        counts = _state_words([v for _, v in cells])
         if all("costs" in p for p in result["panels"]):  # real demand: one cell per setting, not per panel
             cells = real_demand_cells(result["panels"])
         horizons = sorted({p["horizon"] for p in result["panels"] if p.get("horizon")})
         lines.append(
             f"| [`{result['name']}`](results/{result['name']}/report.md) ({result['source']}) | {result['scale']}, "
-            f"{' / '.join(map(str, horizons))} | {result['claim']} | {wins} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} | "
+            f"{' / '.join(map(str, horizons))}, seed {result['seed']} | {result['claim']} | {counts} of {len(result['panels'])} | {'; '.join(c for c, _ in cells)} | "
             f"{previous_cell(result, previous_path(path.parent.name))} |"
         )
     return "\n".join(lines)
@@ -361,36 +392,110 @@ def _final_ratio(arm: dict) -> float:
     return held["mean"] if held else arm["points"][-1]["ratio"]
 
 
-def steps_law(record: dict) -> dict | None:
-    """What the steps lever predicts for a lever study's setting: a power law in training CPU-minutes,
-    ``excess = c * minutes ** -b``, through two completed schedules -- the CPU recipe and the steps arm,
-    each a whole cosine schedule ending where it was laid out, not one curve read past its end. The
-    excess is the distance to what no training can beat: ``ratio - 1`` for regret (``alg-star`` is
-    Bayes-optimal), the ratio itself for the head's MSE (a perfect head has none). Two points fix the law
-    exactly, so it is a projection to be checked, not a fit; ``None`` until both arms have run."""
+LAW_BOOTSTRAP = 2000  # resamples of the steps law's points
+LAW_POINTS = 3  # the fewest points a law is fitted on
+
+
+def steps_law(record: dict, seed: int = 0) -> dict | None:
+    """What the steps lever predicts for a lever study's setting, fitted on that setting's own curves
+    only: a power law in training CPU-minutes, ``excess = c * minutes ** -b``, through the excess over
+    what no training can beat (``ratio - 1`` for regret, ``alg-star`` being Bayes-optimal; the ratio
+    itself for the head's MSE). Its points: the CPU recipe's kept checkpoint (its held-out ratio) and
+    the last half of the steps arm's validation curve, which runs to its own whole schedule's end -- at
+    least :data:`LAW_POINTS`. A pairs bootstrap over the points gives the 90% interval of ``b`` and of
+    the CPU-minutes to each target; where the interval of ``b`` reaches 0 (no gain can be excluded), or
+    a resample's law does not fall, the projection's upper end is unbounded (``None``: "cannot tell").
+    Mid-schedule points are read while the learning rate still decays, so the law describes this
+    schedule's curve, not a family of schedules; a projection is a hypothesis for a longer run to
+    check. Returns ``None`` until both arms have run."""
+    import numpy as np
+
     arms = {a["arm"]: a for a in record["arms"]}
     steps = next((a for name, a in arms.items() if name.startswith("steps-x")), None)
     if "cpu-recipe" not in arms or steps is None:
         return None
     floor = 0.0 if record["metric"] == "obs-mse" else 1.0
-    (t0, r0), (t1, r1) = ((a["points"][-1]["cpu_s"] / 60, _final_ratio(a)) for a in (arms["cpu-recipe"], steps))
-    e0, e1 = r0 - floor, r1 - floor
-    law = {"recipe": (t0, r0), "steps_arm": steps["arm"], "steps": (t1, r1), "exponent": None, "minutes": {}}
-    if min(e0, e1) <= 0 or e1 >= e0:  # at the floor already, or no gain from the longer schedule
+    recipe = arms["cpu-recipe"]
+    curve = steps["points"][len(steps["points"]) // 2 :]
+    points = [(recipe["points"][-1]["cpu_s"] / 60, _final_ratio(recipe))]
+    points += [(q["cpu_s"] / 60, q["ratio"]) for q in curve]
+    t1, r1 = steps["points"][-1]["cpu_s"] / 60, _final_ratio(steps)
+    law = {
+        "recipe": points[0],
+        "steps_arm": steps["arm"],
+        "steps": (t1, r1),
+        "points": len(points),
+        "two_schedules": None,  # b through the two whole schedules' ends alone (no interval: two points)
+        "exponent": None,
+        "exponent_ci90": None,
+        "minutes": {},
+    }
+    (t0, r0) = points[0]
+    if min(r0, r1) - floor > 0 and r1 < r0:
+        law["two_schedules"] = float(np.log((r0 - floor) / (r1 - floor)) / np.log(t1 / t0))
+    pts = np.array([(t, r - floor) for t, r in points[1:] if r - floor > 0])
+    if len(pts) + 1 < LAW_POINTS or points[0][1] - floor <= 0:
         return law
-    b = math.log(e0 / e1) / math.log(t1 / t0)
-    law["exponent"] = b
+    x = np.log(np.concatenate([[points[0][0]], pts[:, 0]]))
+    y = np.log(np.concatenate([[points[0][1] - floor], pts[:, 1]]))
+    # The anchor's own sampling noise: its held-out 90% interval as a normal spread of its log excess.
+    held = recipe.get("holdout", {}).get("ratio_to_alg_star", {}).get("ci90")
+    anchor_sd = 0.0
+    if held and held[0] - floor > 0 and held[1] is not None:
+        anchor_sd = (np.log(held[1] - floor) - np.log(held[0] - floor)) / (2 * 1.6449)
+
+    def fit(xs, ys):  # (b, a): log excess = a - b log minutes
+        slope, a = np.polyfit(xs, ys, 1)
+        return -slope, a
+
+    b, a = fit(x, y)
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(LAW_BOOTSTRAP):  # the anchor always in, perturbed; the curve's points resampled
+        idx = np.concatenate([[0], 1 + rng.integers(0, len(pts), len(pts))])
+        ys = y[idx].copy()
+        ys[0] += rng.normal(0.0, anchor_sd)
+        boot.append(fit(x[idx], ys))
+    boot = np.array(boot)
+    lo, hi = np.percentile(boot[:, 0], [5, 95])
+    law["exponent"], law["exponent_ci90"] = float(b), [float(lo), float(hi)]
     for target in record["targets"]:
         goal = target - floor
-        law["minutes"][f"{target:g}"] = t1 * (e1 / goal) ** (1 / b) if goal > 0 else None
+        if goal <= 0:
+            law["minutes"][f"{target:g}"] = None
+            continue
+        # minutes = exp((a - log goal) / b); a resample that does not fall never gets there
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            reach = np.where(boot[:, 0] > 0, np.exp((boot[:, 1] - np.log(goal)) / boot[:, 0]), np.inf)
+        m_lo, m_hi = np.percentile(reach, [5, 95])
+        point = float(np.exp((a - np.log(goal)) / b)) if b > 0 else None
+        law["minutes"][f"{target:g}"] = {
+            "reached": r1 <= target,  # the steps arm's kept checkpoint is there already
+            "minutes": point,
+            "ci90": [float(m_lo) if np.isfinite(m_lo) else None, float(m_hi) if np.isfinite(m_hi) else None],
+        }
     return law
 
 
+def _minutes_cell(projection: dict | None) -> str:
+    """A projected CPU-minute figure with its 90% interval: ``reached`` where the steps arm is there
+    already, ``cannot tell`` where the interval is unbounded above."""
+    if projection is None:
+        return "—"
+    point, (lo, hi) = projection["minutes"], projection["ci90"]
+    if projection["reached"]:
+        return "reached"
+    if point is None or hi is None:
+        return "cannot tell" + (f" (≥ {lo:,.0f})" if lo is not None else "")
+    return f"{point:,.0f} [{lo:,.0f}, {hi:,.0f}]"
+
+
 def lever_projection_table() -> str:
-    """Per lever-study setting, the steps law (:func:`steps_law`) and the CPU-minutes it puts each target at."""
+    """Per lever-study setting, the steps law (:func:`steps_law`) fitted on its own curves, and the
+    CPU-minutes it puts each target at, with their bootstrap 90% intervals."""
     lines = [
-        "| setting | CPU recipe: CPU-min, ratio | longer schedule: CPU-min, ratio | exponent `b` | projected CPU-min to 2x / 1.5x / 1.25x (head: 4x / 2x / 1x) |",
-        "|---|---|---|---|---|",
+        "| setting | CPU recipe: CPU-min, ratio | longer schedule: CPU-min, ratio | points | exponent `b` [90%] | `b` through the two schedules' ends | projected CPU-min to 2x / 1.5x / 1.25x (head: 4x / 2x / 1x) [90%] |",
+        "|---|---|---|---|---|---|---|",
     ]
     for path in sorted((ROOT / "benchmarks" / "levers").glob("*.json")):
         record = json.loads(path.read_text())
@@ -399,18 +504,17 @@ def lever_projection_table() -> str:
             continue
         (t0, r0), (t1, r1) = law["recipe"], law["steps"]
         if law["exponent"] is None:
-            projected, b = "no gain from the longer schedule", "—"
+            projected, b = f"cannot tell (fewer than {LAW_POINTS} points above the floor)", "—"
         else:
-            b = f"{law['exponent']:.2f}"
-            projected = " / ".join(
-                "reached" if (m := law["minutes"][f"{t:g}"]) is not None and m <= t1 else f"{m:,.0f}" if m else "—"
-                for t in record["targets"]
-            )
+            b = f"{law['exponent']:.2f} {interval(law['exponent_ci90'])}"
+            projected = " / ".join(_minutes_cell(law["minutes"][f"{t:g}"]) for t in record["targets"])
         lines.append(
-            f"| {path.stem} | {t0:.0f}, {r0:.2f} | `{law['steps_arm']}`: {t1:.0f}, {r1:.2f} | {b} | {projected} |"
+            f"| {path.stem} | {t0:.0f}, {r0:.2f} | `{law['steps_arm']}`: {t1:.0f}, {r1:.2f} | {law['points']} | {b} | "
+            + ("—" if law["two_schedules"] is None else f"{law['two_schedules']:.2f}")
+            + f" | {projected} |"
         )
     if len(lines) == 2:
-        lines.append("| (no setting has both arms yet) | | | | |")
+        lines.append("| (no setting has both arms yet) | | | | | | |")
     return "\n".join(lines)
 
 
@@ -426,14 +530,97 @@ TABLES = {
 }
 
 
+def _ratio(v) -> str:
+    return "undefined" if v is None else f"{v:.2f}×"
+
+
+def _with_interval(v: dict, unit: str = "") -> str:
+    mean = "undefined" if v["mean"] is None else f"{v['mean']:.2f}{unit}"
+    return f"{mean} {interval(v['ci90'])}"
+
+
+# FORMAT of an inline value -> how it is written
+FORMATS = {
+    "x": _ratio,  # a ratio: 1.07×
+    "x-ci": lambda v: _with_interval(v, "×"),  # a paired ratio {mean, ci90}: 1.07× [1.05, 1.08]
+    "ci": lambda v: _with_interval(v),  # a mean with its interval: 1.07 [1.05, 1.08]
+    "interval": interval,  # [lo, hi]
+    "int": lambda v: f"{v:,}",
+    "min": lambda v: f"{v / 60:,.0f}",  # seconds as minutes
+    **{f".{k}f": (lambda k: lambda v: f"{v:.{k}f}")(k) for k in range(5)},
+    **{f".{k}g": (lambda k: lambda v: f"{v:.{k}g}")(k) for k in range(2, 5)},
+    "text": str,
+}
+VALUE = re.compile(r"<!-- n:([^:|]+):([^|]*)\|([^ ]+) -->(.*?)<!-- /n -->")
+
+
+def value_at(file: str, path: str) -> object:
+    """The value at ``path`` (``/``-separated keys, indices, ``KEY=VALUE`` list picks) of the JSON ``file``."""
+    node = _json(file)
+    for part in path.split("/") if path else []:
+        if isinstance(node, list) and "=" in part:
+            key, _, want = part.partition("=")
+            found = [item for item in node if isinstance(item, dict) and str(item.get(key)) == want]
+            if len(found) != 1:
+                raise KeyError(f"{len(found)} items with {key} = {want!r}")
+            node = found[0]
+        elif isinstance(node, list):
+            node = node[int(part)]
+        else:
+            node = node[part]
+    return node
+
+
+_JSON: dict[str, object] = {}
+
+
+def _json(file: str) -> object:
+    if file not in _JSON:
+        _JSON[file] = json.loads((ROOT / file).read_text())
+    return _JSON[file]
+
+
+def render_values(text: str, page: Path = README) -> str:
+    """``text`` with every inline value (``<!-- n:FILE:PATH|FORMAT -->``) written from its JSON."""
+
+    def one(m: re.Match) -> str:
+        file, path, fmt, _ = m.groups()
+        where = f"{page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else page}: <!-- n:{file}:{path}|{fmt} -->"
+        if fmt not in FORMATS:
+            raise OMGPTError(f"{where}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        try:
+            value = value_at(file, path)
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise OMGPTError(f"{where}: no such value ({type(e).__name__}: {e})") from None
+        return f"<!-- n:{file}:{path}|{fmt} -->{FORMATS[fmt](value)}<!-- /n -->"
+
+    return VALUE.sub(one, text)
+
+
 def render(text: str, page: Path = README) -> str:
-    """``text`` (the contents of ``page``) with each generated block it holds rebuilt."""
+    """``text`` (the contents of ``page``) with each generated block and inline value it holds rebuilt."""
     up = Path(os.path.relpath(ROOT, page.parent)).as_posix()  # "." for the README, ".." for docs/
     for name, build in TABLES.items():
         pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
         if pattern.search(text):
             text = pattern.sub(lambda m: m.group(1) + _relink(build(), up) + "\n" + m.group(2), text)
-    return text
+    return render_values(text, page)
+
+
+# What a result number in prose looks like: a ratio (1.07×, 2.5x), an interval of decimals, or a
+# number with two or more decimals. Outside generated blocks, inline values and code, a page listed in
+# PROSE_NUMBERS holds at most that many (a page not listed: none), so a number a test cannot check
+# is never added, and the debt of the pages written before inline values only shrinks.
+RESULT_NUMBER = re.compile(r"\d+\.\d+\s?[x×](?![\w-])|\[-?\d+\.\d+, -?\d+\.\d+\]|(?<![\w.])\d+\.\d{2,}(?![\w.])")
+
+
+def free_numbers(text: str) -> list[str]:
+    """The result numbers of a page's prose that no generated block or inline value holds."""
+    text = re.sub(r"<!-- table:(\S+) -->.*?<!-- /table:\1 -->", "", text, flags=re.S)
+    text = VALUE.sub("", text)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return RESULT_NUMBER.findall(text)
 
 
 def _relink(markdown: str, up: str) -> str:

@@ -187,6 +187,7 @@ def run_experiment(
     out_dir = report_folder(name, scale, out)
     quick = bool(fit_configs) or horizon is not None
     models_path = Path(models_dir or default_models_dir(scale, quick=quick))
+    sized = runs is None  # --runs plays that many everywhere (a quick run); else the config's sizing
     runs = runs or exp.runs
     device = device or "cpu"  # rollouts of 100 runs are small; the scipy-based benchmarks want CPU tensors
     command = _command(
@@ -225,6 +226,7 @@ def run_experiment(
             device=device,
             jobs=jobs,
             store=panel_store(models_path, default_models_dir(scale, quick=False)),
+            sized=sized,
         )
         result = ExperimentResult(
             name=name,
@@ -266,6 +268,7 @@ def evaluate_panels(
     device: str,
     jobs: int = 1,
     store: Path | None = None,
+    sized: bool = True,
 ) -> tuple[list[PanelResult], float, int]:
     """Every panel of ``exp`` evaluated by ``kind`` (:meth:`Kind.evaluate_with_state`) with the trained
     ``models`` (name -> record, its ``ckpt`` included) on ``runs`` test environments of ``seed``, on
@@ -273,11 +276,18 @@ def evaluate_panels(
     (:mod:`~omgpt.commands.experiment.panel_store`) a panel evaluated before under identical inputs is
     read back and every new one is kept as soon as it is done; ``jobs`` panels are evaluated at once,
     each in its own process. Returns the panels, the seconds their evaluations took (a stored panel's as
-    recorded when it was evaluated), and how many stored panels have no recorded time."""
+    recorded when it was evaluated), and how many stored panels have no recorded time. ``sized``: each
+    panel plays the runs its kind sizes it to (:meth:`Kind.size`: at least ``runs``, at most the
+    experiment's ``max_runs``; the record is the panel's ``sizing``), else ``runs``."""
     from omgpt.commands.experiment.panel_store import panel_key, read_panel, write_panel
     from omgpt.progress import Progress
 
-    keys = [panel_key(exp, kind, p, models, runs, seed, device) for p in exp.panels]
+    sizings = [kind.size(p, models, floor=runs, cap=exp.max_runs, device=device) if sized else None for p in exp.panels]
+    for panel, sizing in zip(exp.panels, sizings):
+        if sizing:
+            print(f"  {panel.title}: {sizing['runs']:,} test runs (needed {sizing['needed']:,})", flush=True)
+    counts = [s["runs"] if s else runs for s in sizings]
+    keys = [panel_key(exp, kind, p, models, n, seed, device) for p, n in zip(exp.panels, counts)]
     done = {i: entry for i, key in enumerate(keys) if store and (entry := read_panel(store, key)) is not None}
     if done:
         print(
@@ -300,13 +310,16 @@ def evaluate_panels(
         with ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_share, initargs=(workers,)
         ) as pool:
-            futures = {pool.submit(_evaluate_one, exp, i, models, runs, seed, device): i for i in todo}
+            futures = {pool.submit(_evaluate_one, exp, i, models, counts[i], seed, device): i for i in todo}
             for future in as_completed(futures):
                 keep(futures[future], future.result())
     else:
         for i in todo:
-            keep(i, _evaluate_one(exp, i, models, runs, seed, device, kind))
+            keep(i, _evaluate_one(exp, i, models, counts[i], seed, device, kind))
     entries = [done[i] for i in range(len(keys))]
+    for (numbers, _, _), sizing in zip(entries, sizings):
+        if sizing:
+            numbers["sizing"] = sizing
     panels = kind.finish([e[0] for e in entries], [e[1] for e in entries], seed=seed)
     return panels, sum(e[2] or 0.0 for e in entries), sum(e[2] is None for e in entries)
 

@@ -73,6 +73,7 @@ class PanelSpec:
     figure_file: Optional[str] = None
     grid: Optional[dict[str, int]] = None
     note: str = ""  # what was measured about the panel, shown under it in the report
+    effect: Optional[PositiveFloat] = None  # the experiment's effect, for this panel
 
 
 @dataclass
@@ -81,7 +82,11 @@ class ExperimentSpec:
     reports it (:func:`omgpt.commands.experiment.registry.kind_of`: this field alone chooses it); also
     the figure file of panels that name none.
     ``settings``: what the kind is told before the run and never derives from test numbers -- which
-    panels each claim is about, a model-selection rule (the keys its :attr:`Kind.settings` names)."""
+    panels each claim is about, a model-selection rule (the keys its :attr:`Kind.settings` names).
+    ``effect``: the gap a panel's verdict must resolve, a fraction of the best benchmark's regret (a
+    panel may name its own): each panel's test runs are then sized by a pilot on validation
+    environments (:func:`~omgpt.commands.experiment.panels.size_runs`), at least ``runs`` and at most
+    ``max_runs``; without it every panel plays ``runs``."""
 
     title: str
     models: dict[str, ModelSpec]
@@ -91,6 +96,8 @@ class ExperimentSpec:
     kind: str = "curves"
     horizon: Optional[PositiveInt] = None
     runs: PositiveInt = 100
+    effect: Optional[PositiveFloat] = None
+    max_runs: PositiveInt = 5000
     settings: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,6 +139,7 @@ class Panel:
     figure_file: str = "curves"
     grid: Optional[dict[str, int]] = None
     note: str = ""
+    effect: Optional[float] = None  # the gap its runs are sized to resolve (its own, else the experiment's)
     settings: dict[str, Any] = field(default_factory=dict)
 
     def episode_task(self):
@@ -156,6 +164,7 @@ class Experiment:
     claim: str = ""
     kind: str = "curves"
     runs: int = 100
+    max_runs: int = 5000
     settings: dict[str, Any] = field(default_factory=dict)
 
 
@@ -242,7 +251,7 @@ def load_experiment(name: str, scale: str, *, horizon: int | None = None) -> Exp
             raise OMGPTError(
                 f"{path}: model {model_name!r} starts from {m.init_from!r}, a model of another task, options or horizon"
             )
-    panels = [_panel(p, models, spec.kind, path, spec.settings) for p in spec.panels]
+    panels = [_panel(p, models, spec.kind, path, spec.settings, spec.effect) for p in spec.panels]
     return Experiment(
         name=name,
         scale=scale,
@@ -253,6 +262,7 @@ def load_experiment(name: str, scale: str, *, horizon: int | None = None) -> Exp
         claim=spec.claim,
         kind=spec.kind,
         runs=spec.runs,
+        max_runs=spec.max_runs,
         settings=dict(spec.settings),
     )
 
@@ -274,7 +284,7 @@ def _model(name: str, spec: ModelSpec, experiment: ExperimentSpec, horizon: int 
     )
 
 
-def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path, settings: dict) -> Panel:
+def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path, settings: dict, effect: float | None) -> Panel:
     """A panel spec resolved against the experiment's models (:class:`Panel`)."""
     model = models.get(spec.model)
     if model is None:
@@ -298,6 +308,7 @@ def _panel(spec: PanelSpec, models: dict[str, Model], kind: str, path, settings:
         figure_file=spec.figure_file or kind,
         grid=spec.grid,
         note=spec.note,
+        effect=spec.effect or effect,
         settings=dict(settings),
     )
     for label, (policy, model_name) in parse_policies(panel.policies, panel.model).items():

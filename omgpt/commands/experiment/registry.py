@@ -24,7 +24,7 @@ import pkgutil
 from pathlib import Path
 from typing import ClassVar
 
-from omgpt.commands.experiment.config import Experiment, Panel
+from omgpt.commands.experiment.config import Experiment, Panel, parse_policies
 from omgpt.commands.experiment.panels import evaluate_panel, verdict
 from omgpt.commands.experiment.results import PANEL, ExperimentResult, ModelRecord, PanelResult, RegretPanel, kind_name
 from omgpt.errors import OMGPTError
@@ -97,6 +97,21 @@ class Kind:
         for panel in result["panels"]:
             groups.setdefault(panel.get("figure_file", "curves"), []).append(panel)
         return [curves_figure(group, out / f"{name}.png") for name, group in groups.items()]
+
+    def size(self, panel: Panel, models: dict[str, ModelRecord], *, floor: int, cap: int, device: str) -> dict | None:
+        """How many test runs ``panel`` plays (:func:`~omgpt.commands.experiment.panels.size_runs`: a
+        pilot on validation environments resolving the panel's ``effect``), or None to play the
+        experiment's ``runs`` -- where the panel names no effect or compares no model with a benchmark.
+        A kind whose panels play a data set's fixed windows returns None."""
+        from omgpt import seeding
+        from omgpt.commands.experiment.panels import NOT_BENCHMARKS, size_runs
+
+        names = [p for p, _ in parse_policies(panel.policies, panel.model).values()]
+        if panel.effect is None or "omgpt" not in names or all(n in NOT_BENCHMARKS for n in names):
+            return None
+        return size_runs(
+            panel, models, effect=panel.effect, floor=floor, cap=cap, seed=seeding.PILOT_SEED, device=device
+        )
 
     def headline(self, panel: PanelResult) -> str:
         """The panel's one line in the report and on the console (default: the verdict, or nothing)."""

@@ -12,19 +12,20 @@ from omgpt.commands.experiment.results import ExperimentResult, RegretPanel
 
 
 def flip_lines(panel: RegretPanel) -> list[str]:
-    """Where OMGPT is not below the best benchmark: what the panel's numbers say about why (the
-    Bayes-optimal ``alg-star`` OMGPT imitates, where it was played)."""
+    """Where OMGPT is not *below* the best benchmark (its verdict *level* or *behind*): what the panel's
+    numbers say about why -- the Bayes-optimal ``alg-star`` OMGPT imitates, where it was played -- or,
+    where nothing was measured, that plainly (the config's note, shown after it, may say more)."""
     from omgpt.analysis.report import best_benchmark, final_regrets, interval
+    from omgpt.commands.experiment.panels import RELATION, panel_state
 
-    if "policies" not in panel or panel.get("models_compared") != ["omgpt"]:
+    state = panel_state(panel)
+    if "policies" not in panel or panel.get("models_compared") != ["omgpt"] or state in (None, "below"):
         return []
     finals, (best, bench) = final_regrets(panel), best_benchmark(panel)
-    if finals["omgpt"] < bench:
-        return []
-    lines = [f"Why OMGPT is not below {best} here:"]
+    reasons = []
     star = finals.get("alg-star")
     if star is not None and star <= 0:
-        lines.append(
+        reasons.append(
             f"alg-star's own mean regret here is {star:.2f}: on these environments the noise is larger than the gaps between the policies."
         )
     elif star is not None:
@@ -36,7 +37,7 @@ def flip_lines(panel: RegretPanel) -> list[str]:
             else f"{finals['omgpt'] / star:.2f}× alg-star"
         )
         theirs = f"{b['mean']:.2f}× {interval(b['ci90'])}" if b.get("mean") else f"{bench / star:.2f}×"
-        lines.append(
+        reasons.append(
             f"OMGPT is at {ours}, {best} at {theirs}."
             + (
                 f" {best} beats alg-star itself, the posterior policy OMGPT is pre-trained to imitate (posterior sampling /"
@@ -46,7 +47,32 @@ def flip_lines(panel: RegretPanel) -> list[str]:
                 else ""
             )
         )
-    return [" ".join(lines), ""]
+    if not reasons:
+        reasons.append(
+            "the panel does not play alg-star, so it measured no reason; "
+            + (
+                "the note below says what was measured elsewhere."
+                if panel.get("note")
+                else "none was measured elsewhere."
+            )
+        )
+    return [f"Why OMGPT is {RELATION[state]} {best} here: " + " ".join(reasons), ""]
+
+
+def state_counts(panels: list) -> dict[str, int]:
+    """How many regret panels are *below*, *level* with and *behind* their best benchmark (the first
+    model each panel compares)."""
+    from omgpt.commands.experiment.panels import STATES, panel_state
+
+    found = [panel_state(p, (p.get("models_compared") or ["omgpt"])[0]) for p in panels]
+    return {s: found.count(s) for s in STATES}
+
+
+def sizing_lines(panel: RegretPanel) -> list[str]:
+    """How many test runs the panel played, and why."""
+    from omgpt.commands.experiment.panels import sizing_words
+
+    return [sizing_words(panel["sizing"]), ""] if panel.get("sizing") else []
 
 
 def note_lines(panel: RegretPanel) -> list[str]:
@@ -95,12 +121,25 @@ def report(result: ExperimentResult) -> str:
     if result["claim"]:
         lines += [f"Paper's claim: {result['claim']}", ""]
     lines += [
-        f"Reproduce: `{result['command']}` (scale `{result['scale']}`, {result['runs']} test runs per panel, "
-        f"seed {result['seed']}; this run took {result['seconds']:.0f} s, training included for models not "
+        f"Reproduce: `{result['command']}` (scale `{result['scale']}`, "
+        + (
+            f"test runs sized per panel, at least {result['runs']}"
+            if any(p.get("sizing") for p in result["panels"])
+            else f"{result['runs']} test runs per panel"
+        )
+        + f", seed {result['seed']}; this run took {result['seconds']:.0f} s, training included for models not "
         f"trained before; each model's training time is in the table at the end).",
         "",
     ]
     lines += [f"![{Path(f).stem}]({f})" for f in result["figures"]] + [""]
+    counts = state_counts(result["panels"])
+    if sum(counts.values()):
+        lines += [
+            "Verdicts against the best benchmark (paired 90% intervals over each panel's test environments): "
+            + ", ".join(f"{n} {state}" for state, n in counts.items())
+            + ".",
+            "",
+        ]
     checks = kind.claims(result)
     if checks:
         lines += ["## The paper's claim, checked", ""]
@@ -147,7 +186,7 @@ def report(result: ExperimentResult) -> str:
                 ]
         if kind.headline(panel):
             lines += [f"**{kind.headline(panel)}**", ""]
-        lines += flip_lines(panel) + note_lines(panel)
+        lines += sizing_lines(panel) + flip_lines(panel) + note_lines(panel)
     lines += ["## Models", "", "| model | steps | train s | best val regret | model folder |", "|---|---|---|---|---|"]
     for name, rec in result["models"].items():
         lines.append(

@@ -43,6 +43,15 @@ class Ratio(TypedDict):
     runs: NotRequired[int]
 
 
+class Versus(Ratio):
+    """A model against the best benchmark (:func:`omgpt.commands.experiment.panels.versus_best`): the
+    paired ratio, or the difference where regrets can be negative, and the three-state verdict."""
+
+    against: str
+    statistic: str  # "ratio" or "difference"
+    state: str  # "below", "level" or "behind"
+
+
 class PolicyNumbers(TypedDict):
     """One policy's numbers on a regret panel."""
 
@@ -78,6 +87,8 @@ class RegretPanel(PanelResult):
     grid: NotRequired[dict[str, int]]
     note: NotRequired[str]
     best_benchmark: NotRequired[dict[str, Any]]  # panels.best_on_validation; absent without benchmarks
+    vs_best: NotRequired[dict[str, Versus]]  # each model against the best benchmark (panels.versus_best)
+    sizing: NotRequired[dict[str, Any]]  # how the panel's runs were sized (panels.size_runs)
     figure_file: NotRequired[str]
 
 
@@ -144,6 +155,10 @@ PANEL = {
     "benchmarks": ListOf(str),
     "models_compared": ListOf(str),
     "policies": MapOf(POLICY_NUMBERS),
+    "vs_best": Optional(
+        MapOf({"against": str, "statistic": str, "mean": Nullable(NUMBER), "ci90": INTERVAL, "runs": int, "state": str})
+    ),
+    "sizing": Optional({"runs": int, "needed": int, "effect": NUMBER, "floor": int, "cap": int, "pilot": dict}),
 }  # RegretPanel
 REPORT = {  # ExperimentResult; each panel is checked against its kind's panel_schema
     "name": str,

@@ -29,6 +29,7 @@ import numpy as np
 
 from omgpt.analysis.report import interval
 from omgpt.commands.experiment.config import Panel
+from omgpt.commands.experiment.panels import RELATION, state
 from omgpt.commands.experiment.registry import Kind, register
 from omgpt.commands.experiment.results import ExperimentResult, ModelRecord, RegretPanel
 
@@ -102,11 +103,11 @@ class RealDemand(Kind):
         and one cluster interval over every origin."""
         earlier: dict[tuple[str, str], list[dict]] = {}
         out = []
-        for panel, state in zip(panels, states):
-            if state is not None:
+        for panel, cells in zip(panels, states):
+            if cells is not None:
                 m = SPLIT_TITLE.fullmatch(panel["title"])
                 group = earlier.setdefault((m.group(1), m.group(4)), [])
-                group.append(state)
+                group.append(cells)
                 panel = {"pooled": pool_origins(group, seed), **panel}
             out.append(panel)
         return out
@@ -126,8 +127,8 @@ class RealDemand(Kind):
         ours = panel["costs"]["omgpt"]
         return (
             f"OMGPT {ours['scaled_cost']['mean']:.4f} per unit demanded, {_ratio(ours['ratio_to_saa'])} SAA; best benchmark {best} "
-            f"{cost:.4f}; OMGPT / {best} {_ratio(ours['ratio_to'][best])}; "
-            f"OMGPT is {'below' if below else 'NOT below'} every benchmark"
+            f"{cost:.4f}; OMGPT / {best} {_ratio(ours['ratio_to'][best])}: "
+            f"OMGPT is {RELATION[real_demand_state(panel)]} the benchmark lowest on test"
         )
 
     def claims(self, result: ExperimentResult) -> list:
@@ -187,6 +188,13 @@ def versus_best_benchmark(panel: RealDemandPanel) -> tuple[str, float, bool]:
     costs = {k: panel["costs"][k]["scaled_cost"]["mean"] for k in panel["benchmarks"] if k in panel["costs"]}
     best = min(costs, key=costs.get)
     return best, costs[best], panel["costs"]["omgpt"]["scaled_cost"]["mean"] < costs[best]
+
+
+def real_demand_state(panel: RealDemandPanel) -> str:
+    """A real-demand panel's three-state verdict: OMGPT's cost per unit demanded over that of the
+    benchmark lowest on test, its 90% cluster interval wholly below 1, holding 1, or wholly above."""
+    best, _, _ = versus_best_benchmark(panel)
+    return state(panel["costs"]["omgpt"]["ratio_to"][best]["ci90"], "ratio")
 
 
 def pool_origins(origins: list[dict], seed: int) -> dict:
