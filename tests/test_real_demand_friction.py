@@ -142,3 +142,32 @@ def test_the_progress_bar_shows_the_checkpoint_s_metric(tmp_path, monitor):
     trainer.fit(module, data)
     shown = {k for k in trainer.progress_bar_metrics if k.startswith("val/")}
     assert shown == {monitor or "val/regret"}, shown
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. omgpt evaluate plays each window of a data task's part once.
+def table_options(path) -> list[str]:
+    pairs = dict(csv=path, series="shop", date="day", demand="sales", horizon=14, lookback=7, critical_ratio=0.75)
+    return [a for k, v in pairs.items() for a in ("--option", f"{k}={v}")]
+
+
+def test_evaluate_plays_each_test_window_once_and_refuses_more_runs(tmp_path, capsys):
+    import json
+
+    from omgpt.commands.cli import cli_main
+    from tests.test_real_data import task_of, write_table
+
+    table = write_table(tmp_path / "t.csv")
+    windows = task_of(table, part="test").windows
+    base = ["evaluate", "--task", "newsvendor-data", *table_options(table), "--option", "part=test"]
+    base += ["--policies", "saa", "--no-progress"]
+    assert cli_main([*base, "--out", str(tmp_path / "all")]) == 0
+    out = capsys.readouterr().out
+    assert f"the test part's {windows} windows, each played once" in out
+    assert json.loads((tmp_path / "all" / "summary.json").read_text())["runs"] == windows
+    assert cli_main([*base, "--runs", str(windows + 1), "--out", str(tmp_path / "more")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--runs {windows + 1} is more than the test part's {windows} windows" in err
+    assert not (tmp_path / "more").exists()
+    assert cli_main([*base, "--runs", "2", "--out", str(tmp_path / "two")]) == 0
+    assert f"2 of the test part's {windows} windows" in capsys.readouterr().out

@@ -45,7 +45,7 @@ def evaluate(
     option: Optional[list[str]] = None,
     policies: Optional[str] = None,
     ckpt: Optional[CheckpointPath] = None,
-    runs: PositiveInt = 100,
+    runs: Optional[PositiveInt] = None,
     horizon: Optional[PositiveInt] = None,
     window: Optional[PositiveInt] = None,
     seed: Seed = EXPERIMENT_SEED,
@@ -64,7 +64,7 @@ def evaluate(
         option: task option KEY=VALUE, repeatable
         policies: comma-separated policy names, e.g. omgpt,oracle,erm,fai
         ckpt: checkpoint of a trained OMGPT (needed for the omgpt policy)
-        runs: test environments (a 90% CI needs >= 2)
+        runs: test environments (a 90% CI needs >= 2; default 100, and on a data task every window of its part once: more than its windows is refused)
         horizon: steps per run (default: the checkpoint's or the task's horizon)
         window: OMGPT context window W (default: whole history)
         seed: seed of the test environments and their noise

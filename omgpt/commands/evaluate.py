@@ -62,12 +62,15 @@ def omgpt_options(task: Task, task_options: dict, model, horizon: int, window: i
     return {"model": model, "window": window}
 
 
+DEFAULT_RUNS = 100  # test environments of a prior (a data task's part plays each of its windows once)
+
+
 def run_evaluation(
     task_name: str | None,
     task_options: dict,
     policies: list[str],
     ckpt: str | None,
-    runs: int,
+    runs: int | None,
     horizon: int | None,
     window: int | None,
     seed: int,
@@ -83,7 +86,15 @@ def run_evaluation(
     Work estimated past :data:`omgpt.checks.MAX_LOOP_STEPS` is refused unless ``force``; work estimated
     past the free memory (the histories, the report's curves and bootstrap) is refused always.
     ``alg_star_sampler``: ``alg-star``'s posterior sampler (:class:`~omgpt.policies.alg_star.AlgStar`;
-    default ``"auto"``); the one that played is recorded in summary.json as ``alg_star_sampler``."""
+    default ``"auto"``); the one that played is recorded in summary.json as ``alg_star_sampler``.
+
+    ``runs``: test environments, default :data:`DEFAULT_RUNS`. A data task's part is a finite set of
+    windows (real demand): by default each is played once, and ``runs`` beyond that count is refused
+    rather than capped or cycled: a window played again is the same demand again, so its copies add
+    nothing while the interval over runs counts them as independent draws (seven windows at 100 runs:
+    each ~14 times, the 90% interval sqrt(100 / 7) = 3.8x too narrow), and an explicit number the
+    command cannot honour is better refused than silently changed. Fewer runs play a random subset
+    of the windows; either way one line says what is played."""
     if not policies:
         raise OMGPTError("--policies is empty")
     if len(set(policies)) != len(policies):
@@ -104,6 +115,7 @@ def run_evaluation(
         check(given)
     horizon = horizon or default_horizon
     task = make_episode_task(task_name, task_options, horizon)
+    runs = _runs(task, runs)
     gpt_options = omgpt_options(task, task_options, model, horizon, window) if model is not None else {}
     if model is not None and window is None and gpt_options["window"] is not None:
         print(
@@ -146,6 +158,24 @@ def run_evaluation(
             print(format_costs(summary["real_demand"]))
     print(f"wrote {', '.join(str(Path(out) / f) for f in REPORT_FILES)}")
     return summary
+
+
+def _runs(task: Task, runs: int | None) -> int:
+    """The runs to play (:func:`run_evaluation`): a data task's windows each once, or ``runs``."""
+    windows = getattr(task, "windows", None)  # a data task's part: its finite set of windows
+    if windows is None:
+        return DEFAULT_RUNS if runs is None else runs
+    where = f"the {task.part} part's {windows} windows"
+    if runs is not None and runs > windows:
+        raise OMGPTError(
+            f"--runs {runs} is more than {where}: a window played again adds no information and narrows the "
+            f"interval falsely; leave --runs out to play each window once"
+        )
+    if runs is None or runs == windows:
+        print(f"omgpt evaluate: {where}, each played once")
+        return windows
+    print(f"omgpt evaluate: {runs} of {where}, drawn at random, each played once (leave --runs out for all)")
+    return runs
 
 
 @torch.no_grad()
