@@ -66,6 +66,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from omgpt.checkpoints import read_checkpoint
 from omgpt.entry import (
     Checkpoint,
     Integer,
@@ -80,8 +81,10 @@ from omgpt.entry import (
     entry_point,
     script_parser,
 )
+from omgpt import records
 from omgpt.errors import OMGPTError
-from omgpt.files import write_json
+from omgpt.records import NUMBER, ListOf, RecordError
+from omgpt.files import write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 # The resample-move particles: the sampler every figure of benchmarks/RESULTS.md's "Time to quality" was
@@ -230,14 +233,25 @@ class QualityClock(Callback):
         if not self.points or self.points[-1]["step"] != trainer.global_step:
             self.evaluate(trainer, pl_module)
         ckpt = (
-            trainer.checkpoint_callback.best_model_path or trainer.checkpoint_callback.last_model_path
+            trainer.checkpoint_callback.best_model_path
+            or trainer.checkpoint_callback.last_model_path
+            or str(trainer.ckpt_path or "")  # a resumed fit that saved nothing: the checkpoint it resumed from
         )  # what the demo plays
         self.write(trainer, ckpt=ckpt, finished=True)
 
+    def on_fit_end(self, trainer, pl_module) -> None:
+        # An arm killed after its final checkpoint but before the trace's final write resumes from that
+        # checkpoint with nothing left to train: Lightning then skips the training loop and its hooks,
+        # so the trace is finished here (its points and clock come from the checkpoint).
+        if not hasattr(self, "start_cpu"):
+            self.on_train_start(trainer, pl_module)
+            self.on_train_end(trainer, pl_module)
+
     def write(self, trainer, **more) -> None:
-        """The trace so far (rewritten at every evaluation: a stopped run keeps what it measured)."""
+        """The trace so far (rewritten at every evaluation: a stopped run keeps what it measured), whole
+        or not at all: a kill mid-write leaves the previous trace."""
         trace = {"points": self.points, "steps": trainer.global_step, "finished": False, **more}
-        Path(self.out).write_text(json.dumps(trace, indent=1))
+        write_text(self.out, json.dumps(trace, indent=1))
 
     def evaluate(self, trainer, pl_module) -> None:
         from omgpt.policies import make_policy
@@ -298,6 +312,31 @@ def parent_arm(overrides: list[str]) -> str | None:
     return next((o.split("=", 1)[1] for o in overrides if o.startswith("--from=")), None)
 
 
+SDPA = ("math",)  # --sdpa=math: PyTorch's reference attention; without --sdpa, the fused kernel
+
+
+def arm_knobs(name: str, overrides: list[str]) -> dict:
+    """The benchmark's own knobs among an arm's overrides, checked before any work: ``compile``,
+    ``sdpa`` (``None``: the fused kernel), ``threads`` (``None``: ``--threads``) and ``from`` (the parent
+    arm). A bad value is one line naming the arm, not a silent default (``--sdpa=maths`` ran the fused
+    kernel) nor a ValueError at that arm's turn, after alg-star and the arms before it have run."""
+    knobs = {"compile": "--compile" in overrides, "sdpa": None, "threads": None, "from": parent_arm(overrides)}
+    for o in overrides:
+        if o.startswith("--sdpa="):
+            knobs["sdpa"] = o.removeprefix("--sdpa=")
+            if knobs["sdpa"] not in SDPA:
+                raise OMGPTError(
+                    f"--arm {name}: {o}: the one choice is --sdpa=math (PyTorch's reference attention); "
+                    "leave it out for the fused kernel"
+                )
+        elif o.startswith("--threads="):
+            try:
+                knobs["threads"] = Integer(1, 256)(o.removeprefix("--threads="))
+            except argparse.ArgumentTypeError as e:
+                raise OMGPTError(f"--arm {name}: --threads: {e}") from None
+    return knobs
+
+
 def fit_arguments(overrides: list[str]) -> list[str]:
     """An arm's overrides less the benchmark's own knobs: what its ``omgpt fit`` is given."""
     return [o for o in overrides if o != "--compile" and not o.startswith(("--sdpa=", "--from=", "--threads="))]
@@ -350,7 +389,10 @@ def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, c
         h.update(k.encode() + envs[k].contiguous().numpy().tobytes())
     path = cache_dir / f"alg_star_{h.hexdigest()[:16]}.json"
     if path.is_file():
-        return json.loads(path.read_text())["regret"]
+        try:
+            return records.read_json(path, {"regret": NUMBER}, "alg-star cache")["regret"]
+        except RecordError as e:  # truncated, binary, another shape: a cache, so computed again and replaced
+            print(f"{e}: computed again", flush=True)
     print(
         f"alg-star on the {val_runs} validation environments (seed {val_seed}; once, then cached in {path}) ...",
         flush=True,
@@ -359,8 +401,8 @@ def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, c
     regret = validation_regret(
         task, envs, lambda: make_policy("alg-star", task, **ALG_STAR), model["horizon"], val_seed, val_batch
     )
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(
+    write_text(
+        path,
         json.dumps(
             {
                 "regret": regret,
@@ -370,17 +412,42 @@ def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, c
                 "val_runs": val_runs,
                 "val_seed": val_seed,
             }
-        )
+        ),
     )
     return regret
 
 
+POINT = {"cpu_s": NUMBER, "step": int, "ratio": NUMBER}  # an evaluation (and what its metric measured)
+CLOCK = {"cpu_s": NUMBER, "wall_s": NUMBER, "points": ListOf(POINT)}  # QualityClock.state_dict
+TRACE = {"points": ListOf(POINT), "steps": int, "finished": bool}  # QualityClock.write
+FINISHED = {**TRACE, "points": ListOf(POINT, nonempty=True), "ckpt": str}
+
+
+def finished_trace(path: Path) -> dict | None:
+    """The trace of an arm that finished, else ``None``: none yet, stopped mid-way, or a file that is no
+    trace (truncated, binary, another shape, finished without an evaluation), said in a line naming it.
+    Such an arm is not reused: it goes on from its last checkpoint, which holds its clock and
+    evaluations, and its fit writes the trace anew (or it starts again where it has none)."""
+    if not path.is_file():
+        return None
+    try:
+        trace = records.read_json(path, TRACE, "trace")
+        return records.check(trace, FINISHED, path) if trace["finished"] else None
+    except RecordError as e:
+        print(f"{e}: not reused; the arm goes on from its last checkpoint", flush=True)
+        return None
+
+
 def resumable_checkpoint(runs: Path) -> Path | None:
     """The newest ``last.ckpt`` of a stopped arm's runs (``runs/version_*``) that holds its clock, else ``None``
-    (the arm then starts again: without the clock the CPU time already spent would be lost)."""
+    (the arm then starts again: without the clock the CPU time already spent would be lost). Read
+    weights-only (:func:`omgpt.checkpoints.read_checkpoint`: no file under ``--out`` runs code); a damaged
+    one, or a clock that is not one, is one line naming the file (delete it and the arm starts again)."""
     for ckpt in sorted(runs.glob("version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True):
-        state = torch.load(ckpt, map_location="cpu", weights_only=False).get("callbacks", {})
-        if QualityClock.__qualname__ in state:
+        state = read_checkpoint(ckpt).get("callbacks")
+        clock = state.get(QualityClock.__qualname__) if isinstance(state, dict) else None
+        if clock is not None:
+            records.check(clock, CLOCK, ckpt, f"callbacks.{QualityClock.__qualname__}")
             return ckpt
         print(f"{ckpt} has no clock (written before arms could resume): the arm starts again", flush=True)
         return None
@@ -395,10 +462,11 @@ def fit_command(
     import yaml
 
     layer = trace.with_suffix(".yaml")
-    layer.write_text(
+    write_text(
+        layer,
         yaml.safe_dump(
             {"trainer": {"callbacks+": [{"class_path": "time_to_quality.QualityClock", "init_args": clock}]}}
-        )
+        ),
     )
     return [
         sys.executable,
@@ -513,10 +581,11 @@ def setting(ckpt: str) -> tuple:
     return hp["task"], hp.get("task_options") or {}, hp["horizon"]
 
 
-def check_fits(fits: dict[str, list[str]]) -> None:
+def check_fits(fits: dict[str, list[str]]) -> dict[str, dict]:
     """Every arm's fit built -- module, data, trainer -- and nothing fitted, in one process of the
     commands' layer (``omgpt.commands.lightning_cli``): a setting an arm's module refuses is one line
-    before the first arm trains, not a failure at that arm's turn hours in."""
+    before the first arm trains, not a failure at that arm's turn hours in. Returns each fit's module
+    hyper-parameters."""
     done = subprocess.run(
         [sys.executable, "-m", "omgpt.commands.lightning_cli"],
         input=json.dumps(fits),
@@ -528,6 +597,7 @@ def check_fits(fits: dict[str, list[str]]) -> None:
     if done.returncode:
         lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
         raise OMGPTError(lines[-1].removeprefix("omgpt: error: "))
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def parser() -> ScriptParser:
@@ -627,14 +697,21 @@ def parser() -> ScriptParser:
         args.arms = [arm_spec(a) for a in (args.arm or DEFAULT_ARMS)]
         if len({a[0] for a in args.arms}) != len(args.arms):
             raise OMGPTError("--arm: the arm names must differ")
+        args.knobs = {name: arm_knobs(name, overrides) for name, _, overrides in args.arms}
         fits = {}
         for i, (name, config, overrides) in enumerate(args.arms):
-            parent = parent_arm(overrides)
+            parent = args.knobs[name]["from"]
             if parent is not None and parent not in [a[0] for a in args.arms[:i]]:
                 raise OMGPTError(f"--arm {name}: --from={parent} must name an earlier arm")
             from_parent = ["--model.finetune.init_from", f"{parent}-kept.ckpt"] if parent else []  # not read
             fits[f"--arm {name}"] = ["--config", config, *fit_arguments(overrides), *from_parent]
-        check_fits(fits)
+        built = check_fits(fits)
+        for name, hparams in built.items():
+            if args.metric == "obs-mse" and not (hparams.get("network") or {}).get("obs_head"):
+                raise OMGPTError(
+                    f"{name}: --metric obs-mse measures the observation head, and the arm trains none "
+                    "(add --model.network.obs_head true)"
+                )
 
     return p
 
@@ -665,10 +742,10 @@ def main(argv: list[str] | None = None) -> None:
 
     results = []
     for name, config, overrides in arms:
-        threads = next((int(o.split("=", 1)[1]) for o in overrides if o.startswith("--threads=")), args.threads)
-        knobs = [o for o in overrides if o == "--compile" or o.startswith(("--sdpa=", "--from="))]  # the benchmark's
+        knobs = args.knobs[name]  # the benchmark's own, checked by the parse
+        threads = knobs["threads"] or args.threads
         fit_overrides = fit_arguments(overrides)
-        parent = next((r for r in results if r["arm"] == parent_arm(overrides)), None)
+        parent = next((r for r in results if r["arm"] == knobs["from"]), None)
         if parent is not None:  # fine-tuning: starts from the parent's kept weights, after its training time
             fit_overrides += ["--model.finetune.init_from", parent["ckpt"]]
         clock = {
@@ -678,22 +755,23 @@ def main(argv: list[str] | None = None) -> None:
             "val_runs": args.val_runs,
             "val_seed": args.val_seed,
             "val_batch": args.val_batch,
-            "compile": "--compile" in knobs,
-            "sdpa": next((k.split("=", 1)[1] for k in knobs if k.startswith("--sdpa=")), None),
+            "compile": knobs["compile"],
+            "sdpa": knobs["sdpa"],
             "metric": args.metric,
         }
         # an arm's trace is named by everything that decides it, so a finished one is reused (--resume)
         key = json.dumps([name, config, fit_overrides, clock, args.seed, threads], sort_keys=True, default=str)
         trace = args.out / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
         args.out.mkdir(parents=True, exist_ok=True)
-        if args.resume and trace.is_file() and json.loads(trace.read_text()).get("finished"):
+        run = finished_trace(trace) if args.resume else None
+        if run is not None:
             print(f"\narm {name}: finished before, reused ({trace})", flush=True)
         else:
             resume = resumable_checkpoint(args.out / trace.stem) if args.resume else None
             cmd = fit_command(config, fit_overrides, trace, {"out": str(trace), **clock}, args.seed, resume)
             print(f"\narm {name}: {' '.join(cmd[1:])} ({threads} thread(s))", flush=True)
             run_fit(cmd, threads)
-        run = json.loads(trace.read_text())
+            run = records.read_json(trace, FINISHED, "trace")  # the fit finished it
         last = run["points"][-1]
         offset = parent["points"][-1]["cpu_s"] if parent else 0.0  # the whole parent run's training CPU
         for point in run["points"]:

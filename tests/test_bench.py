@@ -221,7 +221,7 @@ def test_time_to_quality_resumes_a_stopped_arm_from_its_last_checkpoint(tmp_path
     (trace,) = runs.glob("a-*.json")
     assert not json.loads(trace.read_text())["finished"], "the arm ended before it was stopped: make it longer"
     (ckpt,) = runs.glob("a-*/version_0/checkpoints/last.ckpt")
-    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+    saved = torch.load(ckpt, map_location="cpu", weights_only=True)
     at_stop = saved["callbacks"]["QualityClock"]
     assert subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL).returncode == 0
     done = json.loads(trace.read_text())
@@ -295,3 +295,135 @@ def test_time_to_quality_fine_tunes_from_an_earlier_arm_and_resumes_finished_arm
     assert capsys.readouterr().out.count("finished before, reused") == 2
     assert json.loads((tmp_path / "again.json").read_text())["arms"] == first
     assert sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()) == fits  # nothing trained again
+
+
+# --------------------------------------------------------------------------------------------------
+# time_to_quality: every bad input one line before any work; --resume recovers from a kill at any point.
+TINY_ARM = 'a=configs/scale/tiny.yaml --model.task pricing --model.task_options "{pool_size: 100}" --model.horizon 12'
+
+
+def only_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("omgpt: error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    "knob, says",
+    [
+        ("--threads=abc", "--arm a: --threads: must be an integer in [1, 256], got 'abc'"),
+        ("--threads=0", "--arm a: --threads: must be an integer"),
+        ("--sdpa=maths", "--arm a: --sdpa=maths: the one choice is --sdpa=math"),
+    ],
+)
+def test_time_to_quality_refuses_a_bad_knob_before_any_work(knob, says, tmp_path, capsys):
+    """``--threads=abc`` was a ValueError after alg-star had run; ``--sdpa=maths`` ran the fused kernel."""
+    from benchmarks.time_to_quality import main
+
+    assert main(["--arm", f"{TINY_ARM} {knob}", "--out", str(tmp_path / "o")]) == 2
+    assert says in only_line(capsys)
+    assert not (tmp_path / "o").exists()
+
+
+def test_time_to_quality_obs_mse_refuses_an_arm_without_the_observation_head_before_training(tmp_path, capsys):
+    """``--metric obs-mse`` over an arm without ``obs_head`` was a ValueError at its first evaluation."""
+    from benchmarks.time_to_quality import main, parser
+
+    argv = ["--metric", "obs-mse", "--arm", TINY_ARM, "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "--arm a: --metric obs-mse measures the observation head, and the arm trains none" in only_line(capsys)
+    assert not (tmp_path / "o").exists()
+    argv[3] += " --model.network.obs_head true"
+    assert parser().parse_args(argv).knobs == {"a": {"compile": False, "sdpa": None, "threads": None, "from": None}}
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ('{"points": [{"cpu_s": 1.0, "step": 2, "ratio"', "not valid JSON"),  # truncated
+        (b"\x80\x04\x95 a pickle", "not a text trace (binary content)"),
+        ('{"points": [], "steps": 2, "finished": true, "ckpt": "x.ckpt"}', "key 'points': is empty"),
+        ('{"points": [{"cpu_s": "1", "step": 2, "ratio": 1.5}], "steps": 2, "finished": true}', "points[0].cpu_s"),
+        ('{"points": [{"cpu_s": 1.0, "step": 2, "ratio": 1.5}], "steps": 2, "finished": true}', "missing key 'ckpt'"),
+    ],
+    ids=["truncated", "binary", "finished without points", "a string clock", "finished without ckpt"],
+)
+def test_time_to_quality_does_not_reuse_a_damaged_trace(content, says, tmp_path, capsys):
+    """A truncated trace was a JSONDecodeError under --resume, a finished one without points an
+    IndexError: now such an arm is not reused (one line naming the file) and goes on from its checkpoint."""
+    from benchmarks.time_to_quality import finished_trace
+
+    trace = tmp_path / "a-123.json"
+    trace.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert finished_trace(trace) is None
+    printed = capsys.readouterr().out
+    assert str(trace) in printed and says in printed and "not reused" in printed, printed
+    point = {"cpu_s": 1.0, "step": 2, "ratio": 1.5, "regret": 3.0}
+    trace.write_text(json.dumps({"points": [point], "steps": 2, "finished": False}))
+    assert finished_trace(trace) is None and not capsys.readouterr().out  # stopped mid-way: resumed quietly
+    trace.write_text(json.dumps({"points": [point], "steps": 2, "finished": True, "ckpt": "x.ckpt"}))
+    assert finished_trace(trace)["points"] == [point]
+
+
+@pytest.mark.parametrize("content", ['{"regret": 1.', b"\x80\x04 a pickle", '{"regret": "1.5"}'])
+def test_time_to_quality_computes_a_damaged_alg_star_cache_again(content, tmp_path, monkeypatch, capsys):
+    from benchmarks import time_to_quality as ttq
+
+    played = []
+    monkeypatch.setattr(ttq, "validation_regret", lambda *a, **k: played.append(1) or 2.5)
+    setting = {"task": "newsvendor", "task_options": {}, "horizon": 3}
+    assert ttq.alg_star_regret(setting, 2, 10_000, 2, tmp_path) == 2.5
+    (cache,) = tmp_path.glob("alg_star_*.json")
+    assert ttq.alg_star_regret(setting, 2, 10_000, 2, tmp_path) == 2.5 and len(played) == 1  # read back
+    cache.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert ttq.alg_star_regret(setting, 2, 10_000, 2, tmp_path) == 2.5 and len(played) == 2
+    assert f"{cache}" in capsys.readouterr().out and json.loads(cache.read_text())["regret"] == 2.5
+
+
+def test_time_to_quality_names_a_truncated_or_foreign_last_ckpt(tmp_path, capsys):
+    """A truncated last.ckpt under --resume said only "[Errno 22] Invalid argument"."""
+    from benchmarks.time_to_quality import resumable_checkpoint
+    from omgpt.entry import guarded
+
+    import torch
+
+    last = tmp_path / "a-123" / "version_0" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    whole = (ROOT / "pretrained" / "newsvendor" / "model.ckpt").read_bytes()
+    last.write_bytes(whole[: len(whole) // 3])
+    assert guarded(lambda: resumable_checkpoint(tmp_path / "a-123")) == 2
+    line = only_line(capsys)
+    assert f"cannot read checkpoint {last}" in line and "is the file complete?" in line, line
+    torch.save({"state_dict": {}, "callbacks": {"QualityClock": {"cpu_s": "soon", "points": []}}}, last)
+    assert guarded(lambda: resumable_checkpoint(tmp_path / "a-123")) == 2
+    assert f"{last}: key 'callbacks.QualityClock.cpu_s': expected int or float" in only_line(capsys)
+    torch.save({"state_dict": {}, "callbacks": {"QualityClock": {"cpu_s": 1.0, "wall_s": 2.0, "points": []}}}, last)
+    assert resumable_checkpoint(tmp_path / "a-123") == last
+
+
+def test_time_to_quality_finishes_an_arm_killed_before_its_traces_final_write(tmp_path, capsys):
+    """Killed after its final checkpoint, before the trace's final write: the resumed fit has nothing
+    left to train, Lightning skips the training loop and its hooks, and every --resume ended in
+    ``KeyError: 'ckpt'``. Now the resumed fit finishes the trace from the checkpoint's clock."""
+    from benchmarks.time_to_quality import main
+
+    argv = [
+        "--arm", f"{TINY_ARM} --trainer.max_epochs 1", "--budgets", "5", "--val-runs", "8",
+        "--out", str(tmp_path / "runs"), "--resume",
+    ]  # fmt: skip
+    assert main([*argv, "--json", str(tmp_path / "first.json")]) == 0
+    (first,) = json.loads((tmp_path / "first.json").read_text())["arms"]
+    (trace,) = (tmp_path / "runs").glob("a-*.json")
+    stopped = json.loads(trace.read_text())
+    stopped["finished"] = False
+    del stopped["ckpt"]
+    trace.write_text(json.dumps(stopped))  # as the trace was before its final write
+    capsys.readouterr()
+    assert main([*argv, "--json", str(tmp_path / "again.json")]) == 0
+    (again,) = json.loads((tmp_path / "again.json").read_text())["arms"]
+    assert list((tmp_path / "runs").glob("a-*/version_1")), "the arm's fit resumed"
+    assert json.loads(trace.read_text())["finished"] and again["ckpt"] == first["ckpt"]
+    assert again["steps"] == first["steps"] and [p["step"] for p in again["points"]] == [
+        p["step"] for p in first["points"]
+    ]
+    assert [p["ratio"] for p in again["points"]] == pytest.approx([p["ratio"] for p in first["points"]])

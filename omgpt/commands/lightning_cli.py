@@ -274,10 +274,11 @@ def build_cli(args: ArgsType = None) -> OMGPTCLI:
     )
 
 
-def check_fit(args: list[str]) -> None:
+def check_fit(args: list[str]) -> dict:
     """Build what ``omgpt fit ARGS`` builds -- the module, the data, the trainer -- and fit nothing, so
     a queue of fits (a study's arms) makes every refusal their starts would make before the first one
-    trains. The files a fit reads only when it starts (``init_from``, ``--ckpt_path``) are not read."""
+    trains. The files a fit reads only when it starts (``init_from``, ``--ckpt_path``) are not read.
+    Returns the module's hyper-parameters (plain data: what a caller checks beyond the fit's own rules)."""
     import contextlib
     import io
     import logging
@@ -294,21 +295,25 @@ def check_fit(args: list[str]) -> None:
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # sys.argv is the caller's
-            OMGPTCLI(OMGPTModule, HistoryDataModule, args=args, run=False, parser_kwargs=_parser_defaults())
+            cli = OMGPTCLI(OMGPTModule, HistoryDataModule, args=args, run=False, parser_kwargs=_parser_defaults())
     except SystemExit:  # --help, --print_config: jsonargparse prints and exits
         raise OMGPTError(f"{shlex.join(args)} prints and exits: it fits nothing") from None
     finally:
         for logger, level in zip(quiet, levels):
             logger.setLevel(level)
+    return dict(cli.model.hparams)
 
 
-def check_fits(fits: dict[str, list[str]]) -> None:
-    """:func:`check_fit` of every named fit, the first refusal as ``NAME: why``."""
+def check_fits(fits: dict[str, list[str]]) -> dict[str, dict]:
+    """:func:`check_fit` of every named fit, the first refusal as ``NAME: why``; each fit's module
+    hyper-parameters."""
+    built = {}
     for name, args in fits.items():
         try:
-            check_fit(args)
+            built[name] = check_fit(args)
         except OMGPTError as e:
             raise OMGPTError(f"{name}: {e}") from None
+    return built
 
 
 def _parser_defaults() -> dict:
@@ -339,9 +344,10 @@ def clean_message(message: str) -> str:
 
 if __name__ == "__main__":
     # ``python -m omgpt.commands.lightning_cli < FITS.json``: check_fits of ``{name: [fit argument, ...]}``
-    # read from stdin (how a benchmark script, a layer below the commands, checks a queue of fits).
+    # read from stdin (how a benchmark script, a layer below the commands, checks a queue of fits); the
+    # fits' hyper-parameters on stdout's last line, as JSON.
     import json
 
     from omgpt.entry import guarded
 
-    sys.exit(guarded(lambda: check_fits(json.loads(sys.stdin.read()))))
+    sys.exit(guarded(lambda: print(json.dumps(check_fits(json.loads(sys.stdin.read())), default=str))))
