@@ -171,3 +171,19 @@ def test_evaluate_plays_each_test_window_once_and_refuses_more_runs(tmp_path, ca
     assert not (tmp_path / "more").exists()
     assert cli_main([*base, "--runs", "2", "--out", str(tmp_path / "two")]) == 0
     assert f"2 of the test part's {windows} windows" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. omgpt tune --help names the tunable benchmarks.
+def test_tune_help_lists_each_task_s_tunable_benchmarks(capsys, tmp_path):
+    from omgpt.commands.cli import cli_main
+    from omgpt.commands.tune import tunable_policies
+    from tests.test_real_data import task_of, write_table
+
+    with pytest.raises(SystemExit) as done:
+        cli_main(["tune", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # the help's lines wrapped at hyphens
+    data = tunable_policies(task_of(write_table(tmp_path / "t.csv")))
+    assert len(data) == 11 and f"newsvendor-data: {', '.join(data)};" in text
+    assert "mab: ts, ucb;" in text and "erm, fai" in text

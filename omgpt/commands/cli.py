@@ -188,7 +188,7 @@ def tune(
         option: task option KEY=VALUE, repeatable (the prior OMGPT is trained on: pool, dims, demand types)
         policies: comma-separated benchmarks (default: every tunable benchmark of the task), e.g. ucb,ts
         horizon: steps per run (default: the task's horizon)
-        runs: validation environments per grid point
+        runs: validation environments per grid point (a data task: at most this many of its validation windows, each once)
         seed: validation seed of the environments (10000-19999; test seeds are refused)
         force: run work estimated past a million steps of the rollout loop (grid points x batches x horizon)
     """
@@ -204,6 +204,21 @@ def tune(
     horizon = horizon or options.get("horizon", TASKS[task].cls.default_horizon)
     _check_tuning_work(task, options, names, horizon, runs, force)
     run_tuning(task, options, names, horizon, runs, seed)
+
+
+TUNE_POLICIES = "(default: every tunable benchmark of the task), e.g. ucb,ts"
+
+
+def documented_tune() -> Callable[..., Any]:
+    """``tune``, its ``--policies`` help naming each task's tunable benchmarks, read off the policy
+    registry when the command is built (a new benchmark is listed without an edit here)."""
+    from omgpt.commands.tune import tunable_listing
+
+    if TUNE_POLICIES in tune.__doc__:  # once per process
+        tune.__doc__ = tune.__doc__.replace(
+            TUNE_POLICIES, f"(default: every tunable benchmark of the task); tunable: {tunable_listing()}"
+        )
+    return tune
 
 
 def _check_tuning_work(
@@ -327,7 +342,7 @@ FUNCTIONS: dict[str, tuple[Callable[[], Callable[..., Any]], tuple[str, ...]]] =
     "evaluate": (lambda: evaluate, ()),
     "demand-prediction": (lambda: demand_prediction, ()),
     "demo": (lambda: demo, ()),
-    "tune": (lambda: tune, ()),
+    "tune": (documented_tune, ()),
     "experiment": (lambda: experiment, ("name",)),
     "bench": (_imported("omgpt.commands.bench", "bench_command"), ()),
     **{

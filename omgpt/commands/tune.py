@@ -45,6 +45,21 @@ def tunable_policies(task) -> list[str]:
     )
 
 
+def tunable_listing() -> str:
+    """Every task's tunable benchmarks, tasks with the same ones together (``omgpt tune --help``):
+    ``mab: ts, ucb; newsvendor, newsvendor-censored: erm, fai; ...``. Each benchmark applies by its
+    task's class, so an instance made without options (``__new__``: no table read, no prior drawn)
+    tells which apply."""
+    from omgpt.tasks import TASKS
+
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, factory in sorted(TASKS.items()):
+        names = tuple(tunable_policies(factory.cls.__new__(factory.cls)))
+        if names:
+            groups.setdefault(names, []).append(name)
+    return "; ".join(f"{', '.join(tasks)}: {', '.join(names)}" for names, tasks in groups.items())
+
+
 def run_tuning(
     task_name: str,
     task_options: dict,
