@@ -50,9 +50,12 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno is not None and e.filename is None:
+            # a write into the open file (disk full, a file-size limit) names no file: name the target
+            raise OSError(e.errno, e.strerror, str(path)) from None
         raise
     _fsync_folder(path.parent)  # the rename itself survives a power loss
     return path
@@ -167,6 +170,11 @@ def output_folder(out: str | Path, produces: tuple[str, ...], command: str) -> I
         yield stage
         _check_replaceable(out, produces, command)  # nothing foreign appeared meanwhile
         _install(stage, out)
+    except OSError as e:  # a file of the stage that could not be written: named as the user knows it, under out
+        staged = Path(e.filename) if isinstance(e.filename, str) else None
+        if staged is None or e.errno is None or not staged.is_relative_to(stage):
+            raise
+        raise OSError(e.errno, e.strerror, str(out / staged.relative_to(stage))) from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)  # gone after a failure (and after the install)
 

@@ -472,3 +472,65 @@ def test_other_bad_python_calls_are_one_line(call):
     with pytest.raises(OMGPTError) as error:
         build()
     one_line(error)
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. Messages that name what is wrong
+def _swapped_for_a_pricing_model(folder: Path, record: str) -> None:
+    """``folder``'s model.ckpt replaced by the shipped pricing model, its record's checksum re-stamped."""
+    from omgpt.records import checksum
+
+    shutil.copy(ROOT / "pretrained" / "pricing" / "model.ckpt", folder / "model.ckpt")
+    info = json.loads((folder / record).read_text())
+    info["checksum"] = checksum(folder / "model.ckpt")
+    (folder / record).write_text(json.dumps(info))
+
+
+def test_another_tasks_model_behind_a_card_says_so(tmp_path, monkeypatch, capsys):
+    """A pricing model behind the newsvendor card said "task options {} change the token sizes"."""
+    import omgpt.commands.experiment.models as models
+
+    for name in ("newsvendor", "newsvendor-censored"):
+        shutil.copytree(ROOT / "pretrained" / name, tmp_path / "pretrained" / name)
+    _swapped_for_a_pricing_model(tmp_path / "pretrained" / "newsvendor", "card.json")
+    monkeypatch.setattr(models, "PRETRAINED", tmp_path / "pretrained")
+    monkeypatch.setattr(sys, "argv", ["omgpt"])
+    args = ["experiment", "horizon-generalisation", "--models-dir", str(tmp_path / "m"), "--out", str(tmp_path / "o")]
+    assert cli_main(args) == 2
+    line = one_line_error(capsys)
+    assert "newsvendor/model.ckpt is a checkpoint of task pricing" in line and "not newsvendor {}" in line, line
+    assert "card.json says" in line and not (tmp_path / "o").exists()
+
+
+def test_another_tasks_model_in_a_store_folder_says_so(tmp_path):
+    from omgpt.commands.experiment import load_experiment
+    from omgpt.commands.experiment.models import train_model
+
+    model = load_experiment("alg-star-match", "cpu").models["newsvendor-4"]
+    folder = tmp_path / "models" / "newsvendor-2dcbc70abf"  # that model's slot
+    shutil.copytree(ROOT / "results" / "models" / folder.name, folder)
+    train_model("newsvendor-4", model, scale="cpu", models_dir=tmp_path / "models", extra_configs=[])  # its own: reused
+    _swapped_for_a_pricing_model(folder, "done.json")
+    with pytest.raises(OMGPTError) as error:
+        train_model("newsvendor-4", model, scale="cpu", models_dir=tmp_path / "models", extra_configs=[])
+    line = one_line(error)
+    assert "model.ckpt is a checkpoint of task pricing" in line and "done.json says" in line, line
+
+
+def test_a_file_size_limit_names_the_file_being_written(tmp_path):
+    """``ulimit -f`` (a stand-in for a full disk): "[Errno 27] File too large", naming no file; now the
+    file under --out (not the temporary folder it was written in), and nothing is left behind."""
+    import os
+    import resource
+
+    out = tmp_path / "eval"
+    done = subprocess.run(
+        [sys.executable, "-m", "omgpt", "evaluate", "--task", "newsvendor", "--policies", "oracle,erm",
+         "--runs", "2", "--horizon", "3", "--out", str(out), "--no-progress"],
+        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000)),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"omgpt: error: File too large: {out}/") and ".tmp" not in line, line
+    assert list(tmp_path.iterdir()) == []

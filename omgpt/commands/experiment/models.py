@@ -139,6 +139,7 @@ def pretrained_model(name: str, model: Model) -> ModelRecord:
             f"(python -m tools.reference_models train {model.pretrained}, then card)"
         )
     card = read_card(folder, model.task, model.task_options)
+    check_model_task(folder / "model.ckpt", folder / "card.json", model)
     if card["horizon"] != model.horizon:
         raise OMGPTError(
             f"model {name!r}: pretrained/{model.pretrained} is trained at horizon {card['horizon']}, the experiment wants {model.horizon}"
@@ -156,6 +157,23 @@ def pretrained_model(name: str, model: Model) -> ModelRecord:
         "selected_by": "val/regret_ucb",
         "best_val_regret": next(p["regret"] for p in curve if p["step"] == card["steps"]),
     }
+
+
+def check_model_task(ckpt: Path, record: Path, model: Model) -> None:
+    """The checkpoint behind a card or store record is of the task (and options) the record names and
+    the experiment asks for: a checkpoint copied in under a re-stamped checksum, or a hand-edited
+    record, would otherwise reach the evaluation as "task options {} change the token sizes"."""
+    from omgpt.checkpoints import read_checkpoint
+
+    hp = read_checkpoint(ckpt, mmap=True).get("hyper_parameters") or {}
+    held = {"task": hp.get("task"), "task_options": hp.get("task_options") or {}}
+    wanted = {"task": model.task, "task_options": model.task_options or {}}
+    if json.dumps(held, sort_keys=True) != json.dumps(wanted, sort_keys=True):
+        shown = lambda s: f"{s['task']} {json.dumps(s['task_options'], sort_keys=True)}"
+        raise OMGPTError(
+            f"{_shown(ckpt)} is a checkpoint of task {shown(held)}, not {shown(wanted)} as {_shown(record)} says; "
+            "retrain the model or put back its own checkpoint"
+        )
 
 
 def train_model(
@@ -183,6 +201,7 @@ def train_model(
     folder = models_dir / key
     if (folder / "done.json").exists():
         record = read_record(folder, model.task, model.task_options)
+        check_model_task(Path(record["ckpt"]), folder / "done.json", model)
         record["command"] = _fit_command(args)
         print(f"  {name}: reusing {_shown(Path(record['ckpt']))}")
         return record
