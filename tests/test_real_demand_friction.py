@@ -187,3 +187,48 @@ def test_tune_help_lists_each_task_s_tunable_benchmarks(capsys, tmp_path):
     data = tunable_policies(task_of(write_table(tmp_path / "t.csv")))
     assert len(data) == 11 and f"newsvendor-data: {', '.join(data)};" in text
     assert "mab: ts, ucb;" in text and "erm, fai" in text
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. The tuning says when a tuned constant should not be trusted.
+def test_a_lead_within_two_paired_standard_errors_is_a_warning():
+    import torch
+
+    from omgpt.commands.tune import paired_se, tuning_warnings
+
+    a = torch.tensor([[1.0, 10.0], [2.0, 20.0], [3.0, 10.0]], dtype=torch.float64)
+    assert paired_se(a, a) == 0.0
+    shifted = a + torch.tensor([[0.1, 0.0], [-0.1, 0.0], [0.3, 0.0]], dtype=torch.float64)
+    assert paired_se(a, shifted) > 0
+    warn = lambda lead, se, is_paper=False, runs=100: tuning_warnings(
+        {"k": 1}, {}, {}, {"lead": lead, "se": se}, is_paper, runs
+    )  # noqa: E731
+    assert len(warn(0.01, 0.01)) == 1 and "cannot tell them apart" in warn(0.01, 0.01)[0]
+    assert warn(-0.01, 0.01), "the paper's constants better than the whole grid"
+    assert warn(0.05, 0.01) == [] and warn(0.0, 0.0, is_paper=True) == []
+    assert "only 7 validation environments" in warn(0.05, 0.01, runs=7)[0]
+
+
+def test_tune_warns_of_range_ends_and_a_small_validation_part_in_its_log_and_file(tmp_path):
+    """Demand doubles on promotion days: the cost-fitted linear rule fits it best unpenalised (l1 = 0,
+    the end of its range), on the one validation shop's few windows."""
+    from omgpt.commands.tune import run_tuning
+    from tests.test_real_data import write_table
+
+    table = write_table(tmp_path / "t.csv", days=200, demand=lambda s, d, promo: (10 + 2 * s) * (1 + promo))
+    options = dict(csv=str(table), series="shop", date="day", demand="sales", lookback=7, critical_ratio=0.75)
+    lines: list[str] = []
+    content = run_tuning(
+        "newsvendor-data", options, ["saa", "erm-linear"], horizon=14, folder=tmp_path / "tuned", log=lines.append
+    )
+    assert "validation windows, each played once" in lines[0]
+    windows = int(lines[0].split(": ")[1].split()[0])
+    for name, entry in content["policies"].items():
+        warnings = entry["warnings"]
+        assert f"only {windows} validation environments (under 30)" in warnings[-1]
+        for k, side in entry["at_limit"].items():
+            assert any(w.startswith(f"{k} = ") and f"the {side} end of its range" in w for w in warnings)
+        assert {"lead", "se"} <= set(entry["versus_paper"])
+        assert [line.split(": WARNING: ", 1)[1] for line in lines if f" {name}-tuned: WARNING: " in line] == warnings
+    assert content["policies"]["erm-linear"]["at_limit"] == {"l1": "low"}
+    assert content["policies"]["erm-linear"]["warnings"][0].startswith("l1 = 0 is the low end of its range")

@@ -8,12 +8,25 @@ that end (:func:`omgpt.tuning.extension`) and the new points are tuned, up to
 environments come from a validation seed: a test seed is refused, so no reported number is ever one
 the constants were chosen on. The result goes to ``configs/tuned/<setting>.json``, read, merged and
 written under the file's lock, which ``<name>-tuned`` reads.
+
+Warnings (a line each in the log, and the entry's ``warnings``), where a tuned constant should not be
+trusted as it stands:
+
+* a winner on an end of its range (``at_limit``: SAA's "every day", an L1 penalty of 0, leaves of one
+  day) or of the widened grid (``bounded``): the most extreme value tried won;
+* the winner's lead over the paper's constants below :data:`SEPARATED` standard errors of the paired
+  difference on the same validation environments (``versus_paper``): the validation part cannot tell
+  the two apart, and the winner of a grid is its luckiest point, so on test it may do worse (fai-data
+  on bakery's later dates);
+* fewer than :data:`MIN_VALIDATION` validation environments: the standard errors themselves are rough.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+
+import torch
 
 from omgpt import seeding
 from omgpt.errors import OMGPTError
@@ -36,6 +49,13 @@ from omgpt.tuning import (
 )
 
 VALIDATION_RUNS = 200  # validation environments per grid point (the mean final regret to about ±5%)
+# The tuned constants must lead the paper's by this many standard errors of their paired difference to
+# be told apart: a one-sided 2.3% test for one comparison fixed in advance, lenient for the best of a
+# grid (and real demand's windows of one store are correlated, which the s.e. over windows ignores).
+SEPARATED = 2.0
+# Fewer validation environments and a standard error measured on them is itself off by more than ±13%
+# (its relative s.d. is about 1 / sqrt(2 (n - 1))): the choice and its warnings are rough.
+MIN_VALIDATION = 30
 
 
 def tunable_policies(task) -> list[str]:
@@ -84,9 +104,10 @@ def run_tuning(
     # nothing); a prior's validation task is itself, kept apart from the test by the validation seed.
     task = make_episode_task(task_name, task_options, horizon).validation_task()
     windows = getattr(task, "windows", None)
-    if windows is not None and runs > windows:
-        log(f"{task_name}: {windows} validation windows, each played once (not --runs {runs})")
-        runs = windows
+    if windows is not None:  # (the count a fit's --data.val_runs plays each validation window once with)
+        played = f"{windows} validation windows" if runs >= windows else f"{runs} of {windows} validation windows"
+        log(f"{task_name}: {played}, each played once" + (f" (not --runs {runs})" if runs > windows else ""))
+        runs = min(runs, windows)
     policies = policies or tunable_policies(task)
     for name in policies:  # every name checked before any rollout
         if name not in POLICIES:
@@ -134,11 +155,13 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
     further = {(k, side): extension(v, side) for k, v in cls.tunable.items() for side in ("low", "high")}
     taken = {(k, side): 0 for k in cls.tunable for side in ("low", "high")}  # extension values added so far
     regrets: dict[tuple, dict] = {}  # constants (as a tuple of items) -> validation regret
+    per_env: dict[tuple, object] = {}  # and what it is made of, per environment (_validation_rollout)
     points = grid(searched)
     while True:
         for c in points:  # only the new points: the environments are the same for every point
-            if tuple(c.items()) not in regrets:
-                regrets[tuple(c.items())] = _validation_regret(task, name, c, runs, horizon, seed, device)
+            point = tuple(c.items())
+            if point not in regrets:
+                regrets[point], per_env[point] = _validation_rollout(task, name, c, runs, horizon, seed, device)
         best = dict(min(regrets, key=lambda c: regrets[c]["mean"]))
         ends = _ends(best, searched)
         grown = [(k, side) for k, side in ends if taken[k, side] < len(further[k, side][0])]
@@ -159,11 +182,19 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
         {"constants": dict(c), "final_regret": regrets[c]} for c in sorted(regrets, key=lambda c: [v for _, v in c])
     ]
     paper_constants = defaults(cls, cls.tunable)
-    paper = regrets.get(tuple(paper_constants.items())) or _validation_regret(
-        task, name, {}, runs, horizon, seed, device
-    )
+    paper_point = tuple(paper_constants.items())
+    if paper_point in regrets:
+        paper, paper_env = regrets[paper_point], per_env[paper_point]
+    else:
+        paper, paper_env = _validation_rollout(task, name, {}, runs, horizon, seed, device)
     bounded = {k: side for k, side in ends if not further[k, side][1]}
     at_limit = {k: side for k, side in ends if further[k, side][1]}
+    best_point = tuple(best.items())
+    versus_paper = {
+        "lead": paper["mean"] - regrets[best_point]["mean"],
+        "se": paired_se(per_env[best_point], paper_env),
+    }
+    warnings = tuning_warnings(best, bounded, at_limit, versus_paper, best_point == paper_point, runs)
     seconds = time.perf_counter() - started
     widened = {k: v for k, v in searched.items() if len(v) > len(cls.tunable[k])}
     log(
@@ -177,6 +208,8 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
         )
         + (f"; {', '.join(f'{k} on the {side} end of its range' for k, side in at_limit.items())}" if at_limit else "")
     )
+    for line in warnings:
+        log(f"{key}: {name}-tuned: WARNING: {line}")
     return {
         "constants": best,
         "final_regret": regrets[tuple(best.items())],
@@ -185,6 +218,8 @@ def _tune_one(task, name: str, runs: int, horizon: int, seed: int, device: str, 
         "searched": searched,
         "bounded": bounded,
         "at_limit": at_limit,
+        "versus_paper": versus_paper,
+        "warnings": warnings,
         "widen_steps": WIDEN_STEPS,
         "widen": cls.widen,
         "validation": {"runs": runs, "seed": seed},
@@ -210,11 +245,51 @@ def _ends(constants: dict, searched: dict[str, list]) -> list[tuple[str, str]]:
 
 
 def _validation_regret(task, name: str, constants: dict, runs: int, horizon: int, seed: int, device: str) -> dict:
+    return _validation_rollout(task, name, constants, runs, horizon, seed, device)[0]
+
+
+def _validation_rollout(task, name: str, constants: dict, runs: int, horizon: int, seed: int, device: str):
+    """A point's validation score (mean, s.e.) and what it is made of per environment, for paired
+    differences (:func:`paired_se`): a data task's per-window (cost, demand) ``(runs, 2)``, else the
+    final regrets ``(runs,)``."""
     history = evaluate_policies(task, {name: constants}, runs, horizon, seed, device=device, progress=False)[name]
     if hasattr(task, "tuning_score"):  # a task's own headline metric (real demand: the scaled cost)
-        return task.tuning_score(history)
+        return task.tuning_score(history), torch.stack(task.window_totals(history), dim=-1)
     final = history.cumulative_regret()[:, -1].double()
-    return {"mean": float(final.mean()), "se": float(final.std() / len(final) ** 0.5)}
+    return {"mean": float(final.mean()), "se": float(final.std() / len(final) ** 0.5)}, final
+
+
+def paired_se(a, b) -> float:
+    """The standard error of the difference of two points' scores on the same environments
+    (:func:`_validation_rollout`): of a ratio of sums (cost over demand, the demand the same for both)
+    by linearisation, ``sqrt(Σ_w (ΔC_w - ΔR D_w)²) / Σ_w D_w``, or of a mean of final regrets."""
+    if a.dim() == 2:
+        cost, demand = a[:, 0] - b[:, 0], a[:, 1]
+        return float((cost - cost.sum() / demand.sum() * demand).pow(2).sum().sqrt() / demand.sum())
+    return float((a - b).std() / len(a) ** 0.5)
+
+
+def tuning_warnings(
+    best: dict, bounded: dict, at_limit: dict, versus_paper: dict, is_paper: bool, runs: int
+) -> list[str]:
+    """The entry's ``warnings`` (the module docstring), one line each."""
+    out = [
+        f"{k} = {best[k]:g} is the {side} end of its range: the most extreme value allowed won"
+        for k, side in at_limit.items()
+    ]
+    out += [
+        f"{k} = {best[k]:g} is the {side} end of the grid widened {WIDEN_STEPS} steps: the optimum may lie further"
+        for k, side in bounded.items()
+    ]
+    lead, se = versus_paper["lead"], versus_paper["se"]
+    if not is_paper and lead < SEPARATED * se:
+        out.append(
+            f"the tuned constants lead the paper's by {lead:.3g} ± {se:.2g} (paired s.e.), under {SEPARATED:g} "
+            "standard errors: the validation environments cannot tell them apart, and on test the tuned may do worse"
+        )
+    if runs < MIN_VALIDATION:
+        out.append(f"only {runs} validation environments (under {MIN_VALIDATION}): the standard errors are rough")
+    return out
 
 
 def ensure_tuned(task_name: str, task_options: dict, horizon: int, policies: list[str], log=print) -> None:
