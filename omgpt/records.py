@@ -83,6 +83,8 @@ def read_json(path: str | Path, schema: dict | None = None, what: str = "record"
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise RecordError(f"{path}: not valid JSON (line {e.lineno}: {e.msg}); the {what} is damaged") from None
+    except RecursionError:  # "[[[[..." deeper than Python's stack: no file the project writes
+        raise RecordError(f"{path}: not valid JSON (nested too deeply); the {what} is damaged") from None
     if schema is not None:
         check(value, schema, path)
     return value

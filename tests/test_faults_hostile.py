@@ -9,7 +9,9 @@ already written changed:
 3. work is estimated before it starts: the report's bootstrap memory, the rollout loop's steps;
 4. ``--redraw`` checks the whole experiment.json, panel by panel;
 5. the rest: bad Python calls, a Ctrl-C during the command's imports, the example task's sizes,
-   one-line messages.
+   one-line messages;
+6. messages that name what is wrong: another task's checkpoint behind a card or store record, a
+   file-size limit while writing.
 """
 
 from __future__ import annotations

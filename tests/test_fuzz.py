@@ -788,3 +788,152 @@ def test_adopt_never_replaces_a_shipped_model_by_accident(capsys):
         reference_models.check_replaceable("mab-100-rl", linear, "key", replace=True)
     reference_models.check_replaceable("mab-100-rl", load_model(ROOT / "pretrained" / "mab-100-rl").hparams, "k", True)
     assert shipped() == before
+
+
+# --------------------------------------------------------------------------------------------------
+# Hostile files: what the panel store and ``benchmarks/time_to_quality.py --resume`` read back (the
+# store's entries; under --out an arm's trace, alg-star's cache, an arm's last.ckpt). A file that is not
+# what its loader wrote -- empty, truncated, binary, a pickle, JSON too deep or of another shape, a field
+# of the wrong type -- is one line naming it: refused (exit 2), or, where the file is only a cache or a
+# trace the checkpoint can rebuild, computed again. Never a traceback, never code run.
+def hostile_files(valid: dict, marker: Path, fields: dict[str, list], optional=()) -> dict[str, bytes]:
+    """Hostile variants of the JSON file ``valid``: every kind of damage, and each of ``fields`` (key ->
+    values of the wrong type) given each of its values, or missing (unless ``optional``)."""
+    import json
+    import pickle
+
+    from tests.test_security import Payload
+
+    text = json.dumps(valid).encode()
+    files = {
+        "empty": b"",
+        "truncated": text[: len(text) // 2],
+        "binary": bytes(range(256)) * 4,
+        "a pickle": pickle.dumps({**valid, "payload": Payload(marker)}),
+        "a JSON list": b"[1, 2, 3]",
+        "JSON null": b"null",
+        "nested too deeply": b"[" * 100_000,
+        "not UTF-8": text.replace(b'"', b'"\xff', 1),
+    }
+    for key, values in fields.items():
+        if key not in optional:
+            files[f"{key} missing"] = json.dumps({k: v for k, v in valid.items() if k != key}).encode()
+        files.update({f"{key} = {v!r}": json.dumps({**valid, key: v}).encode() for v in values})
+    return files
+
+
+def test_a_hostile_panel_store_entry_is_evaluated_again_in_one_line(tmp_path, capsys):
+    import json
+
+    from omgpt.commands.experiment.panel_store import read_panel, write_panel
+
+    store, marker = tmp_path / "panels", tmp_path / "pwned"
+    panel = {"title": "t", "task": "newsvendor", "task_options": {}, "horizon": 3, "model": "m", "policies": {}}
+    write_panel(store, "k", panel, {"cells": [1.0]}, 2.0, title="t")
+    valid = json.loads((store / "k.json").read_text())
+    fields = {"panel": ["x", None, [], {"title": "t"}], "seconds": ["x", True, []], "state": []}
+    problems = []
+    for name, content in hostile_files(valid, marker, fields, optional=("seconds",)).items():  # (older entries)
+        (store / "k.json").write_bytes(content)
+        if read_panel(store, "k") is not None:
+            problems.append(f"{name}: read as a stored panel")
+        printed = capsys.readouterr().out
+        if printed.count("\n") != 1 or f"{store / 'k.json'}:" not in printed:
+            problems.append(f"{name}: not one line naming the file: {printed!r}")
+    (store / "k.pkl").write_bytes(hostile_files(valid, marker, {})["a pickle"])  # an earlier version's entry
+    (store / "k.json").unlink()
+    if read_panel(store, "k") is not None:
+        problems.append("k.pkl: read")
+    assert not problems and not marker.exists(), "\n".join(problems)
+
+
+TRACE_POINT = {"cpu_s": 1.5, "wall_s": 2.0, "step": 4, "regret": 3.0, "ratio": 1.2, "eval_cpu_s": 0.1}
+
+
+def test_a_hostile_time_to_quality_trace_is_not_reused_in_one_line(tmp_path, capsys):
+    from benchmarks.time_to_quality import finished_trace
+
+    marker, trace = tmp_path / "pwned", tmp_path / "a-0123456789ab.json"
+    valid = {"points": [TRACE_POINT], "steps": 4, "finished": True, "ckpt": "runs/a/epoch=0.ckpt"}
+    fields = {
+        "points": ["x", [], [{**TRACE_POINT, "cpu_s": "1.5"}], [{**TRACE_POINT, "ratio": None}], [3]],
+        "steps": ["4", 4.5, None],
+        "finished": ["yes", 1],
+        "ckpt": [3, None],
+    }
+    problems = []
+    for name, content in hostile_files(valid, marker, fields).items():
+        trace.write_bytes(content)
+        try:
+            if finished_trace(trace) is not None:
+                problems.append(f"{name}: reused")
+        except Exception as e:  # a traceback on the command line
+            problems.append(f"{name}: {type(e).__name__}: {e}")
+        printed = capsys.readouterr().out
+        if printed.count("\n") != 1 or str(trace) not in printed or "not reused" not in printed:
+            problems.append(f"{name}: not one line naming the file: {printed!r}")
+    assert not problems and not marker.exists(), "\n".join(problems)
+
+
+def test_a_hostile_alg_star_cache_is_computed_again_in_one_line(tmp_path, capsys, monkeypatch):
+    from benchmarks import time_to_quality as ttq
+
+    marker = tmp_path / "pwned"
+    monkeypatch.setattr(ttq, "validation_regret", lambda *a, **k: 2.5)
+    setting = {"task": "newsvendor", "task_options": {}, "horizon": 3}
+    ttq.alg_star_regret(setting, 2, 10_000, 2, tmp_path)
+    (cache,) = tmp_path.glob("alg_star_*.json")
+    valid = {"regret": 2.5, "cpu_s": 0.1, "task": "newsvendor", "horizon": 3, "val_runs": 2, "val_seed": 10_000}
+    problems = []
+    for name, content in hostile_files(valid, marker, {"regret": ["2.5", None, True, [2.5]]}).items():
+        cache.write_bytes(content)
+        capsys.readouterr()
+        try:
+            if ttq.alg_star_regret(setting, 2, 10_000, 2, tmp_path) != 2.5:
+                problems.append(f"{name}: another regret")
+        except Exception as e:
+            problems.append(f"{name}: {type(e).__name__}: {e}")
+        printed = capsys.readouterr().out
+        if f"{cache}:" not in printed or "computed again" not in printed:
+            problems.append(f"{name}: not said, naming the file: {printed!r}")
+    assert not problems and not marker.exists(), "\n".join(problems)
+
+
+def test_a_hostile_last_ckpt_under_resume_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    import torch
+
+    from benchmarks.time_to_quality import resumable_checkpoint
+    from omgpt.entry import guarded
+    from tests.test_security import Payload
+
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # torch < 2.6's default
+    marker, runs = tmp_path / "pwned", tmp_path / "a-0123456789ab"
+    last = runs / "version_0" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    clock = {"cpu_s": 1.5, "wall_s": 2.0, "points": [TRACE_POINT]}
+    saved = lambda content: torch.save(content, last)
+    whole = (ROOT / "pretrained" / "newsvendor" / "model.ckpt").read_bytes()
+    cases = {
+        "empty": lambda: last.write_bytes(b""),
+        "truncated": lambda: last.write_bytes(whole[: len(whole) // 2]),
+        "binary": lambda: last.write_bytes(bytes(range(256)) * 4),
+        "a pickle": lambda: saved({"state_dict": {}, "callbacks": {"QualityClock": Payload(marker)}}),
+        "no state_dict": lambda: saved({"callbacks": {"QualityClock": clock}}),
+        "clock a string": lambda: saved({"state_dict": {}, "callbacks": {"QualityClock": "x"}}),
+        "cpu_s a string": lambda: saved({"state_dict": {}, "callbacks": {"QualityClock": {**clock, "cpu_s": "1"}}}),
+        "points a dict": lambda: saved({"state_dict": {}, "callbacks": {"QualityClock": {**clock, "points": {}}}}),
+        "a point's step": lambda: saved(
+            {"state_dict": {}, "callbacks": {"QualityClock": {**clock, "points": [{**TRACE_POINT, "step": "4"}]}}}
+        ),
+    }
+    problems = []
+    for name, write in cases.items():
+        write()
+        capsys.readouterr()
+        code = guarded(lambda: resumable_checkpoint(runs))
+        err = capsys.readouterr().err.strip().splitlines()
+        if code != 2 or len(err) != 1 or str(last) not in err[0]:
+            problems.append(f"{name}: exit {code}, {err}")
+    saved({"state_dict": {}, "callbacks": {"QualityClock": clock}})
+    assert resumable_checkpoint(runs) == last  # the control: a sound one resumes
+    assert not problems and not marker.exists(), "\n".join(problems)
