@@ -146,14 +146,33 @@ def final_demand_errors(panel: dict) -> tuple[float, float]:
     return m["omgpt"]["mse"][-1], m["ridge"]["mse"][-1]
 
 
-def steps_to_reach(curve: list, target: float, tail: float = 0.5) -> tuple[float | None, float]:
+def steps_to_reach(
+    curve: list, target: float, tail: float = 0.5, seed: int = 0
+) -> tuple[float | None, float, list[float | None] | None]:
     """Where a learning curve ``[(step, value), ...]`` reaches ``target`` if it goes on as it went:
     ``log value = a + b log step`` fitted to its last ``tail`` (the early steps are a transient).
-    Returns ``(steps, b)``; ``steps`` is None where the fit is not falling (``b >= 0``)."""
+    Returns ``(steps, b, ci90)``: ``steps`` is None where the fit is not falling (``b >= 0``); ``ci90`` is
+    a pairs bootstrap's 90% interval of the steps over the tail's points (its upper end None where the
+    resampled fits that do not fall leave it unbounded: no bound can be given), None for fewer than
+    three points."""
     points = np.asarray(curve, dtype=float)
     points = points[int(len(points) * (1 - tail)) :]
-    b, a = np.polyfit(np.log(points[:, 0]), np.log(points[:, 1]), 1)
-    return (None if b >= 0 else float(np.exp((np.log(target) - a) / b))), float(b)
+    x, y = np.log(points[:, 0]), np.log(points[:, 1])
+    b, a = np.polyfit(x, y, 1)
+    steps = None if b >= 0 else float(np.exp((np.log(target) - a) / b))
+    if len(points) < 3:
+        return steps, float(b), None
+    rng = np.random.default_rng(seed)
+    reach = []
+    for _ in range(BOOTSTRAP_SAMPLES):
+        idx = rng.integers(0, len(points), len(points))
+        if np.ptp(x[idx]) == 0:
+            reach.append(np.inf)
+            continue
+        bb, aa = np.polyfit(x[idx], y[idx], 1)
+        reach.append(np.exp((np.log(target) - aa) / bb) if bb < 0 else np.inf)
+    lo, hi = np.percentile(np.asarray(reach), [5, 95])
+    return steps, float(b), [float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None]
 
 
 def interval(pair: list | None) -> str:

@@ -699,9 +699,10 @@ def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_sa
     from omgpt.analysis.report import steps_to_reach
     from omgpt.commands.experiment.report import report
 
-    curve = [[s, s**-0.5] for s in (100, 400, 1600, 2500, 6400, 10_000)]
-    steps, slope = steps_to_reach(curve, 0.005)
+    curve = [[s, s**-0.5] for s in (100, 400, 900, 1600, 2500, 3600, 4900, 6400, 8100, 10_000)]
+    steps, slope, ci = steps_to_reach(curve, 0.005)
     assert slope == pytest.approx(-0.5) and steps == pytest.approx(40_000)
+    assert ci == pytest.approx([40_000, 40_000])  # points exactly on the law: a zero-width interval
     assert steps_to_reach([[100, 0.3], [200, 0.31], [400, 0.3], [800, 0.32]], 0.01)[0] is None  # flat: never
 
     def panel(title, model, ours, ridge):
@@ -737,7 +738,10 @@ def test_a_missed_demand_panel_gets_the_heads_learning_curve_and_the_steps_it_sa
     }
     text = report(result)
     assert "## The observation head's learning curve" in text
-    assert "it reaches 0.005 after ~40,000 steps, 4x the 10,000 trained (~4 CPU-hours at this model's speed)" in text
+    assert (
+        "it reaches 0.005 after ~40,000 steps [90%: 40,000, 40,000], 4x the 10,000 trained (~4 CPU-hours at this model's speed)"
+        in text
+    )
     assert "the curve does not fall" in text
     assert draw(result, tmp_path) == ["demand_prediction.png", "obs_learning_curve.png"]
 

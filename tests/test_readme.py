@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from omgpt.errors import OMGPTError
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 PAGES = {
@@ -131,36 +133,56 @@ def test_setup_is_idempotent_and_the_demo_command_runs(tmp_path):
     assert "the demo took" in done.stdout and "CPU-s" in done.stdout  # wall-clock and CPU time, apart
 
 
-def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmark():
-    from tools.readme_tables import panel_cell
+def test_an_experiment_row_gives_each_panels_three_state_verdict():
+    """A panel's cell shows its paired verdict (below / level / behind, and its runs) and bolds OMGPT only
+    where the interval lies wholly below the best benchmark: a lower mean whose interval holds the null
+    is *level*, not a win."""
+    from tools.readme_tables import _state_words, panel_cell
 
-    def panel(title, **finals):
-        return {
+    def panel(title, states=None, **finals):
+        numbers = {
             "title": title,
             "benchmarks": ["erm", "fai"],
             "models_compared": [k for k in finals if k not in ("erm", "fai")],
             "policies": {k: {"final_regret": {"mean": v}} for k, v in finals.items()},
+            "best_benchmark": {"name": "fai"},
         }
+        if states:
+            numbers["vs_best"] = {k: {"state": v, "runs": 1200} for k, v in states.items()}
+        return numbers
 
-    assert panel_cell(panel("won", omgpt=3.0, erm=5.0, fai=4.0)) == ("won: **3** vs fai 4", True)
-    assert panel_cell(panel("lost", omgpt=4.5, erm=5.0, fai=4.0)) == ("lost: 4.5 vs fai 4", False)
-    lstm = panel_cell(panel("models", transformer=3.0, **{"lstm-5": 4.2}, erm=5.0, fai=4.0))
-    assert lstm == ("models: transformer **3**, lstm-5 4.2 vs fai 4", True)  # the first model compared decides
+    assert panel_cell(panel("won", {"omgpt": "below"}, omgpt=3.0, erm=5.0, fai=4.0)) == (
+        "won: **3** vs fai 4 (below, 1,200 runs)",
+        "below",
+    )
+    assert panel_cell(panel("close", {"omgpt": "level"}, omgpt=3.9, erm=5.0, fai=4.0)) == (
+        "close: 3.9 vs fai 4 (level, 1,200 runs)",
+        "level",
+    )
+    assert panel_cell(panel("old", omgpt=3.0, erm=5.0, fai=4.0)) == ("old: 3 vs fai 4 (no paired interval)", None)
+    lstm = panel_cell(
+        panel(
+            "models", {"transformer": "below", "lstm-5": "level"}, transformer=3.0, **{"lstm-5": 4.2}, erm=5.0, fai=4.0
+        )
+    )
+    assert lstm[1] == "below" and lstm[0].startswith("models: transformer **3**, lstm-5 4.2 vs fai 4")
     head = {
         "title": "dp",
-        "demand_prediction": {"methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}}},
+        "demand_prediction": {
+            "methods": {"omgpt": {"mse": [2.0, 0.5]}, "ridge": {"mse": [1.0, 0.1]}},
+            "head_vs_ridge": {"mean": 5.0, "ci90": [4.0, 6.5], "runs": 100},
+        },
     }
-    assert panel_cell(head) == ("dp: MSE after 2 samples 0.5 vs ridge 0.1", False)
+    assert panel_cell(head) == ("dp: MSE after 2 samples 0.5 vs ridge 0.1 (behind)", "behind")
     # beyond-alg-star: the model its validation selection kept decides, not the supervised one
-    tuned = panel("rl", omgpt=4.5, **{"omgpt-rl": 3.5}, erm=5.0, fai=4.0)
-    assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt-rl"}}})[1] is True
-    assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt"}}})[1] is False
-    # real demand: the headline metric (cost per unit demanded) decides, not the per-window mean regret,
-    # on which OMGPT wins this panel
+    tuned = panel("rl", {"omgpt": "behind", "omgpt-rl": "below"}, omgpt=4.5, **{"omgpt-rl": 3.5}, erm=5.0, fai=4.0)
+    assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt-rl"}}})[1] == "below"
+    assert panel_cell({**tuned, "finetuning": {"selection": {"kept": "omgpt"}}})[1] == "behind"
+    # real demand: the headline metric (cost per unit demanded) and its cluster interval decide
     real = panel("stores", omgpt=3.0, erm=5.0, fai=4.0)
     real["costs"] = {k: {"scaled_cost": {"mean": v}} for k, v in {"omgpt": 0.1057, "erm": 0.2, "fai": 0.1048}.items()}
-    assert panel_cell(real) == ("stores: 0.1057 vs fai 0.1048", False)
-    # the series split's and rolling origins' titles in short; the last origin adds the pooled origins
+    real["costs"]["omgpt"]["ratio_to"] = {"fai": {"mean": 1.01, "ci90": [0.95, 1.07]}}
+    assert panel_cell(real) == ("stores: 0.1057 vs fai 0.1048", "level")
     real["title"] = "Held-out stores (split 3), q = 0.5"
     assert panel_cell(real)[0] == "stores split 3, q 0.5: 0.1057 vs fai 0.1048"
     real["title"] = "Later dates (origin 3), q = 0.9"
@@ -170,6 +192,63 @@ def test_an_experiment_row_counts_the_panels_where_omgpt_beats_the_best_benchmar
     assert panel_cell(real)[0] == (
         "dates origin 3, q 0.9: 0.1057 vs fai 0.1048 (origins pooled: 0.0900 vs fai 0.1000, 0.90× [0.80, 1.01])"
     )
+    assert _state_words(["below", "level", None, "level"]) == "1 below / 2 level / 0 behind"
+
+
+def test_an_inline_number_is_written_from_its_json_and_a_stale_one_fails_the_check(tmp_path, monkeypatch):
+    """<!-- n:FILE:PATH|FORMAT -->: render writes the value its JSON holds, so a page whose number has
+    drifted differs from its render (the --check); a value that no longer exists is one line naming it."""
+    from tools import readme_tables
+
+    (tmp_path / "r.json").write_text(
+        json.dumps({"panels": [{"title": "Queueing control", "ratio": {"mean": 1.074, "ci90": [0.92, 1.288]}}]})
+    )
+    monkeypatch.setattr(readme_tables, "ROOT", tmp_path)
+    monkeypatch.setattr(readme_tables, "_JSON", {})
+    page = tmp_path / "page.md"
+    stale = "OMGPT at <!-- n:r.json:panels/title=Queueing control/ratio|x-ci -->1.12× [0.98, 1.34]<!-- /n --> alg-star."
+    fresh = readme_tables.render_values(stale, page)
+    assert (
+        fresh
+        == "OMGPT at <!-- n:r.json:panels/title=Queueing control/ratio|x-ci -->1.07× [0.92, 1.29]<!-- /n --> alg-star."
+    )
+    assert readme_tables.render_values(fresh, page) == fresh
+    with pytest.raises(OMGPTError, match=r"page.md: <!-- n:r.json:panels/title=Revenue/ratio\|x -->: no such value"):
+        readme_tables.render_values("<!-- n:r.json:panels/title=Revenue/ratio|x -->1<!-- /n -->", page)
+
+
+# Pages written before inline values, and how many result numbers their prose still holds that no test
+# checks: the counts may only fall (a page not listed holds none). README.md and docs/pretrained.md are
+# not listed: every result number there is generated.
+PROSE_DEBT = {
+    "docs/agent-gymnasium.md": 6,
+    "docs/cli.md": 2,
+    "docs/finetune.md": 137,
+    "docs/paper-gaps.md": 2,
+    "docs/protocol.md": 4,
+    "docs/real-demand.md": 98,
+    "docs/recipe.md": 174,
+    "docs/reproducing.md": 48,
+    "docs/tasks-and-policies.md": 8,
+    "docs/tuning.md": 3,
+}
+
+
+def test_no_page_adds_a_result_number_that_no_json_backs():
+    """A ratio, an interval or a number of two or more decimals in README.md's or docs/'s prose sits in a
+    generated block or an inline value (checked against its JSON by the test above), except the debt of
+    pages written before inline values, which may only shrink. main 5fabcf3's docs/pretrained.md, with
+    the queueing card's stale 5.31 / 5.92 / 6.65, fails it."""
+    from tools.readme_tables import free_numbers
+
+    for path, text in PAGES.items():
+        name = path.relative_to(ROOT).as_posix()
+        if name.startswith("benchmarks/"):
+            continue  # the speed results page: each claim is its script's printed ratio
+        found = free_numbers(text)
+        assert len(found) <= PROSE_DEBT.get(name, 0), f"{name}: result numbers no JSON backs: {found[:8]}"
+    stale = "certainty equivalence (`ce`, 5.31) is below both `alg-star` (5.92; 0.90× [0.76, 1.02]) and OMGPT (6.65)"
+    assert free_numbers(stale) == ["5.31", "5.92", "0.90×", "[0.76, 1.02]", "6.65"]
 
 
 def report(name: str, panels: list[dict], models: dict[str, str], kind: str = "curves") -> dict:

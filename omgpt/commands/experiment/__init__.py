@@ -317,9 +317,12 @@ def evaluate_panels(
         for i in todo:
             keep(i, _evaluate_one(exp, i, models, counts[i], seed, device, kind))
     entries = [done[i] for i in range(len(keys))]
-    for (numbers, _, _), sizing in zip(entries, sizings):
+    for (numbers, _, _), sizing, panel in zip(entries, sizings, exp.panels):
         if sizing:
             numbers["sizing"] = sizing
+        numbers.pop("note", None)  # the config's note as it is now (the panel key leaves it out)
+        if panel.note:
+            numbers["note"] = panel.note
     panels = kind.finish([e[0] for e in entries], [e[1] for e in entries], seed=seed)
     return panels, sum(e[2] or 0.0 for e in entries), sum(e[2] is None for e in entries)
 

@@ -93,7 +93,9 @@ def panel_key(exp, kind, panel, models: dict, runs: int, seed: int, device: str)
     what = {
         "experiment": exp.name,
         "kind": kind.name,
-        "panel": asdict(panel),
+        # the note is what was measured about the panel, shown under it, not an input of its numbers:
+        # editing it re-renders the report without evaluating again (evaluate_panels attaches it)
+        "panel": {k: v for k, v in asdict(panel).items() if k != "note"},
         "runs": runs,
         "seed": seed,
         "device": str(device),

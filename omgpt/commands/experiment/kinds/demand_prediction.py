@@ -154,14 +154,19 @@ class DemandPrediction(Kind):
             missed = [t for t in ridge if ours[t] >= ridge[t]]
             if missed:
                 target = min(ridge[t] for t in missed)
-                steps, slope = steps_to_reach(curve, target)
+                steps, slope, ci = steps_to_reach(curve, target)
                 if steps is None:
                     line += f" Over the last half of training the curve does not fall (slope {slope:+.2f} in log-log): more steps of this recipe do not close the gap."
+                elif ci is None or ci[1] is None:
+                    line += (
+                        f" Over the last half of training it falls as steps^{slope:.2f}, but too unevenly to say when it "
+                        f"would reach {target:.3g}: the 90% interval of the steps it would take is unbounded (cannot tell)."
+                    )
                 else:
                     per_step = rec.get("cpu_seconds", rec.get("train_seconds", 0)) / max(1, curve[-1][0])
                     line += (
                         f" Over the last half of training it falls as steps^{slope:.2f}; at that rate it reaches {target:.3g} "
-                        f"after ~{steps:,.0f} steps, {steps / curve[-1][0]:.0f}x the {curve[-1][0]:,} trained"
+                        f"after ~{steps:,.0f} steps [90%: {ci[0]:,.0f}, {ci[1]:,.0f}], {steps / curve[-1][0]:.0f}x the {curve[-1][0]:,} trained"
                         + (f" (~{_cpu_time(steps * per_step)} at this model's speed)." if per_step else ".")
                     )
             lines.append(line)
