@@ -134,7 +134,9 @@ def test_no_file_in_the_tree_unpickles_untrusted_bytes():
 # Checkpoints.
 def test_a_malicious_checkpoint_given_to_evaluate_never_runs(marker, tmp_path, capsys):
     ckpt = malicious_checkpoint(tmp_path / "model.ckpt", marker)
-    code = cli_main(["evaluate", "--ckpt", str(ckpt), "--policies", "omgpt", "--runs", "2", "--out", str(tmp_path / "o")])
+    code = cli_main(
+        ["evaluate", "--ckpt", str(ckpt), "--policies", "omgpt", "--runs", "2", "--out", str(tmp_path / "o")]
+    )
     line = refused(capsys, code)
     assert "refusing to load checkpoint" in line and str(ckpt) in line, line
     assert not marker.exists() and not (tmp_path / "o").exists()
