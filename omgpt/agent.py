@@ -10,8 +10,11 @@ A store orders each morning and sees the demand each night::
 
 An :class:`Agent` wraps a :class:`~omgpt.policies.Policy` and drives it exactly as
 :func:`omgpt.rollout.rollout` does -- ``policy.act(t, x)``, the projection onto the action set
-(:meth:`~omgpt.tasks.base.Task.project`), ``policy.observe(t, a, o)``, the policy's own generator --
-so on the same contexts and outcomes its actions are the rollout's, bit for bit (tests/test_agent.py).
+(:meth:`~omgpt.tasks.base.Task.project`), ``policy.observe(t, a, o)``, the policy's own generator, no
+autograd graph, and on the CPU at most the policy's ``cpu_threads`` (OMGPT, ERM: one; a step of one
+episode is far too small for a second thread, and two threads on a loaded 2-core machine made ERM's
+100-day episode 12x slower: 20 s against 1.6 s) -- so on the same contexts and outcomes its actions are
+the rollout's, bit for bit (tests/test_agent.py).
 OMGPT (:class:`~omgpt.policies.gpt.ModelPolicy`) decides through its KV cache: a step feeds the network
 only the new tokens; with a context window it rolls the window as in a rollout.
 
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from omgpt import checks
+from omgpt import checks, threads
 from omgpt.errors import OMGPTError
 from omgpt.model import load_model
 from omgpt.policies import Policy, make_policy
@@ -200,9 +204,10 @@ class Agent:
         if seed is not None:
             self.generator.manual_seed(checks.seed("seed", seed))
         try:
-            self.policy.reset(
-                _Unseen(self.policy, batch, self.device) if envs is None else envs, horizon, self.generator
-            )
+            with self._playing():
+                self.policy.reset(
+                    _Unseen(self.policy, batch, self.device) if envs is None else envs, horizon, self.generator
+                )
         except OMGPTError:
             raise
         except ValueError as e:  # the policy's own refusal, e.g. a horizon past OMGPT's max_steps without a window
@@ -226,7 +231,8 @@ class Agent:
         x, form = self._read(context, self.task.context_dim, "context")
         # as omgpt.rollout.rollout plays it; a policy's numerical failure (a singular least-squares system) is one line
         step = f"policy {self.policy.name!r} at step {self.t + 1}"
-        a = checks.built(lambda: self.task.project(self.policy.act(self.t, x).to(x.dtype), x), step)
+        with self._playing():
+            a = checks.built(lambda: self.task.project(self.policy.act(self.t, x).to(x.dtype), x), step)
         if not bool(torch.isfinite(a).all()):  # never a NaN order: what the input bounds do not catch is refused here
             raise OMGPTError(f"{step} gave a non-finite action for these contexts and outcomes")
         self._played = (x, a)
@@ -242,7 +248,8 @@ class Agent:
         x, a = self._played
         if action is not None:
             a = self.task.project(self._read_action(action), x)
-        checks.built(lambda: self.policy.observe(self.t, a, o), f"policy {self.policy.name!r} at step {self.t + 1}")
+        with self._playing():
+            checks.built(lambda: self.policy.observe(self.t, a, o), f"policy {self.policy.name!r} at step {self.t + 1}")
         self.t, self._played = self.t + 1, None
 
     def close(self) -> None:
@@ -250,6 +257,14 @@ class Agent:
         if self.batch is not None:
             self.policy.close()
         self.batch, self._played = None, None
+
+    @contextmanager
+    def _playing(self):
+        """The policy's work, as :func:`omgpt.rollout.rollout` plays it: no autograd graph and, on the
+        CPU, at most the policy's ``cpu_threads`` (the caller's thread count restored after)."""
+        limit = getattr(self.policy, "cpu_threads", None) if self.device.type == "cpu" else None
+        with torch.no_grad(), threads.at_most(limit):
+            yield
 
     # ---------------------------------------------------------------------------------------------
     # Conversions.

@@ -330,6 +330,47 @@ def test_a_benchmark_by_name_plays_as_in_a_rollout(name):
         agent.observe(history.observations[:, t])
 
 
+def test_the_erm_agent_plays_100_day_episodes_as_the_full_re_solve():
+    """The Gymnasium example's ``erm`` agent (one episode at a time, 100 days): every order is the one
+    the rollout's ERM -- the quantile regression re-solved over the whole history each day -- places."""
+    task = make_episode_task("newsvendor", None, 100)
+    agent = Agent.from_policy("erm", task, seed=5)
+    for episode in range(3):
+        g = torch.Generator().manual_seed(episode)
+        policy_generator = torch.Generator().manual_seed(episode + 10)
+        history = rollout(task, task.sample_envs(1, g), make_policy("erm", task), 100, g, policy_generator)
+        agent.reset(seed=episode + 10)
+        for t in range(100):
+            assert torch.equal(agent.act(history.contexts[:, t]), history.actions[:, t]), f"episode {episode}, day {t}"
+            agent.observe(history.observations[:, t])
+
+
+def test_an_agent_plays_on_the_policys_threads_without_autograd_and_restores_the_callers(monkeypatch):
+    """As the rollout plays them: a policy that declares ``cpu_threads`` (ERM: 1) acts and learns on at
+    most that many threads -- two threads on a loaded 2-core machine made ERM's 100-day episode 12x
+    slower -- and without an autograd graph; the caller's thread count is back after each call."""
+    agent = Agent.from_policy("erm", "newsvendor")
+    seen = []
+    for name in ("act", "observe"):
+        method = getattr(agent.policy, name)
+        monkeypatch.setattr(
+            agent.policy,
+            name,
+            lambda *a, _m=method: (seen.append((torch.get_num_threads(), torch.is_grad_enabled())), _m(*a))[1],
+        )
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        agent.reset()
+        agent.act([1.2, 0.5, 2.1, 1.0, 2.8])
+        assert torch.get_num_threads() == 2
+        agent.observe(14.0)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [(1, False), (1, False)]
+
+
 def test_an_oracle_needs_the_environment_and_plays_a_star_with_it():
     task = make_episode_task("newsvendor", None, 4)
     oracle = Agent.from_policy("oracle", task)
