@@ -227,7 +227,7 @@ PROSE_DEBT = {
     "docs/paper-gaps.md": 2,
     "docs/protocol.md": 4,
     "docs/real-demand.md": 98,
-    "docs/recipe.md": 174,
+    "docs/recipe.md": 112,
     "docs/reproducing.md": 48,
     "docs/tasks-and-policies.md": 8,
     "docs/tuning.md": 3,

@@ -131,7 +131,10 @@ def test_records_starting_from_each_other_are_refused(tmp_path, capsys, loop):
     "done, says",
     [
         ({"task": "newsvendor"}, "missing key 'command'"),
-        ({"task": "newsvendor", "command": "omgpt fit --model.task 'newsvendor"}, "key 'command': No closing quotation"),
+        (
+            {"task": "newsvendor", "command": "omgpt fit --model.task 'newsvendor"},
+            "key 'command': No closing quotation",
+        ),
         ({"task": "newsvendor", "command": "python train.py"}, "not an 'omgpt fit' command"),
     ],
     ids=["no-command", "unbalanced-quote", "not-a-fit"],

@@ -5,7 +5,6 @@ folder). Only the refusals run here: the comparison itself trains twelve fits.""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -196,7 +196,9 @@ def rewrite_references(moved: dict[str, str], roots, models_dir: Path = STORE) -
 def main(argv: list[str] | None = None) -> None:
     p = script_parser(__file__, __doc__)
     p.add_argument("--models-dir", type=InputFolder(), default=STORE)
-    p.add_argument("--apply", action="store_true", help="move the models and rewrite the references (else: say what would be)")
+    p.add_argument(
+        "--apply", action="store_true", help="move the models and rewrite the references (else: say what would be)"
+    )
     a = p.parse_args(argv)
     store = a.models_dir.resolve()
     moved = new_keys(store)

@@ -68,9 +68,10 @@ class Kind:
     def evaluate_with_state(
         self, panel: Panel, models: dict[str, ModelRecord], *, runs: int, seed: int, device: str
     ) -> tuple[PanelResult, object]:
-        """:meth:`evaluate`, and what :meth:`finish` needs from this panel beyond its numbers (picklable;
-        default ``None``). Panels may be evaluated in other processes and read back from the panel
-        store, so a kind keeps nothing across panels on ``self``: it returns it here."""
+        """:meth:`evaluate`, and what :meth:`finish` needs from this panel beyond its numbers (JSON-able:
+        the panel store keeps it as JSON, arrays as lists; default ``None``). Panels may be evaluated in
+        other processes and read back from the panel store, so a kind keeps nothing across panels on
+        ``self``: it returns it here."""
         return self.evaluate(panel, models, runs=runs, seed=seed, device=device), None
 
     def finish(self, panels: list[PanelResult], states: list, *, seed: int) -> list[PanelResult]:
