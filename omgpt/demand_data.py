@@ -427,8 +427,7 @@ class DemandData:
                 f"the table has {len(groups)}; use --option split=time"
             )
         order = np.random.default_rng(seed).permutation(len(groups))
-        n_test = min(len(groups) - 2, max(1, round(test_share * len(groups))))
-        n_val = min(len(groups) - 1 - n_test, max(1, round(validation_share * len(groups))))
+        n_test, n_val = series_counts(len(groups), validation_share, test_share)
         part_of = np.zeros(len(groups), dtype=np.int64)
         part_of[order[:n_test]], part_of[order[n_test : n_test + n_val]] = 2, 1
         return part_of[np.searchsorted(groups, self.table.groups)]
@@ -536,6 +535,13 @@ class DemandData:
             f"{self.table.source}: {len(self.series_names)} series, {len(self.demand)} rows, {len(self.feature_names)} encoded features; "
             f"{split}; rows train/validation/test {counts[0]}/{counts[1]}/{counts[2]}"
         )
+
+
+def series_counts(groups: int, validation_share: float, test_share: float) -> tuple[int, int]:
+    """The series split's numbers of test and validation groups among ``groups`` (at least one each,
+    and one left to train on); the split's seed draws which."""
+    n_test = min(groups - 2, max(1, round(test_share * groups)))
+    return n_test, min(groups - 1 - n_test, max(1, round(validation_share * groups)))
 
 
 def check_origin(origin, split: str) -> None:

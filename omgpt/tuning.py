@@ -54,10 +54,12 @@ FOLDER_VARIABLE = "OMGPT_TUNED_DIR"
 
 # --------------------------------------------------------------------------------------------------
 # Settings and their files.
-def canonical_options(task_name: str, options: dict) -> dict:
+def canonical_options(task_name: str, options: dict, horizon: int | None = None) -> dict:
     """The task options that define a setting: ``horizon`` (a setting's own field), a data task's
     ``part`` and options equal to the task's defaults (``dim=6`` for pricing) left out, so one prior has
-    one name."""
+    one name. With ``horizon``, a task with a ``setting_options`` hook names them as its tuning reads
+    them (real demand: the parts its shares cut, not the shares:
+    :meth:`~omgpt.tasks.newsvendor_data.NewsvendorData.setting_options`)."""
     from omgpt.tasks import TASKS
 
     factory = TASKS.get(task_name)
@@ -71,18 +73,20 @@ def canonical_options(task_name: str, options: dict) -> dict:
         defaults.update(factory.defaults)
     # ``part`` (a data set's train / validation / test windows) names a piece of one setting, not another
     # prior: a data task's benchmarks are tuned on its validation part and played on its test part.
-    return {
+    given = {
         k: v
         for k, v in sorted(options.items())
         if k not in ("horizon", "part") and not (k in defaults and defaults[k] == v)
     }
+    resolve = getattr(factory.cls, "setting_options", None) if factory is not None else None
+    return dict(sorted(resolve(given, int(horizon)).items())) if resolve and horizon is not None else given
 
 
 def setting_key(task_name: str, options: dict, horizon: int) -> str:
     """``pricing-T100``, ``mab-pool_size=100-T100``: the file stem of a setting's tuned constants."""
     parts = (
         [task_name]
-        + [f"{k}={_plain(v)}" for k, v in canonical_options(task_name, options).items()]
+        + [f"{k}={_plain(v)}" for k, v in canonical_options(task_name, options, horizon).items()]
         + [f"T{int(horizon)}"]
     )
     return "-".join(parts)
@@ -207,7 +211,12 @@ def entry_metric(entry: dict) -> str | None:
 
 
 def tune_command(task_name: str, options: dict, horizon: int, policies: list[str]) -> str:
-    opts = "".join(f" --option {k}={_plain(v)}" for k, v in canonical_options(task_name, options).items())
+    """The ``omgpt tune`` line that tunes ``policies`` for the setting: its options as given (a table's
+    path, not the key's tag of it; the shares, not the parts they cut)."""
+    opts = "".join(
+        f" --option {k}={v:g}" if isinstance(v, float) else f" --option {k}={v}"
+        for k, v in canonical_options(task_name, options).items()
+    )
     return f"omgpt tune --task {task_name}{opts} --policies {','.join(policies)} --horizon {int(horizon)}"
 
 

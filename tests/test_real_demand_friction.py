@@ -232,3 +232,62 @@ def test_tune_warns_of_range_ends_and_a_small_validation_part_in_its_log_and_fil
         assert [line.split(": WARNING: ", 1)[1] for line in lines if f" {name}-tuned: WARNING: " in line] == warnings
     assert content["policies"]["erm-linear"]["at_limit"] == {"l1": "low"}
     assert content["policies"]["erm-linear"]["warnings"][0].startswith("l1 = 0 is the low end of its range")
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. Tuned constants keyed by what the tuning read, not by the test share.
+def test_tuned_constants_are_keyed_by_the_parts_the_tuning_read_not_by_the_test_share(tmp_path, monkeypatch):
+    """The time split of 205 days: test_share 0.25 and 0.252 cut the test part a day apart and the
+    training and validation parts alike (one tuning serves both); 0.253 moves the training cut."""
+    from omgpt.commands.tune import run_tuning
+    from omgpt.errors import OMGPTError
+    from omgpt.policies import make_policy
+    from omgpt.tuning import setting_key
+    from tests.test_real_data import task_of, write_table
+
+    table = write_table(tmp_path / "t.csv", days=205)
+    tasks = {
+        s: task_of(table, split="time", test_share=s, part="test", critical_ratio=0.75) for s in (0.25, 0.252, 0.253)
+    }
+    assert tasks[0.25].data.test_from != tasks[0.252].data.test_from
+    assert tasks[0.25].data.validation_from == tasks[0.252].data.validation_from
+    keys = {s: setting_key("newsvendor-data", t.options(), 14) for s, t in tasks.items()}
+    assert keys[0.25] == keys[0.252] != keys[0.253]
+    assert "test_share" not in keys[0.25] and "-validation=2021-05-07..2021-06-03-T14" in keys[0.25]
+    options = {k: v for k, v in tasks[0.25].options().items() if k not in ("part", "horizon")}
+    run_tuning("newsvendor-data", options, ["saa"], horizon=14, folder=tmp_path / "tuned", log=lambda line: None)
+    monkeypatch.setenv("OMGPT_TUNED_DIR", str(tmp_path / "tuned"))
+    make_policy("saa-tuned", tasks[0.252], 14)  # the same tuning
+    with pytest.raises(
+        OMGPTError,
+        match=r"no tuned constants for \S+-validation=2021-05-06\.\.\S+ .*; run: omgpt tune .* --option csv=\S+/t\.csv .*test_share=0.253",
+    ):
+        make_policy("saa-tuned", tasks[0.253], 14)
+
+
+def test_shares_that_cut_the_default_parts_keep_the_default_name(tmp_path):
+    """20 shops in the series split: 0.15 and 0.16 both hold out 3 test and 3 validation shops."""
+    from omgpt.tuning import setting_key
+    from tests.test_real_data import task_of, write_table
+
+    table = write_table(tmp_path / "t.csv", shops=20, days=40)
+    key = lambda **shares: setting_key("newsvendor-data", task_of(table, group="shop", **shares).options(), 14)  # noqa: E731
+    assert key() == key(test_share=0.16) == key(test_share=0.16, validation_share=0.14)
+    assert "share" not in key() and "groups" not in key()
+    assert key(test_share=0.25).endswith("-test_groups=5-validation_groups=3-T14")
+    time = lambda **shares: key(split="time", **shares)  # noqa: E731
+    assert time() == time(test_share=0.15) and time().endswith("-split=time-T14")
+
+
+def test_every_committed_tuned_file_and_experiment_panel_still_finds_its_tuning():
+    from omgpt.commands.experiment.config import available, load_experiment
+    from omgpt.tuning import TUNED, read_tuned, tuned_path
+
+    files = sorted(TUNED.glob("*.json"))
+    assert len(files) > 40
+    for path in files:
+        read_tuned(path)  # its setting's key is its name
+    for name in available():
+        for panel in load_experiment(name, "cpu").panels:
+            if any(p.endswith("-tuned") for p in panel.policies):
+                assert tuned_path(panel.tuned_on).is_file(), (name, panel.title, panel.tuned_on)

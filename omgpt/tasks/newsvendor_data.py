@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -144,17 +145,7 @@ class NewsvendorData(Task):
         self.part, self.horizon, self.lookback = part, int(horizon), int(lookback)
         self.q_range = ratio_range(critical_ratio)
         self.stride = int(stride) if stride is not None else (1 if part == "train" else self.horizon)
-        dataset = "bakery" if dataset is None and csv is None else dataset
-        source = dict(
-            dataset=dataset,
-            csv=csv,
-            series=series,
-            date=date,
-            demand=demand,
-            drop=drop,
-            categorical=categorical,
-            group=group,
-        )
+        source = table_source(dataset, csv, series, date, demand, drop, categorical, group)
         self.data = dd.demand_data(
             source, split, self.lookback, float(validation_share), float(test_share), int(split_seed), origin
         )
@@ -165,6 +156,29 @@ class NewsvendorData(Task):
         self.context_dim = LEADING + self.data.features.shape[1]
         self._tensors: dict[str, dict[str, Tensor]] = {}
         super().__init__(**pool)
+
+    @classmethod
+    def setting_options(cls, options: dict, horizon: int) -> dict:
+        """The options that name a setting's tuned constants (:func:`omgpt.tuning.setting_key`; the
+        options that differ from the defaults): keyed by what the tuning reads -- the training part and
+        the validation windows -- not by the shares that cut them. Shares that cut the same parts as the
+        defaults' (at the same origin) are left out; others are replaced by what they cut: the series
+        split's numbers of test and validation groups (``test_groups``, ``validation_groups``: with the
+        seed, which groups), the time split's first validation day and the last day of its validation
+        windows (``validation=FIRST..LAST``: the training part ends before FIRST; it fixes the origin,
+        which is left out). So ``test_share`` 0.25 and 0.251, which on a table cut the same windows,
+        share one file, and one that moves a window has its own."""
+        if not {"validation_share", "test_share"} & options.keys():
+            return options
+        defaults = _defaults(cls)
+        full = {**defaults, **options}
+        given = _tuned_parts(full, horizon, full["validation_share"], full["test_share"])
+        rest = {k: v for k, v in options.items() if k not in ("validation_share", "test_share")}
+        if given == _tuned_parts(full, horizon, defaults["validation_share"], defaults["test_share"]):
+            return rest
+        if full["split"] == "time":
+            return {**{k: v for k, v in rest.items() if k != "origin"}, "validation": f"{given[0]}..{given[1]}"}
+        return {**rest, "test_groups": given[0], "validation_groups": given[1]}
 
     # ----------------------------------------------------------------------------------------------
     def tensors(self, device) -> dict[str, Tensor]:
@@ -310,6 +324,52 @@ class NewsvendorData(Task):
             action_loc=(1.0,),
             action_scale=(0.8,),
         )
+
+
+def table_source(dataset, csv, series, date, demand, drop, categorical, group) -> dict:
+    """The table options as :func:`omgpt.demand_data.load_table` reads them (bakery when none is named)."""
+    dataset = "bakery" if dataset is None and csv is None else dataset
+    return dict(
+        dataset=dataset,
+        csv=csv,
+        series=series,
+        date=date,
+        demand=demand,
+        drop=drop,
+        categorical=categorical,
+        group=group,
+    )
+
+
+def _defaults(cls) -> dict:
+    import inspect
+
+    return {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items() if p.default is not p.empty}
+
+
+def _tuned_parts(options: dict, horizon: int, validation_share: float, test_share: float) -> tuple:
+    """What a tuning of ``options`` reads, cut by these shares (:meth:`NewsvendorData.setting_options`):
+    the series split's (test, validation) group counts, the time split's first validation day and
+    the last day of its validation windows."""
+    o = options
+    source = table_source(
+        *(o[k] for k in ("dataset", "csv", "series", "date", "demand", "drop", "categorical", "group"))
+    )
+    if o["split"] != "time":
+        groups = len(set(dd.load_table(**source).groups))
+        return dd.series_counts(groups, float(validation_share), float(test_share))
+    data = dd.demand_data(
+        source,
+        "time",
+        int(o["lookback"]),
+        float(validation_share),
+        float(test_share),
+        int(o["split_seed"]),
+        o["origin"],
+    )
+    starts = data.windows("validation", horizon, int(o["stride"] or horizon))
+    last = data.table.dates[starts].max() + np.timedelta64(horizon - 1, "D") if len(starts) else None
+    return str(data.validation_from), str(last)
 
 
 def ratio_range(value) -> tuple[float, float]:
