@@ -291,3 +291,44 @@ def test_every_committed_tuned_file_and_experiment_panel_still_finds_its_tuning(
         for panel in load_experiment(name, "cpu").panels:
             if any(p.endswith("-tuned") for p in panel.policies):
                 assert tuned_path(panel.tuned_on).is_file(), (name, panel.title, panel.tuned_on)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1 and 7. docs/real-demand.md: one fit config per split kind, the shipped tables, the tunable benchmarks.
+def test_the_docs_recommend_one_fit_config_per_split_and_name_the_tables_and_benchmarks(tmp_path):
+    import yaml
+
+    from omgpt.commands.tune import tunable_policies
+    from omgpt.demand_data import DATASETS
+    from tests.test_real_data import task_of, write_table
+
+    text = (ROOT / "docs/real-demand.md").read_text()
+    own = text[text.index("**Your own table, no code change.**") :]
+    configs = {}
+    for line in own[own.index("**Which fit config for a new table.**") :].splitlines():
+        if line.startswith("| `split="):
+            split, config = line.split("`")[1].removeprefix("split="), line.split("`")[3]
+            configs[split] = config
+    assert configs == {"series": "configs/pretrained/bakery.yaml", "time": "configs/pretrained/bakery-time.yaml"}
+    for split, config in configs.items():
+        assert yaml.safe_load((ROOT / config).read_text())["model"]["task_options"]["split"] == split
+    for name in DATASETS:
+        assert f"`--option dataset={name}`" in own
+    hint = " ".join(own[own.index("(`--policies` of `tune`") :].split("\n\n")[0].split())
+    tuned = own.split("omgpt tune --task newsvendor-data $SID --horizon 100 --policies ")[1].split()[0].split(",")
+    others = set(tunable_policies(task_of(write_table(tmp_path / "t.csv")))) - set(tuned)
+    assert len(others) == 9 and all(f"`{name}`" in hint for name in others), (others, hint)
+
+
+def test_the_configs_validate_on_every_bakery_validation_window_once():
+    """The docs: val_runs 165 and 105 are bakery's validation windows (a new table sets its own)."""
+    pytest.importorskip("ddop")
+    import yaml
+
+    from omgpt.tasks import make_task
+
+    for config in ("bakery.yaml", "bakery-time.yaml"):
+        cfg = yaml.safe_load((ROOT / "configs/pretrained" / config).read_text())
+        options = {**cfg["model"]["task_options"], "part": "validation"}
+        windows = make_task("newsvendor-data", horizon=cfg["model"]["horizon"], **options).windows
+        assert cfg["data"]["val_runs"] == windows, (config, windows)
