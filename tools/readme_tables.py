@@ -261,6 +261,23 @@ def experiments_table() -> str:
     return "\n".join(lines)
 
 
+def summary_table() -> str:
+    """The README's compact results: one row per experiment, its panels' three-state verdicts (the full
+    table, every panel's numbers, is :func:`experiments_table`, on docs/results.md)."""
+    lines = [
+        "| experiment | the paper's figure | panels below / level / behind the best benchmark | test seed |",
+        "|---|---|---|---|",
+    ]
+    for path in sorted((ROOT / "results").glob("*/experiment.json")):
+        result = json.loads(path.read_text())
+        counts = _state_words([panel_cell(p)[1] for p in result["panels"]])
+        lines.append(
+            f"| [`{result['name']}`](results/{result['name']}/report.md) | {result['source']} | "
+            f"{counts} (of {len(result['panels'])}) | {result['seed']} |"
+        )
+    return "\n".join(lines)
+
+
 def previous_cell(result: dict, path: Path) -> str:
     """The previous recipe's number (``results/previous-recipe/NAME.json``, ``tools/keep_previous.py``) of every
     panel whose model has been retrained since: its store key differs from the one the record names, or,
@@ -526,6 +543,7 @@ TABLES = {
     "tuning": tuning_table,
     "pretrained": pretrained_table,
     "experiments": experiments_table,
+    "summary": summary_table,
     "cost": cost_table,
 }
 
