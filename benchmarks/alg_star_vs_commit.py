@@ -1,7 +1,7 @@
 """``alg-star`` of this tree against ``alg-star`` of an older commit: CPU seconds and paired regret.
 
     python benchmarks/alg_star_vs_commit.py [--rev REV] [--tasks newsvendor,pricing] [--runs 1000]
-        [--horizon 100] [--batch 50] [--seed 6] [--arm NAME=KEY=VALUE,...] [--rev-path DIR] [--json FILE]
+        [--horizon 100] [--batch 50] [--seed 7] [--arm NAME=KEY=VALUE,...] [--rev-path DIR] [--json FILE]
 
 The yardstick is the code of a commit, not an option of today's code, so each side runs in
 its own single-threaded subprocess: ``--rev``'s ``omgpt`` package (``git archive``, put first on the

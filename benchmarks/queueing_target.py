@@ -1,7 +1,7 @@
 """Queueing checkpoints trained on different targets, against ``ce`` and ``alg-star`` on test environments.
 
     python benchmarks/queueing_target.py --checkpoint supervised=pretrained/queueing \\
-        --checkpoint bayes-action=runs/queueing-bayes/queueing/version_0/checkpoints/last.ckpt [--runs 1000] [--seed 6]
+        --checkpoint bayes-action=runs/queueing-bayes/queueing/version_0/checkpoints/last.ckpt [--runs 1000] [--seed 7]
 
 Every checkpoint and both benchmarks play the same test environments with common random numbers
 (``evaluate_policies``). The script prints each one's mean final regret, each checkpoint's paired ratio to

@@ -548,9 +548,12 @@ def test_a_panels_best_benchmark_is_chosen_on_validation_regret_never_on_test(tu
         "models_compared": ["omgpt"],
         "best_benchmark": chosen,
         "policies": {k: {"final_regret": {"mean": v}} for k, v in test.items()},
+        "vs_best": {
+            "omgpt": {"against": chosen["name"], "statistic": "ratio", "mean": 0.6, "ci90": [0.5, 0.7], "runs": 40, "state": "below"}
+        },
     }
     assert best_benchmark(numbers) == (chosen["name"], 5.0)
-    assert verdict(numbers) == f"OMGPT 3.00 is below the best benchmark ({chosen['name']} 5.00)"
+    assert verdict(numbers).startswith(f"OMGPT 3.00 is below the best benchmark ({chosen['name']} 5.00): paired ratio")
 
 
 def test_an_entry_tuned_on_another_metric_than_the_tasks_is_stale(tuned_dir, monkeypatch):

@@ -1,6 +1,6 @@
 """One test window's orders on real demand: OMGPT against the feature-based benchmarks, with the demand.
 
-    OMP_NUM_THREADS=1 python -m tools.real_demand_orders [--model series0] [--q 0.75] [--seed 6]
+    OMP_NUM_THREADS=1 python -m tools.real_demand_orders [--model series0] [--q 0.75] [--seed 7]
         [--window 0 | --worst] [--out results/real-demand-orders]
 
 ``--model`` is a model of the real-demand experiment (``configs/experiments/real-demand.yaml``): a

@@ -18,6 +18,6 @@ SID="--option csv=runs/sid.csv --option series=store,item --option demand=sales 
     --model.task_options '{csv: runs/sid.csv, series: "store,item", demand: sales, group: store, drop: "weekday,year", critical_ratio: [0.5, 0.9]}' \
     --data.val_runs 500 --data.val_batch_size 250 --trainer.logger.init_args.save_dir runs/sid
 .venv/bin/omgpt evaluate --task newsvendor-data $SID --option part=test --option critical_ratio=0.75 \
-    --ckpt runs/sid/omgpt/version_0/checkpoints/epoch*-spl*.ckpt --seed 6 \
+    --ckpt runs/sid/omgpt/version_0/checkpoints/epoch*-spl*.ckpt --seed 7 \
     --policies omgpt,saa,saa-tuned,saa-weekday,saa-weekday-tuned,gbm,hindsight-linear --out runs/sid-eval
 cp runs/sid-eval/summary.json results/sid-example/summary.json

@@ -5,7 +5,7 @@ Each command writes a PNG and a JSON into ``--out`` and prints where; bad input 
 checkpoint, a step beyond the model's horizon, a label the task does not have, ...) ends with one line
 ``omgpt: error: …`` and exit code 2 (:class:`~omgpt.errors.OMGPTError`, turned into that by ``cli_main``).
 
-* ``omgpt probe --ckpt C [--n-train 1024 --n-test 256 --step T --policy omgpt --seed 6 --out DIR]``
+* ``omgpt probe --ckpt C [--n-train 1024 --n-test 256 --step T --policy omgpt --seed 7 --out DIR]``
   -> ``probe.png``, ``probe.json`` (per-layer normalised held-out errors; ``analysis.probing``).
 * ``omgpt tsne --ckpt C [--samples 500 --step T --label type|action|model --layers 0,1,4 --out DIR]``
   -> ``tsne.png``, ``tsne.json`` (t-SNE of every layer; ``analysis.tsne``).
