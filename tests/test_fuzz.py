@@ -937,3 +937,55 @@ def test_a_hostile_last_ckpt_under_resume_is_one_line_naming_it(tmp_path, capsys
     saved({"state_dict": {}, "callbacks": {"QualityClock": clock}})
     assert resumable_checkpoint(runs) == last  # the control: a sound one resumes
     assert not problems and not marker.exists(), "\n".join(problems)
+
+
+def _copy_model(source, target):
+    import shutil
+
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("test", "replication", "spot", "*.png"))
+    return target
+
+
+@pytest.mark.parametrize(
+    "what, source, reader",
+    [
+        ("card", "pretrained/newsvendor", "read_card"),
+        ("store record", "results/models/newsvendor-01852b2938", "read_record"),
+    ],
+)
+def test_a_hostile_card_or_store_record_is_one_line_naming_it(what, source, reader, tmp_path):
+    """Every field of a card or a store record given values of the wrong type, missing, and the file
+    damaged every way: the reader refuses it in one line naming the file (a RecordError, the CLI's exit
+    2), never another exception, and no payload runs."""
+    import json
+
+    from omgpt.commands import store
+    from omgpt.errors import OMGPTError
+
+    folder = _copy_model(ROOT / source, tmp_path / "model")
+    name = "card.json" if reader == "read_card" else "done.json"
+    valid = json.loads((folder / name).read_text())
+    wrong = [None, "x", 1.5, [], {"a": 1}, True]
+    fields = {k: [v for v in wrong if type(v) is not type(valid[k])] for k in valid}
+    optional = [k for k in valid if k not in getattr(store, "CARD" if reader == "read_card" else "RECORD")]
+    optional += [
+        k
+        for k, kind in getattr(store, "CARD" if reader == "read_card" else "RECORD").items()
+        if type(kind).__name__ == "Optional"
+    ]
+    schema = getattr(store, "CARD" if reader == "read_card" else "RECORD")
+    marker, problems = tmp_path / "pwned", []
+    for case, content in hostile_files(valid, marker, fields, optional=optional).items():
+        (folder / name).write_bytes(content)
+        try:
+            getattr(store, reader)(folder)
+            key = case.split(" = ")[0]
+            # a field the readers check, of the wrong type (None means "none" in several: not wrong)
+            if " = " in case and key in schema and not case.endswith("= None"):
+                problems.append(f"{case}: accepted")
+        except OMGPTError as e:
+            if "\n" in str(e) or str(folder / name) not in str(e):
+                problems.append(f"{case}: not one line naming the file: {e}")
+        except Exception as e:  # noqa: BLE001 -- what the test is for
+            problems.append(f"{case}: {type(e).__name__}: {e}")
+    assert not problems and not marker.exists(), "\n".join(problems[:20])

@@ -549,7 +549,14 @@ def test_a_panels_best_benchmark_is_chosen_on_validation_regret_never_on_test(tu
         "best_benchmark": chosen,
         "policies": {k: {"final_regret": {"mean": v}} for k, v in test.items()},
         "vs_best": {
-            "omgpt": {"against": chosen["name"], "statistic": "ratio", "mean": 0.6, "ci90": [0.5, 0.7], "runs": 40, "state": "below"}
+            "omgpt": {
+                "against": chosen["name"],
+                "statistic": "ratio",
+                "mean": 0.6,
+                "ci90": [0.5, 0.7],
+                "runs": 40,
+                "state": "below",
+            }
         },
     }
     assert best_benchmark(numbers) == (chosen["name"], 5.0)
