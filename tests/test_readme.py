@@ -223,7 +223,7 @@ def test_an_inline_number_is_written_from_its_json_and_a_stale_one_fails_the_che
 PROSE_DEBT = {
     "docs/agent-gymnasium.md": 6,
     "docs/cli.md": 2,
-    "docs/finetune.md": 137,
+    "docs/finetune.md": 57,
     "docs/paper-gaps.md": 2,
     "docs/protocol.md": 4,
     "docs/real-demand.md": 98,

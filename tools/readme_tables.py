@@ -261,6 +261,36 @@ def experiments_table() -> str:
     return "\n".join(lines)
 
 
+def finetune_table() -> str:
+    """beyond-alg-star's run per setting (``results/beyond-alg-star/experiment.json``): the supervised and
+    fine-tuned models' mean final regrets, alg-star's, the best benchmark's and the kept model's paired
+    ratio to it with its verdict, fine-tuned − supervised on test and on the selection's validation
+    environments, and which model the validation kept."""
+    path = ROOT / "results" / "beyond-alg-star" / "experiment.json"
+    result = json.loads(path.read_text())
+    sel = result["panels"][0]["finetuning"]["selection"]
+    lines = [
+        f"Test seed {result['seed']}; validation: {sel['runs']:,} environments of seed {sel['seed']:,}.",
+        "",
+        "| setting | supervised | fine-tuned | `alg-star` | best benchmark | kept / best [paired 90% CI] | "
+        "fine-tuned − supervised, test [paired 90% CI] | the same on validation | kept |",
+        "|---|---:|---:|---:|---|---|---|---|---|",
+    ]
+    for panel in result["panels"]:
+        f, finals = panel["finetuning"], final_regrets(panel)
+        ours, child = f["supervised"]["label"], f["finetuned"]["label"]
+        best, bench = best_benchmark(panel)
+        kept = f["selection"]["kept"]
+        verdict = state(f["kept_versus_best"]["ci90"], "ratio")
+        lines.append(
+            f"| {panel['title']} | {finals[ours]:.2f} | {finals[child]:.2f} | {finals.get('alg-star', float('nan')):.2f} | "
+            f"{best} {bench:.2f} | {_with_interval(f['kept_versus_best'], '×')} ({verdict}) | "
+            f"{_with_interval(f['minus_supervised'])} | {_with_interval(f['selection']['finetuned_minus_supervised'])} | "
+            f"{'fine-tuned' if kept == child else 'supervised'} |"
+        )
+    return "\n".join(lines)
+
+
 def summary_table() -> str:
     """The README's compact results: one row per experiment, its panels' three-state verdicts (the full
     table, every panel's numbers, is :func:`experiments_table`, on docs/results.md)."""
@@ -544,6 +574,7 @@ TABLES = {
     "pretrained": pretrained_table,
     "experiments": experiments_table,
     "summary": summary_table,
+    "finetune": finetune_table,
     "cost": cost_table,
 }
 
