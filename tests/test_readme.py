@@ -228,7 +228,6 @@ PROSE_DEBT = {
     "docs/protocol.md": 4,
     "docs/real-demand.md": 98,
     "docs/recipe.md": 112,
-    "docs/reproducing.md": 48,
     "docs/tasks-and-policies.md": 8,
     "docs/tuning.md": 3,
 }
