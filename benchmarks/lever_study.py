@@ -19,12 +19,15 @@ train that setting) and one change at a time:
   full-prior reference model a pool is drawn from; for demand prediction's single type, the two-type
   model), with its architecture (pricing's reference model has 6 layers, not 4): the parent's own
   training CPU is stated beside the arm (``parent_cpu_minutes``), so its curve reads with and without it;
+* ``bayes-action-steps-xN`` (queueing): the target whose Bayes decision is the best rate on the grid
+  (``model.target bayes_action``) over the steps arm's length;
 * ``curriculum``: the paper's horizon curriculum in the early phase (``T~`` = 20, 40, ..., 100, one epoch
   each, twice over, then the whole horizon from epoch 10): early steps on short histories cost less.
 
 Curves are on the validation environments of seed 10,000 (what every fit validates on); each arm's kept
 checkpoint is then played with ``alg-star`` on 200 environments of validation seed 10,003 (paired 90%
-intervals). No test seed is touched: the study chooses the retrains' recipes. It writes
+intervals). Revenue management and queueing measure against their best benchmark instead (Ada, ``ce``:
+``alg-star`` is missing, or beaten by ``ce``). No test seed is touched: the study chooses the retrains' recipes. It writes
 ``benchmarks/levers/SETTING.json`` and ``.png`` (committed) and keeps the arms' runs in
 ``runs/levers/SETTING``; run again, it reuses every arm that finished (``--resume``), so a study longer
 than a session is run again until done. Every arm runs on one thread; the clock is CPU time.
@@ -87,6 +90,30 @@ SETTINGS = {
         "metric": "obs-mse",
         "parent": ("results/models/pricing-e62674581b", ""),  # demand-prediction's two-type CPU-recipe model
     },
+    # The two main-results tasks without alg-star to measure against (revenue) or where a benchmark beats
+    # it (queueing: ce): the ratio is to that benchmark's validation regret (time_to_quality --reference).
+    # The recipe is the reference card's (configs/pretrained/): its length and mixed phase's start.
+    "revenue": {
+        "task": "revenue",
+        "options": "{}",
+        "horizon": 50,
+        "epochs": 60,
+        "steps_epochs": 240,
+        "reference": "ada",
+        "only": ("cpu-recipe", "steps-x4", "size-8x128", "curriculum"),  # revenue has no posterior target
+        "extra": '--data.algorithm1.mixed "{start_epoch: 30, rollouts: 640, kappa: 0.3333333333, batches_per_epoch: 100}"',
+    },
+    "queueing": {
+        "task": "queueing",
+        "options": "{}",
+        "epochs": 40,
+        "steps_epochs": 160,
+        "reference": "ce",
+        "only": ("cpu-recipe", "steps-x4", "size-8x128", "bayes-action-steps-x4", "curriculum"),
+        "extra": '--data.algorithm1.mixed "{start_epoch: 20, rollouts: 640, kappa: 0.3333333333, batches_per_epoch: 100}"',
+        # the target whose Bayes decision is the best rate on the grid (results/queueing-target), with the steps arm's length
+        "bayes_action": True,
+    },
 }
 # The paper's curriculum compressed to the CPU recipe's length: T~ = 20 (m - 1) % 5 + 20 for epochs
 # 0-9, the whole horizon after (datamodules/algorithm1.py's HorizonCurriculum).
@@ -106,7 +133,7 @@ def arms(name: str) -> dict[str, str]:
             None,
             [
                 f'configs/scale/cpu.yaml --model.task {s["task"]} --model.task_options "{s["options"]}"',
-                "--model.horizon 100",
+                f"--model.horizon {s.get('horizon', 100)}",
                 s.get("extra"),
             ],
         )
@@ -127,10 +154,14 @@ def arms(name: str) -> dict[str, str]:
         parent, network = s["parent"]
         out["transfer"] = " ".join(filter(None, [base, network, f"--model.finetune.init_from {parent}"]))
     out["curriculum"] = f"{base} {CURRICULUM}"
+    if s.get("bayes_action"):
+        out[f"bayes-action-steps-x{s['steps_epochs'] // s['epochs']}"] = (
+            f"{setting}{random} --trainer.max_epochs {s['steps_epochs']} --model.target bayes_action"
+        )
     if not obs:  # fine-tuning lowers regret; the head's error is not its objective
         finetune = " ".join(filter(None, ["--config configs/finetune/regret.yaml", s.get("finetune")]))
         out["finetune"] = f"{base} {finetune} --from=cpu-recipe"
-    return out
+    return {k: v for k, v in out.items() if k in s.get("only", out)}
 
 
 def command(name: str, chosen: list[str] | None = None) -> list[str]:
@@ -146,7 +177,7 @@ def command(name: str, chosen: list[str] | None = None) -> list[str]:
     argv = [x for a in picked for x in ("--arm", f"{a}={table[a]}")]
     argv += ["--metric", metric, "--budgets", BUDGETS, "--eval-every", "60", "--target", TARGETS[metric]]
     if metric == "regret":
-        argv += ["--holdout-runs", "200", "--holdout-seed", "10003"]
+        argv += ["--holdout-runs", "200", "--holdout-seed", "10003", "--reference", s.get("reference", "alg-star")]
     out = ROOT / "benchmarks" / "levers"
     argv += ["--out", str(ROOT / "runs" / "levers" / name), "--resume"]
     argv += ["--json", str(out / f"{name}.json"), "--plot", str(out / f"{name}.png")]

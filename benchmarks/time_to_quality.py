@@ -90,6 +90,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # The resample-move particles: the sampler every figure of benchmarks/RESULTS.md's "Time to quality" was
 # measured with (the 1.25x threshold and the paired ratios); alg-star's default is "auto" since 2026-11-28.
 ALG_STAR = {"sampler": "smc"}
+
+
+def reference_policy(name: str) -> tuple[str, dict]:
+    """``--reference`` as a policy and its options: ``alg-star`` with its sampler, a benchmark as it is
+    (a task without ``alg-star`` -- revenue management, or queueing, where ``ce`` beats it -- measures
+    its arms against its best benchmark on validation)."""
+    return name, ALG_STAR if name == "alg-star" else {}
+
+
 DEFAULT_ARMS = ["3000-steps=benchmarks/demo_3000_steps_lr1e-3.yaml", "demo=configs/demo.yaml"]
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -373,9 +382,13 @@ def arm_setting(config: str, overrides: list[str]) -> dict:
     return found
 
 
-def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, cache_dir: Path) -> float:
-    """``alg-star``'s mean final regret on the validation environments, computed once per set of
-    episodes (the cache key hashes the environments and the code that seeds their contexts and noise)."""
+def alg_star_regret(
+    model: dict, val_runs: int, val_seed: int, val_batch: int, cache_dir: Path, reference: str = "alg-star"
+) -> float:
+    """The reference's (``alg-star``'s, or a benchmark's: :func:`reference_policy`) mean final regret on
+    the validation environments, computed once per set of episodes (the cache key hashes the reference,
+    the environments and the code that seeds their contexts and noise). A reference whose mean regret is
+    not positive cannot be a ratio's denominator: one line."""
     import omgpt.seeding
     from omgpt.module import validation_envs
     from omgpt.policies import make_policy
@@ -383,7 +396,8 @@ def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, c
 
     task = make_episode_task(model["task"], model.get("task_options"), model["horizon"]).validation_task()
     envs = validation_envs(task, val_runs, val_seed)
-    h = hashlib.sha256(f"{task.name} {model.get('task_options')} {model['horizon']} {val_batch} {val_seed}".encode())
+    key = f"{task.name} {model.get('task_options')} {model['horizon']} {val_batch} {val_seed}"
+    h = hashlib.sha256((key if reference == "alg-star" else f"{key} {reference}").encode())  # alg-star's old caches
     h.update(Path(omgpt.seeding.__file__).read_bytes())
     for k in sorted(envs):
         h.update(k.encode() + envs[k].contiguous().numpy().tobytes())
@@ -398,9 +412,14 @@ def alg_star_regret(model: dict, val_runs: int, val_seed: int, val_batch: int, c
         flush=True,
     )
     start = time.process_time()
+    policy, options = reference_policy(reference)
     regret = validation_regret(
-        task, envs, lambda: make_policy("alg-star", task, **ALG_STAR), model["horizon"], val_seed, val_batch
+        task, envs, lambda: make_policy(policy, task, **options), model["horizon"], val_seed, val_batch
     )
+    if regret <= 0:
+        raise OMGPTError(
+            f"--reference {reference}: its mean validation regret is {regret:.3g}, not positive: no ratio can be read against it"
+        )
     write_text(
         path,
         json.dumps(
@@ -511,7 +530,7 @@ def at_budget(points: list[dict], budget_s: float) -> dict | None:
     return next((p for p in points if p["cpu_s"] >= budget_s), points[-1] if points else None)
 
 
-def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
+def holdout_ratios(results: list[dict], runs: int, seed: int, reference: str = "alg-star") -> None:
     """Every arm's checkpoint and ``alg-star`` on the same ``runs`` held-out environments of ``seed`` (the
     evaluation loop of ``omgpt evaluate``, common random numbers): each arm's ratio to ``alg-star`` and
     to the first arm, with paired bootstrap 90% intervals. After training arms the comparison chooses a
@@ -540,7 +559,8 @@ def holdout_ratios(results: list[dict], runs: int, seed: int) -> None:
             f"  {r['arm']}: omgpt evaluate --ckpt {r['ckpt']} --policies omgpt,alg-star --runs {runs} --seed {seed}",
             flush=True,
         )
-    star = evaluate_policies(task, {"alg-star": ALG_STAR}, runs, horizon, seed, progress=False)["alg-star"]
+    policy, options = reference_policy(reference)
+    star = evaluate_policies(task, {policy: options}, runs, horizon, seed, progress=False)[policy]
     final = lambda h: h.cumulative_regret()[:, -1].double().numpy()
     first = results[0]["arm"]
     print(f"\n{runs} held-out {kind} environments (seed {seed}), final regret: alg-star {final(star).mean():.2f}")
@@ -620,6 +640,13 @@ def parser() -> ScriptParser:
         default="regret",
         help="the quality: final regret over alg-star's, or the observation head's MSE after T - 1 samples over "
         "ridge's on the same rollouts (demand prediction; the arms need --model.network.obs_head true)",
+    )
+    p.add_argument(
+        "--reference",
+        type=Text(),
+        default="alg-star",
+        help="the policy whose validation regret the ratios divide by (a task without alg-star: its best benchmark, "
+        "e.g. ada; the record's alg_star and ratio_to_alg_star fields then hold this policy's)",
     )
     p.add_argument("--quick", action="store_true", help="budgets 1,2 and --eval-every 5 (a smoke run)")
     p.add_argument(
@@ -732,12 +759,21 @@ def main(argv: list[str] | None = None) -> None:
     for name, config, overrides in arms[1:]:  # alg-star and the ratios are one setting's
         if arm_setting(config, overrides) != setting_:
             raise OMGPTError(f"arm {name} trains {arm_setting(config, overrides)}, not {arms[0][0]}'s {setting_}")
+    if args.metric == "regret":  # before alg-star or any arm runs
+        from omgpt.policies import policies_for
+        from omgpt.tasks import make_episode_task
+
+        task = make_episode_task(setting_["task"], setting_.get("task_options"), setting_["horizon"])
+        if args.reference not in policies_for(task):
+            raise OMGPTError(
+                f"--reference {args.reference}: not a policy of {setting_['task']} ({', '.join(sorted(policies_for(task)))})"
+            )
     torch.set_num_threads(1)
     if args.metric == "obs-mse":  # the reference, ridge, is fitted on each evaluation's own rollouts
         alg_star, reference = None, "ridge's head MSE"
     else:
-        alg_star = alg_star_regret(setting_, args.val_runs, args.val_seed, args.val_batch, args.out)
-        reference = f"alg-star's validation regret {alg_star:.3f}"
+        alg_star = alg_star_regret(setting_, args.val_runs, args.val_seed, args.val_batch, args.out, args.reference)
+        reference = f"{args.reference}'s validation regret {alg_star:.3f}"
     print(f"{machine()}; {setting_}; {reference}; targets {args.target}x; budgets {args.budgets} CPU-minutes")
 
     results = []
@@ -792,13 +828,14 @@ def main(argv: list[str] | None = None) -> None:
                 "points": run["points"],
             }
         )
-    print_table(results, targets, budgets, "ridge" if args.metric == "obs-mse" else "alg-star")
+    print_table(results, targets, budgets, "ridge" if args.metric == "obs-mse" else args.reference)
     if args.holdout_runs:
-        holdout_ratios(results, args.holdout_runs, args.holdout_seed)
+        holdout_ratios(results, args.holdout_runs, args.holdout_seed, args.reference)
     record = {
         "machine": machine(),
         "setting": setting_,
         "metric": args.metric,
+        "reference": "ridge" if args.metric == "obs-mse" else args.reference,  # what "alg_star" is the regret of
         "alg_star": alg_star,
         "targets": targets,
         "budgets_min": args.budgets,

@@ -163,7 +163,23 @@ def test_time_to_quality_refuses_an_arm_its_fit_would_refuse_before_any_arm_trai
     assert "prints and exits: it fits nothing" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("setting", ["mab-100", "pricing-100", "newsvendor-100", "demand-single"])
+def test_time_to_quality_measures_against_a_named_reference_and_refuses_one_of_another_task(tmp_path, capsys):
+    """--reference: a task without alg-star measures its arms against a benchmark (revenue: ada); a name
+    that is no policy of the arms' task is one line before any work, nothing written."""
+    from benchmarks import lever_study
+    from benchmarks.time_to_quality import main
+
+    argv = lever_study.command("revenue", ["cpu-recipe"])
+    assert argv[argv.index("--reference") + 1] == "ada" and "--model.horizon 50" in argv[1]
+    setting = "--model.task revenue --model.horizon 8"
+    out = tmp_path / "o"
+    assert main(["--arm", f"a=configs/scale/tiny.yaml {setting}", "--reference", "ce", "--out", str(out)]) == 2
+    assert "--reference ce: not a policy of revenue" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "setting", ["mab-100", "pricing-100", "newsvendor-100", "pricing-16", "demand-single", "revenue", "queueing"]
+)
 def test_every_lever_study_arm_builds_its_fit(setting):
     """The study's arms are checked as time_to_quality checks them before training (what its mab-100
     fine-tuning arm, pathwise on discrete arms, failed only after the other arms' 90 CPU-minutes)."""

@@ -422,8 +422,10 @@ def levers_table() -> str:
                 for t in record["targets"]
             )
             held = arm.get("holdout", {}).get("ratio_to_alg_star")
+            reference = record.get("reference", "alg-star")
+            setting = path.stem if reference in ("alg-star", "ridge") else f"{path.stem} (to {reference})"
             lines.append(
-                f"| {path.stem} | `{arm['arm']}` | {arm['steps']:,} | {arm['cpu_ms_per_step']:.0f} | {reached} | "
+                f"| {setting} | `{arm['arm']}` | {arm['steps']:,} | {arm['cpu_ms_per_step']:.0f} | {reached} | "
                 f"{arm['best']['ratio']:.2f} ({arm['best']['cpu_s'] / 60:.0f}) | "
                 + (f"{held['mean']:.2f} {interval(held['ci90'])}" if held else "—")
                 + " |"
@@ -459,8 +461,8 @@ def steps_law(record: dict, seed: int = 0) -> dict | None:
 
     arms = {a["arm"]: a for a in record["arms"]}
     steps = next((a for name, a in arms.items() if name.startswith("steps-x")), None)
-    if "cpu-recipe" not in arms or steps is None:
-        return None
+    if "cpu-recipe" not in arms or steps is None or record.get("reference", "alg-star") not in ("alg-star", "ridge"):
+        return None  # (a benchmark as the reference has no floor that no training beats: no law)
     floor = 0.0 if record["metric"] == "obs-mse" else 1.0
     recipe = arms["cpu-recipe"]
     curve = steps["points"][len(steps["points"]) // 2 :]
