@@ -188,3 +188,18 @@ def test_every_shipped_card_renders_again_byte_for_byte_from_its_card_json(name,
     shipped = ROOT / "pretrained" / name
     write_card(json.loads((shipped / "card.json").read_text()), tmp_path)
     assert (tmp_path / "card.md").read_text() == (shipped / "card.md").read_text()
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_model_has_its_resolved_config_beside_it(name):
+    """pretrained/NAME/config.yaml is the whole run in one file: what ``--print_config`` resolves from
+    the card's training command today, every default filled in (the lightning version comment aside),
+    and it names the model's task and horizon."""
+    import yaml
+
+    from tools.reference_models import resolved_config
+
+    card = json.loads((ROOT / "pretrained" / name / "card.json").read_text())
+    committed = yaml.safe_load((ROOT / "pretrained" / name / "config.yaml").read_text())
+    assert committed == yaml.safe_load(resolved_config(card["command"])), "python -m tools.reference_models config NAME"
+    assert committed["model"]["task"] == card["task"] and committed["model"]["horizon"] == card["horizon"]

@@ -254,8 +254,10 @@ def ship(name: str, info: dict, model_ckpt: Path, runs: int, seed: int, replicat
         previous = previous_recipe(shipped) if shipped["checksum"] != info["checksum"] else shipped.get("previous")
         info = {**info, **({"previous": previous} if previous else {})}
     info = with_test(info, *test_model(name, model_ckpt, info["horizon"], runs, seed, replication_seed))
+    config = resolved_config(info["command"])  # before anything is replaced: a failure leaves the shipped model
     atomic_write(out / "model.ckpt", lambda f: f.write(model_ckpt.read_bytes()))
     write_card(info, out)
+    write_text(out / "config.yaml", config)
     print(f"wrote {out / 'model.ckpt'} ({(out / 'model.ckpt').stat().st_size / 1e6:.1f} MB), {out / 'card.md'}")
 
 
@@ -388,6 +390,30 @@ def retest(name: str, runs: int, seed: int, replication_seed: int | None) -> Non
         with_test(info, *test_model(name, out / "model.ckpt", info["horizon"], runs, seed, replication_seed)), out
     )
     print(f"wrote {out / 'card.md'}")
+
+
+def resolved_config(command: str) -> str:
+    """The whole resolved config of a training ``command`` (``omgpt fit ...``): what ``--print_config``
+    prints, every default filled in, so one file reads as the whole run."""
+    import shlex
+    import subprocess
+
+    args = shlex.split(command)
+    if args[:2] != ["omgpt", "fit"]:
+        raise OMGPTError(f"{command!r} is not an omgpt fit command")
+    done = subprocess.run(
+        [sys.executable, "-m", "omgpt", *args[1:], "--print_config"], cwd=ROOT, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise OMGPTError(f"{command}: --print_config failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return done.stdout
+
+
+def write_config(name: str) -> Path:
+    """``pretrained/NAME/config.yaml``: the shipped model's resolved training config, beside its card."""
+    path = PRETRAINED / name / "config.yaml"
+    write_text(path, resolved_config(shipped_card(name)["command"]))
+    return path
 
 
 def write_card(info: dict, out: Path) -> None:
@@ -567,7 +593,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     r = sub.add_parser("render", help="rewrite a shipped card's card.md and figure from its card.json")
     r.add_argument("name", type=Name(available))
+    g = sub.add_parser("config", help="write pretrained/NAME/config.yaml: the model's resolved training config")
+    g.add_argument("name", type=Name(available))
     args = p.parse_args(argv)
+    if args.cmd == "config":
+        print(f"wrote {write_config(args.name).relative_to(ROOT)}")
+        return 0
     if args.cmd == "train":
         return train(args.name, args.runs_dir, args.minutes)
     if args.cmd == "render":
