@@ -610,7 +610,7 @@ def test_readme_table_and_results_cover_every_experiment():
     page = (ROOT / "docs" / "results.md").read_text()
     table = page[page.index("<!-- table:experiments -->") : page.index("<!-- /table:experiments -->")]
     for name in _with_results(available()):
-        assert f"| [`{name}`](results/{name}/report.md) (" in table, name
+        assert f"| [`{name}`](../results/{name}/report.md) (" in table, name  # (a docs/ page links up)
         assert f"| [`{name}`](results/{name}/report.md) |" in summary, name
         folder = ROOT / "results" / name
         result = json.loads((folder / "experiment.json").read_text())

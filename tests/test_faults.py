@@ -341,7 +341,7 @@ def test_concurrent_evaluations_into_one_out_each_install_a_whole_folder(tmp_pat
         children = []
         for k in (0, 1):
             args = ["evaluate", "--task", "newsvendor", "--policies", "oracle,erm", "--runs", "8", "--horizon", "20",
-                    "--seed", str(2 + 2 * round_ + k), "--out", str(out), "--no-progress"]  # fmt: skip
+                    "--seed", str(10 + 2 * round_ + k), "--out", str(out), "--no-progress"]  # fmt: skip
             err = tmp_path / f"stderr{k}"
             children.append((fork.Process(target=evaluate_in_child, args=(args, err)), err))
         for child, _ in children:

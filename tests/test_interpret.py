@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import matplotlib.image
 import numpy as np
 import pytest
 import torch
@@ -334,7 +335,9 @@ def test_embedding_probe_callback_logs_and_saves(tmp_path):
     folder = run / "probes" / "epoch001"
     result = json.loads((folder / "probe.json").read_text())
     assert set(result["errors"]) == {"type", "params", "action", "demand_at_x"} and len(result["tsne_knn"]) == 3
-    assert (folder / "probe.png").is_file() and (folder / "tsne.png").is_file()
+    for figure in ("probe.png", "tsne.png"):  # drawn figures, not empty files
+        image = matplotlib.image.imread(folder / figure)
+        assert image.shape[0] > 100 and image[..., :3].std() > 0.01, figure
     assert module.model.training, "the model is back in training mode"
     header = (run / "metrics.csv").read_text().splitlines()[0]
     assert "probe/action/layer0" in header and "probe/type/layer2" in header
@@ -410,7 +413,12 @@ def test_notebook_runs(pricing_ckpt, nonperishable_ckpt, tmp_path):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    for name in ("probe.png", "probe.json", "tsne.png", "training_ood.png", "manipulation.png"):
-        assert (tmp_path / name).is_file(), name
+    for name in ("probe.png", "tsne.png", "training_ood.png", "manipulation.png"):  # drawn, not empty files
+        image = matplotlib.image.imread(tmp_path / name)
+        assert image.shape[0] > 100 and image[..., :3].std() > 0.01, name
+    probe = json.loads((tmp_path / "probe.json").read_text())  # the probe's errors, finite, for every target
+    assert probe["errors"] and all(
+        np.isfinite(v).all() for v in (np.asarray(x, dtype=float) for x in probe["errors"].values())
+    ), probe["errors"]
     probed = tmp_path / "tiny" / "probing"  # section 6: the probing callback's output in its run folder
     assert {p.name for p in probed.rglob("probes/epoch004/*")} >= {"probe.json", "probe.png", "tsne.png"}

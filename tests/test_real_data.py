@@ -336,7 +336,9 @@ def test_a_tiny_fit_on_a_table_then_evaluate_on_its_test_windows(table, tmp_path
         assert cost["cost_per_day"]["mean"] == pytest.approx(per_day, rel=1e-5)
         low, high = cost["scaled_cost"]["ci90"]
         mean = cost["scaled_cost"]["mean"]
-        assert low - 1e-12 * abs(mean) <= mean <= high + 1e-12 * abs(mean)  # (a collapsed interval: its mean's rounding)
+        assert (
+            low - 1e-12 * abs(mean) <= mean <= high + 1e-12 * abs(mean)
+        )  # (a collapsed interval: its mean's rounding)
     assert block["costs"]["saa"]["ratio_to_saa"] is None
     ours = block["costs"]["omgpt"]
     ratio = ours["scaled_cost"]["mean"] / block["costs"]["saa"]["scaled_cost"]["mean"]

@@ -424,4 +424,15 @@ def test_evaluate_command_on_the_bandits(name, tmp_path):
     final = {p: s["final_regret"]["mean"] for p, s in summary["policies"].items()}
     assert final["oracle"] == 0.0
     assert 0 < final["noisy-oracle"] < final["random"]
-    assert (out / "curves.csv").exists() and (out / "regret.png").exists()
+    # the curves: one row per policy and step, the last step's mean the summary's final regret
+    import csv
+
+    import matplotlib.image
+
+    rows = list(csv.DictReader((out / "curves.csv").open()))
+    assert {r["policy"] for r in rows} == set(final) and len(rows) == 20 * len(final)
+    for name, regret in final.items():
+        last = [r for r in rows if r["policy"] == name and r["step"] == "20"]
+        assert float(last[0]["regret_mean"]) == pytest.approx(regret, abs=1e-4)
+    image = matplotlib.image.imread(out / "regret.png")  # a drawn figure, not an empty file
+    assert image.shape[0] > 100 and image.shape[1] > 100 and image[..., :3].std() > 0.01
